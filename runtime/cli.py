@@ -1,0 +1,317 @@
+"""The `coworker` command: the only place errors become exit codes and text.
+
+Every command has help text with an example. A user's mistake prints one line saying what to
+do and exits non-zero (2 for usage and config, 1 for refusals and failures); it never shows a
+traceback. Exit codes: 0 ok, 1 refused or failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import warnings
+from datetime import UTC, datetime
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__, process
+from .errors import CoworkerError, UsageError
+from .home import Home
+from .store import Event, Store
+from .store import events as ev
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _home() -> Home:
+    return Home.locate().require()
+
+
+def _store(home: Home, readonly: bool = False) -> Store:
+    if readonly and not home.db_path.exists():
+        return Store.open(home.db_path)  # creates and migrates an empty store
+    return Store.open(home.db_path, readonly=readonly)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="coworker")
+def cli() -> None:
+    """An AI coworker that lives in a background process, wakes on a tick and remembers.
+
+    The coworker's home is the current folder, or COWORKER_HOME.
+
+    \b
+    Example:
+      coworker init && coworker run
+    """
+
+
+@cli.command()
+def init() -> None:
+    """Create config.toml, state/ and MEMORY.md in the current folder (or COWORKER_HOME).
+
+    Existing files are left as they are.
+
+    \b
+    Example:
+      mkdir my-coworker && cd my-coworker && coworker init
+    """
+    home = Home.locate()
+    created = home.init()
+    home.settings()  # an existing config that does not parse is reported now, not later
+    Store.open(home.db_path).close()
+    if created:
+        out.print(f"created {', '.join(created)} in {home.root}")
+    else:
+        out.print(f"{home.root} is already a coworker home; nothing changed")
+    out.print("next: `coworker run` (foreground) or `coworker start` (background)")
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="Run one tick, then exit.")
+@click.option("--ticks", type=click.IntRange(min=1), help="Run N ticks, then exit.")
+@click.option("--live", is_flag=True, help="Let side-effect tools act (default: dry-run).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
+              help="Log line format (default: [logging] format).")
+@click.option("--detached", is_flag=True, hidden=True)
+def run(once: bool, ticks: int | None, live: bool, log_format: str | None,
+        detached: bool) -> None:
+    """Run the tick loop in the foreground (for a terminal, tmux or systemd).
+
+    Ctrl-C (or SIGTERM) stops it cleanly at the next step boundary.
+
+    \b
+    Examples:
+      coworker run
+      coworker run --once          # one tick, then exit
+      coworker run --live          # side-effect tools act for real
+    """
+    from . import logs
+    from .loop import Loop
+
+    home = _home()
+    settings = home.settings()
+    logs.setup(home, settings.logging.level, log_format or settings.logging.format,
+               stderr=not detached)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="anthropic")
+    loop = Loop(home, settings, live=True if live else None)
+    max_ticks = 1 if once else ticks
+    try:
+        asyncio.run(loop.run(max_ticks=max_ticks))
+    except CoworkerError:
+        raise
+    except Exception as e:  # the loop already logged the crash with its traceback
+        raise CoworkerError(
+            f"the coworker crashed ({type(e).__name__}: {e}); the traceback is in "
+            f"{home.log_path}") from e
+
+
+@cli.command()
+@click.option("--live", is_flag=True, help="Let side-effect tools act (default: dry-run).")
+def start(live: bool) -> None:
+    """Start the loop as a detached background process (pidfile, state/coworker.log).
+
+    \b
+    Example:
+      coworker start && coworker status
+    """
+    home = _home()
+    home.settings()
+    pid = process.spawn_detached(home, ["--live"] if live else [])
+    out.print(f"coworker started (pid {pid}); log: {home.log_path}")
+
+
+@cli.command()
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for a clean stop.")
+def stop(timeout: float) -> None:
+    """Stop the background loop (SIGTERM) and wait until it has stopped.
+
+    \b
+    Example:
+      coworker stop
+    """
+    home = _home()
+    pid = process.stop(home, timeout)
+    out.print(f"coworker stopped (pid {pid})")
+
+
+def _ago(iso: str | None) -> str:
+    if not iso:
+        return "never"
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    delta = (datetime.now(UTC) - when).total_seconds()
+    if delta >= 0:
+        return f"{iso[:19]}Z ({_duration(delta)} ago)"
+    return f"{iso[:19]}Z (in {_duration(-delta)})"
+
+
+def _duration(s: float) -> str:
+    s = int(s)
+    if s < 90:
+        return f"{s}s"
+    if s < 5400:
+        return f"{s // 60}m"
+    if s < 86400 * 2:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(as_json: bool) -> None:
+    """Pid, uptime, last and next tick, event counts, and whether the config on disk is in use.
+
+    \b
+    Example:
+      coworker status
+    """
+    home = _home()
+    pid = process.running_pid(home)
+    run = process.read_runfile(home) if pid else {}
+    with _store(home, readonly=True) as store:
+        counts = ev.counts(store)
+        by_kind = ev.counts_by_kind(store)
+    data = {
+        "home": str(home.root),
+        "running": pid is not None,
+        "pid": pid,
+        "uptime_s": process.uptime_s(run) if pid else None,
+        "last_tick_at": run.get("last_tick_at"),
+        "last_outcome": run.get("last_outcome"),
+        "next_tick_at": run.get("next_tick_at"),
+        "interval_s": run.get("interval_s"),
+        "config_in_use": process.config_in_use(home, run) if pid else None,
+        "model": run.get("model"),
+        "events": counts,
+        "events_by_kind": by_kind,
+    }
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    if pid is None:
+        out.print(f"not running in {home.root} (start it: `coworker start` or `coworker run`)")
+    else:
+        out.print(f"running: pid {pid}, up {_duration(data['uptime_s'] or 0)}")
+        out.print(f"last tick: {_ago(data['last_tick_at'])} -> {data['last_outcome']}")
+        out.print(f"next tick: {_ago(data['next_tick_at'])}")
+        cfg = data["config_in_use"]
+        out.print("config: " + ("the running process uses config.toml as on disk" if cfg else
+                                "config.toml changed on disk; the next tick applies it (or reports "
+                                "why it cannot)" if cfg is False else "unknown"))
+        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}")
+    kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
+    out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
+
+
+@cli.command()
+@click.argument("text", nargs=-1, required=True)
+def tell(text: tuple[str, ...]) -> None:
+    """Send a message from the owner; a running coworker wakes and reads it at once.
+
+    \b
+    Example:
+      coworker tell "Please triage the new parser bugs by Friday"
+    """
+    message = " ".join(text).strip()
+    if not message:
+        raise UsageError('nothing to tell: coworker tell "your message"')
+    home = _home()
+    with _store(home) as store:
+        event_id = ev.append(store, Event(kind="message", body=message, actor="owner",
+                                          author_kind="user", meta={"via": "tell"}))
+    pid = process.wake(home)
+    if pid is None:
+        out.print(f"recorded as event {event_id}; no coworker is running, it reads this when "
+                  "it starts (`coworker start`)")
+    else:
+        out.print(f"recorded as event {event_id}; woke the coworker (pid {pid})")
+
+
+@cli.command(name="log")
+@click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many events.")
+@click.option("--kind", "kind", help="Only events of this kind (message, tick, model_response, "
+              "tool_call, tool_result, note, decision, outbox, dry_run, ...).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def log_cmd(n: int, kind: str | None, as_json: bool) -> None:
+    """What happened, newest last.
+
+    \b
+    Examples:
+      coworker log -n 50
+      coworker log --kind tool_call --json
+    """
+    home = _home()
+    with _store(home, readonly=True) as store:
+        events = ev.tail(store, n, kind=kind)
+    if as_json:
+        for e in events:
+            click.echo(json.dumps(e.as_dict(), ensure_ascii=False))
+        return
+    if not events:
+        out.print("no events yet" + (f" of kind {kind!r}" if kind else ""))
+        return
+    for e in events:
+        body = " ".join(e.body.split())
+        out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{e.kind}[/bold] "
+                  f"[dim]{e.actor}/{e.author_kind}[/dim] {body[:300]}", markup=True)
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("-n", "n", type=click.IntRange(min=1, max=200), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
+    """Lexical search over events, the archive and rollups (BM25, best first).
+
+    \b
+    Example:
+      coworker search parser bugs
+    """
+    from .memory.search import search as do_search
+
+    home = _home()
+    with _store(home, readonly=True) as store:
+        hits = do_search(store, " ".join(query), n)
+    if as_json:
+        for h in hits:
+            click.echo(json.dumps(h.as_dict(), ensure_ascii=False))
+        return
+    if not hits:
+        out.print("no matches")
+        raise click.exceptions.Exit(1)
+    table = Table("what", "id", "date", "kind", "excerpt", box=None)
+    for h in hits:
+        table.add_row(h.kind, str(h.id), (h.ts or "")[:10], h.label, h.excerpt)
+    out.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and turn errors into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="coworker", standalone_mode=False)
+    except CoworkerError as e:
+        err.print(f"error: {e}", markup=False)
+        return e.exit_code
+    except click.exceptions.NoArgsIsHelp:  # pragma: no cover - click prints help itself
+        return 2
+    except click.ClickException as e:
+        e.show()
+        return 2 if isinstance(e, click.UsageError) else 1
+    except click.exceptions.Abort:
+        err.print("aborted")
+        return 130
+    except click.exceptions.Exit as e:
+        return int(e.exit_code or 0)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

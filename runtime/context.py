@@ -1,0 +1,121 @@
+"""What the model sees: the cached prefix, the staircase of the past, the new inputs.
+
+Owns the request's shape. The prefix (tools, role, MEMORY.md, pins) is rendered
+deterministically and carries the cache mark, so it is byte-identical from tick to tick while
+none of those changed. After it: the staircase (the newest rollup at each level, then the last
+raw events, within a character budget), then what is new. A recall block, when there is one,
+goes at the tail of the last user message of each call and is never stored in the history.
+It reads the store and the home; it never writes and never calls the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .home import Home
+from .model import cacheable_system
+from .settings import Settings
+from .store import Event, Store
+from .store import events as ev
+from .store import pins as pins_store
+from .store import rollups as rl
+from .tools import Registry
+
+EVENT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Prefix:
+    system: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+@dataclass
+class Perception:
+    inputs: list[Event] = field(default_factory=list)
+    due_promises: list[Event] = field(default_factory=list)
+    rituals: list[tuple[str, str]] = field(default_factory=list)  # (name, prompt)
+
+    def empty(self) -> bool:
+        return not (self.inputs or self.due_promises or self.rituals)
+
+
+def build_prefix(home: Home, settings: Settings, store: Store, registry: Registry) -> Prefix:
+    memory = home.memory_md.read_text(encoding="utf-8") if home.memory_md.exists() else ""
+    pins = pins_store.active(store)
+    pin_text = "\n".join(f"- [pin {p.id}] {p.text}" for p in pins)
+    blocks = [
+        settings.role_text(home.root).strip(),
+        f"Your name is {settings.coworker.name}. Your long-term memory (MEMORY.md):\n\n"
+        + memory.strip(),
+    ]
+    if pin_text:
+        blocks.append("Pinned by your owner, always true until unpinned:\n" + pin_text)
+    return Prefix(system=cacheable_system(blocks), tools=registry.schemas())
+
+
+def line(e: Event, chars: int = EVENT_CHARS) -> str:
+    body = " ".join(e.body.split())
+    if len(body) > chars:
+        body = body[: chars - 1] + "…"
+    return f"[event {e.id} · {e.ts[:16]} · {e.kind} · {e.actor}] {body}"
+
+
+def staircase(store: Store, settings: Settings, before_id: int) -> str:
+    """Coarse to fine: the newest rollup per level, then the last raw events before this tick."""
+    budget = settings.context.staircase_chars
+    parts: list[str] = []
+    used = 0
+    for r in rl.newest_per_level(store):
+        text = f"[level {r.level} rollup {r.id} · {(r.first_ts or '')[:10]}..{(r.last_ts or '')[:10]}]" \
+               f" {r.title}: {' '.join(r.body.split())[:EVENT_CHARS]}"
+        if used + len(text) > budget:
+            break
+        parts.append(text)
+        used += len(text)
+    recent = ev.tail(store, settings.context.recent_events, before_id=before_id,
+                     include_archive=False)
+    kept: list[str] = []
+    for e in reversed(recent):  # newest first until the budget runs out, then restore order
+        text = line(e)
+        if used + len(text) > budget:
+            break
+        kept.append(text)
+        used += len(text)
+    parts.extend(reversed(kept))
+    if not parts:
+        return "Your past: nothing yet; this is your first tick."
+    return "Your past, coarse to fine (cite event ids):\n" + "\n".join(parts)
+
+
+def inputs_text(p: Perception) -> str:
+    lines = ["What is new this tick:"]
+    for e in p.inputs:
+        lines.append(line(e, 4000))
+    for e in p.due_promises:
+        lines.append(f"[promise {e.id} is due now · made {e.ts[:16]}] {e.body}")
+    for name, prompt in p.rituals:
+        lines.append(f"[ritual {name}] {prompt}")
+    lines.append("Act with your tools if it helps; or end your turn without acting.")
+    return "\n".join(lines)
+
+
+def first_message(stairs: str, new: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": stairs},
+                                        {"type": "text", "text": new}]}
+
+
+def with_tail(messages: list[dict[str, Any]], tail: str | None) -> list[dict[str, Any]]:
+    """The messages for one call, with `tail` appended to the last user message only (a copy:
+    the history itself never holds it, so nothing mid-history changes between calls)."""
+    if not tail:
+        return messages
+    out = list(messages)
+    last = dict(out[-1])
+    content = last["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks.append({"type": "text", "text": tail})
+    last["content"] = blocks
+    out[-1] = last
+    return out

@@ -1,0 +1,43 @@
+"""The error hierarchy. Every message says how to fix the problem.
+
+Errors are raised as these types anywhere in the package and turned into one line of text
+and an exit code only at the CLI's edge (runtime/cli.py). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+
+class CoworkerError(Exception):
+    """Base for errors a user can act on. `exit_code` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class UsageError(CoworkerError):
+    """The user asked for something malformed (bad argument, bad file)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """config.toml does not parse or holds a bad value; the message names the key and the fix."""
+
+
+class NotInitialised(UsageError):
+    """The folder is not a coworker home."""
+
+
+class AlreadyRunning(CoworkerError):
+    """A second instance was asked to start while one holds the pidfile."""
+
+
+class NotRunning(CoworkerError):
+    """A command needed the running process and there is none."""
+
+
+class StoreError(CoworkerError):
+    """The database cannot be opened or written (locked past the busy timeout, corrupt, read-only)."""
+
+
+class ModelError(CoworkerError):
+    """The model endpoint failed after retries, or answered something we cannot use."""

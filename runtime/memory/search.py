@@ -1,0 +1,44 @@
+"""Lexical search over the whole history (hot events and archive) and the ladder's rollups.
+
+Owns turning a query into FTS5 terms and merging the two indexes into one ranked list (bm25,
+best first). It reads; it never writes and never calls a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..store import Store
+from ..store import events as ev
+from ..store import rollups as rl
+from .terms import query_terms
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # "event" or "rollup"
+    id: int
+    ts: str | None
+    label: str  # event kind, or "level N"
+    excerpt: str
+    score: float
+    source: str  # hot, archive, ladder
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def search(store: Store, query: str, limit: int = 10) -> list[Hit]:
+    match = ev.fts_query(query_terms(query))
+    if match is None:
+        return []
+    hits: list[Hit] = []
+    for event, score, snip in ev.fts_search(store, match, limit):
+        hits.append(Hit("event", int(event.id or 0), event.ts, event.kind, snip, score,
+                        event.source))
+    for rollup, score in rl.fts_search(store, match, limit):
+        text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body
+        hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
+                        text[:240], score, "ladder"))
+    hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
+    return hits[:limit]

@@ -1,0 +1,336 @@
+"""config.toml -> typed settings. Nothing else in the package reads the file.
+
+Owns: the schema of every key (with its default and a one-line description), loading the file
+through pydantic-settings (a TOML source, with `COWORKER_SECTION__KEY` environment overrides),
+turning any validation failure into one line that names the key and the fix, and rendering the
+commented default config.toml that `coworker init` writes. It never writes anything but that
+template, and it never reads the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from .errors import ConfigError
+
+ENV_PREFIX = "COWORKER_"
+
+DEFAULT_ROLE = (
+    "You are a careful coworker. You wake on a tick, read what is new, and act only when it "
+    "helps your owner. Deciding not to act is a good outcome. Use `note` to remember, `decide` "
+    "for decisions (cite event ids), `reply` to answer the owner, `promise` to follow up later, "
+    "and `memory_search` before you claim to know something from the past."
+)
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CoworkerSection(Section):
+    name: str = Field("coworker", description="what the coworker calls itself")
+    role: str = Field(
+        DEFAULT_ROLE,
+        description="the role prompt: text, or a path (relative to the home) to a .md/.txt file",
+    )
+    tick_seconds: int = Field(300, ge=1, description="seconds between ticks when active")
+    max_tick_seconds: int = Field(
+        1800, ge=1, description="the interval doubles after quiet ticks up to this many seconds"
+    )
+    max_steps_per_tick: int = Field(8, ge=1, le=100, description="model calls per tick, at most")
+    timezone: str = Field("UTC", description="IANA time zone for rituals, e.g. Europe/Berlin")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError(f"unknown time zone {v!r}; use an IANA name like 'Europe/Berlin'") from e
+        return v
+
+    @model_validator(mode="after")
+    def _max_not_below_tick(self) -> CoworkerSection:
+        if self.max_tick_seconds < self.tick_seconds:
+            raise ValueError("max_tick_seconds must be at least tick_seconds")
+        return self
+
+
+class ModelSection(Section):
+    provider: Literal["anthropic", "none"] = Field(
+        "anthropic", description='"anthropic" (any Anthropic-compatible endpoint) or "none"'
+    )
+    name: str = Field("claude-sonnet-5", description="model name sent to the endpoint")
+    base_url: str | None = Field(
+        None, description="endpoint, e.g. http://127.0.0.1:8080 for a local server (unset: Anthropic)"
+    )
+    api_key: str | None = Field(
+        None, description="API key; unset: the ANTHROPIC_API_KEY environment variable"
+    )
+    max_tokens: int = Field(1024, ge=1, description="max output tokens per model call")
+    timeout_s: float = Field(60.0, gt=0, description="seconds before a model call times out")
+    max_retries: int = Field(4, ge=0, le=20, description="retries on 429, 529, 5xx, timeouts")
+    retry_wait_s: float = Field(1.0, ge=0, description="first backoff wait; doubles each retry")
+    retry_max_wait_s: float = Field(30.0, ge=0, description="longest single backoff wait")
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+
+
+class WritesSection(Section):
+    mode: Literal["dry-run", "live"] = Field(
+        "dry-run",
+        description='"dry-run": side-effect tools only record what they would do; "live": they act',
+    )
+
+
+class MemorySection(Section):
+    memory_promotions: Literal["gated", "auto", "off"] = Field(
+        "gated", description='"gated" queues every promotion for you; "auto" applies confident ones'
+    )
+    archive_after_days: int = Field(30, ge=1, description="reflect moves older events to the archive")
+    walk_threshold: float = Field(
+        0.5, ge=0, le=1, description="memory.walk refuses below this share of matched query words"
+    )
+    memory_md_max_chars: int = Field(4000, ge=200, description="character budget of MEMORY.md")
+    pins_max_chars: int = Field(2000, ge=100, description="character budget of all pins together")
+    ladder_fanout: int = Field(10, ge=2, le=100, description="rollups per rung of the ladder")
+
+
+class RecallSection(Section):
+    mode: Literal["on", "dry-run", "off"] = Field(
+        "on", description='"on" injects recall; "dry-run" only logs what it would inject'
+    )
+    max_items: int = Field(3, ge=0, le=20, description="recall items per model call")
+    item_chars: int = Field(600, ge=50, description="characters per recall item")
+    total_chars: int = Field(1800, ge=50, description="characters of recall per model call")
+    max_terms: int = Field(8, ge=1, le=32, description="search terms taken from the new input")
+
+
+class ContextSection(Section):
+    recent_events: int = Field(20, ge=0, le=500, description="raw events in the staircase")
+    staircase_chars: int = Field(8000, ge=0, description="character budget of the staircase")
+
+
+class CustomRitual(Section):
+    name: str
+    cron: str
+    prompt: str
+
+
+class RitualsSection(Section):
+    reflect: str = Field("0 3 * * sun", description="cron for the weekly reflect ritual")
+    custom: list[CustomRitual] = Field(
+        default_factory=list,
+        description='your own prompt rituals: [[rituals.custom]] name, cron, prompt',
+    )
+
+
+class LoggingSection(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="log level of the running loop"
+    )
+    format: Literal["text", "json"] = Field("text", description='"text" or "json" log lines')
+
+
+class Settings(BaseSettings):
+    """Every key of config.toml. Environment overrides: COWORKER_MODEL__NAME=... and so on."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    coworker: CoworkerSection = Field(default_factory=CoworkerSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    writes: WritesSection = Field(default_factory=WritesSection)
+    memory: MemorySection = Field(default_factory=MemorySection)
+    recall: RecallSection = Field(default_factory=RecallSection)
+    context: ContextSection = Field(default_factory=ContextSection)
+    rituals: RitualsSection = Field(default_factory=RitualsSection)
+    logging: LoggingSection = Field(default_factory=LoggingSection)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = settings_cls.model_config.get("toml_file")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
+        return tuple(sources)
+
+    def model_enabled(self) -> bool:
+        return self.model.provider != "none" and bool(self.model.resolved_api_key())
+
+    def role_text(self, home: Path) -> str:
+        role = self.coworker.role
+        if role.endswith((".md", ".txt")) and "\n" not in role:
+            path = (home / role).expanduser()
+            try:
+                return path.read_text(encoding="utf-8")
+            except OSError as e:
+                raise ConfigError(
+                    f"[coworker] role: cannot read role file {path} ({e.strerror}); "
+                    "create it or put the role text in config.toml"
+                ) from e
+        return role
+
+    def flat(self) -> dict[str, Any]:
+        """Every key as "section.key" -> value, for diffing two configs."""
+        out: dict[str, Any] = {}
+        for section, value in self.model_dump(mode="json").items():
+            for key, v in value.items():
+                out[f"{section}.{key}"] = v
+        return out
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except FileNotFoundError:
+        return None
+
+
+def load(path: Path) -> Settings:
+    """Read config.toml (absent: defaults) plus COWORKER_* overrides, or raise ConfigError."""
+    if path.exists():
+        try:
+            with path.open("rb") as f:
+                tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path.name}: not valid TOML ({e}); fix that line") from e
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read ({e.strerror}); check its permissions") from e
+    cls = type(
+        "FileSettings",
+        (Settings,),
+        {"model_config": {**Settings.model_config, "toml_file": path if path.exists() else None}},
+    )
+    try:
+        return cls()
+    except ValidationError as e:
+        raise ConfigError(_one_line(e, path)) from e
+    except ValueError as e:  # env values that are not valid JSON for a nested section, etc.
+        raise ConfigError(f"{path.name}: {e}; fix the value or unset the COWORKER_* variable") from e
+
+
+def _key_name(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if not parts:
+        return "(top level)"
+    if len(parts) == 1:
+        return f"[{parts[0]}]" if parts[0] in Settings.model_fields else parts[0]
+    return f"[{parts[0]}] " + ".".join(parts[1:])
+
+
+def _default_of(loc: tuple[Any, ...]) -> Any:
+    if len(loc) != 2 or loc[0] not in Settings.model_fields:
+        return None
+    section_type = Settings.model_fields[str(loc[0])].default_factory
+    field = getattr(section_type, "model_fields", {}).get(str(loc[1]))
+    if field is None or field.default_factory is not None:
+        return None
+    return field.default
+
+
+def _one_line(e: ValidationError, path: Path) -> str:
+    err = e.errors()[0]
+    loc = tuple(err["loc"])
+    key = _key_name(loc)
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    env_name = ENV_PREFIX + "__".join(str(p).upper() for p in loc)
+    if env_name in os.environ:
+        return (
+            f"environment variable {env_name}: {err['msg']} (got {os.environ[env_name]!r}); "
+            f"fix it or unset it{more}"
+        )
+    if err["type"] == "extra_forbidden":
+        if len(loc) == 1:
+            return (
+                f"{path.name}: unknown section [{loc[0]}]: remove it or fix its spelling "
+                f"(known sections: {', '.join(Settings.model_fields)}){more}"
+            )
+        section = Settings.model_fields.get(str(loc[0])) if len(loc) > 1 else None
+        known = (
+            ", ".join(section.default_factory.model_fields)  # type: ignore[union-attr]
+            if section is not None
+            else ", ".join(Settings.model_fields)
+        )
+        return (
+            f"{path.name}: unknown key {key}: remove it or fix its spelling "
+            f"(known here: {known}){more}"
+        )
+    msg = err["msg"].removeprefix("Value error, ")
+    got = err.get("input")
+    got_txt = f" (got {got!r})" if not isinstance(got, dict | list) and got is not None else ""
+    default = _default_of(loc)
+    fix = (
+        f"; fix it or delete the line to use the default ({default!r})"
+        if default is not None
+        else "; fix it in config.toml"
+    )
+    return f"{path.name}: {key}: {msg}{got_txt}{fix}{more}"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        if "\n" in v:
+            return '"""\n' + v.replace("\\", "\\\\") + '"""'
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML rendering for {type(v)}")
+
+
+def render_default_config() -> str:
+    """The commented config.toml that `coworker init` writes: every key with its default."""
+    lines = [
+        "# coworker settings. Every key is shown with its default; edit and save, and a running",
+        "# coworker applies the change at its next tick (`coworker status` says whether it has).",
+        "# Environment overrides: COWORKER_<SECTION>__<KEY>, e.g. COWORKER_MODEL__NAME.",
+        "",
+    ]
+    for section_name, section_field in Settings.model_fields.items():
+        section_type = section_field.default_factory
+        lines.append(f"[{section_name}]")
+        for key, field in section_type.model_fields.items():  # type: ignore[union-attr]
+            if field.description:
+                lines.append(f"# {field.description}")
+            if field.default_factory is not None:
+                lines.append(f"# {key}: none by default, see the example below")
+                continue
+            if field.default is None:
+                lines.append(f'# {key} = ""')
+            else:
+                lines.append(f"{key} = {_toml_value(field.default)}")
+        if section_name == "rituals":
+            lines += [
+                "# [[rituals.custom]]",
+                '# name = "standup"',
+                '# cron = "0 9 * * mon-fri"',
+                '# prompt = "Write me a three-line standup from yesterday\'s events."',
+            ]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""The connection: one SQLite file in WAL mode, migrated on open, written in transactions.
+
+Owns opening (read-write or read-only), pragmas, the `transaction()` context manager (BEGIN
+IMMEDIATE at the outside, savepoints inside) and the translation of SQLite's lock and
+corruption errors into StoreError lines that say what to do. It never knows what a tick is.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import StoreError
+from . import migrations
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class Store:
+    """A connection to coworker.db. Use `with store.transaction():` around each logical write."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+        self.conn = conn
+        self.path = path
+        self.readonly = readonly
+        self._depth = 0
+        self._lock = threading.RLock()
+
+    # opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path, *, readonly: bool = False, migrate: bool = True) -> Store:
+        try:
+            if readonly:
+                if not path.exists():
+                    raise StoreError(
+                        f"no database at {path}: run the coworker once (`coworker run --once`) "
+                        "or `coworker init` to create it"
+                    )
+                conn = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not readonly:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    log.warning("database %s is in %s mode, not WAL", path, mode)
+                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(_explain(e, path)) from e
+        store = cls(conn, path, readonly)
+        if migrate and not readonly:
+            try:
+                migrations.apply(store)
+            except sqlite3.DatabaseError as e:
+                conn.close()
+                raise StoreError(_explain(e, path)) from e
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # writing -----------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One logical write. Outermost: BEGIN IMMEDIATE (takes the write lock up front, so a
+        reader-turned-writer never dead-ends in SQLITE_BUSY); nested: a savepoint."""
+        if self.readonly:
+            raise StoreError("this connection is read-only; open the store read-write to write")
+        with self._lock:
+            outer = self._depth == 0
+            name = f"sp{self._depth}"
+            try:
+                self.conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {name}")
+            except sqlite3.OperationalError as e:
+                raise StoreError(_explain(e, self.path)) from e
+            self._depth += 1
+            try:
+                yield self.conn
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self.conn.execute("ROLLBACK")
+                else:
+                    self.conn.execute(f"ROLLBACK TO {name}")
+                    self.conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                self._depth -= 1
+                try:
+                    self.conn.execute("COMMIT" if outer else f"RELEASE {name}")
+                except sqlite3.OperationalError as e:
+                    if outer:
+                        self.conn.execute("ROLLBACK")
+                    raise StoreError(_explain(e, self.path)) from e
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
+        try:
+            with self._lock:
+                return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as e:
+            if _is_lock(e):
+                raise StoreError(_explain(e, self.path)) from e
+            raise
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        return self.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params: tuple | dict = ()) -> object:
+        row = self.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the main file (after big moves, so the WAL does not grow)."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def integrity_check(self) -> str:
+        return str(self.scalar("PRAGMA integrity_check"))
+
+    def backup_to(self, target: Path) -> None:
+        """A consistent copy through SQLite's backup API (copying the file would miss the WAL)."""
+        dest = sqlite3.connect(target)
+        try:
+            self.conn.backup(dest)
+        finally:
+            dest.close()
+
+
+def _is_lock(e: sqlite3.Error) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _explain(e: sqlite3.Error, path: Path) -> str:
+    text = str(e)
+    if _is_lock(e):
+        return (
+            f"database {path} stayed locked for over {BUSY_TIMEOUT_MS // 1000} s ({text}): "
+            "another process holds a long write; wait and retry, or find it with `fuser`"
+        )
+    if "malformed" in text or "not a database" in text:
+        return (
+            f"database {path} is damaged ({text}): restore a snapshot or move the file aside; "
+            "`coworker doctor` says more"
+        )
+    if "readonly" in text or "unable to open" in text:
+        return f"cannot write database {path} ({text}): check the folder's permissions"
+    return f"database {path}: {text}"

@@ -1,0 +1,66 @@
+"""Decisions: what the coworker decided, citing the events it decided from.
+
+Owns writing and reading the `decisions` table. `source_events` is stored as given only when
+every id resolves against events and archive; otherwise NULL with a WARNING (ADR-0008).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from . import events
+from .db import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: int
+    ts: str
+    event_id: int | None
+    body: str
+    source_events: list[int] | None
+    supersedes: int | None
+
+
+def validated_sources(store: Store, ids: list[int] | None) -> list[int] | None:
+    """The ids when all of them resolve; None (and a WARNING) when any does not (ADR-0008)."""
+    if not ids:
+        return None
+    found = events.existing_ids(store, ids)
+    missing = sorted(set(ids) - found)
+    if missing:
+        log.warning(
+            "provenance dropped: source events %s do not exist; writing NULL (ADR-0008)", missing
+        )
+        return None
+    return sorted(set(ids))
+
+
+def record(store: Store, body: str, source_events: list[int] | None, supersedes: int | None,
+           event_id: int | None, ts: str) -> Decision:
+    sources = validated_sources(store, source_events)
+    with store.transaction() as db:
+        if supersedes is not None and not db.execute(
+            "SELECT 1 FROM decisions WHERE id = ?", (supersedes,)
+        ).fetchone():
+            log.warning("decision supersedes unknown decision %s; writing NULL", supersedes)
+            supersedes = None
+        cur = db.execute(
+            "INSERT INTO decisions(ts, event_id, body, source_events, supersedes) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (ts, event_id, body, json.dumps(sources) if sources else None, supersedes),
+        )
+        return Decision(int(cur.lastrowid), ts, event_id, body, sources, supersedes)
+
+
+def all_(store: Store) -> list[Decision]:
+    rows = store.query("SELECT * FROM decisions ORDER BY id")
+    return [
+        Decision(r["id"], r["ts"], r["event_id"], r["body"],
+                 json.loads(r["source_events"]) if r["source_events"] else None, r["supersedes"])
+        for r in rows
+    ]

@@ -1,0 +1,200 @@
+"""Events: the append-only log, read as one history with the archive.
+
+Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), appending,
+reading by id, tail and cursor, counting, and the FTS5 primitive over the history. No code path
+here updates or deletes an event; the database's triggers refuse it too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .db import Store
+from .migrations import AUTHOR_KINDS
+
+COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    body: str = ""
+    actor: str = "system"
+    author_kind: str = "system"
+    meta: dict[str, Any] = field(default_factory=dict)
+    tick_id: int | None = None
+    ts: str = field(default_factory=now_iso)
+    id: int | None = None
+    source: str = "hot"
+
+    def __post_init__(self) -> None:
+        if self.author_kind not in AUTHOR_KINDS:
+            raise ValueError(f"author_kind must be one of {AUTHOR_KINDS}, not {self.author_kind!r}")
+
+    def to_row(self) -> tuple:
+        meta = json.dumps(self.meta, ensure_ascii=False, sort_keys=True) if self.meta else None
+        return (self.ts, self.kind, self.actor, self.author_kind, self.body, meta, self.tick_id)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Event:
+        keys = row.keys()
+        return cls(
+            id=row["id"],
+            ts=row["ts"],
+            kind=row["kind"],
+            actor=row["actor"],
+            author_kind=row["author_kind"],
+            body=row["body"],
+            meta=json.loads(row["meta"]) if row["meta"] else {},
+            tick_id=row["tick_id"],
+            source=row["source"] if "source" in keys else "hot",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "ts": self.ts,
+            "kind": self.kind,
+            "actor": self.actor,
+            "author_kind": self.author_kind,
+            "body": self.body,
+            "meta": self.meta,
+            "tick_id": self.tick_id,
+            "source": self.source,
+        }
+
+
+def append(store: Store, event: Event) -> int:
+    """Write one event in its own transaction (or inside the caller's); return its id."""
+    with store.transaction() as db:
+        cur = db.execute(
+            "INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            event.to_row(),
+        )
+        return int(cur.lastrowid)
+
+
+def append_many(store: Store, events: Iterable[Event]) -> list[int]:
+    with store.transaction() as db:
+        ids = []
+        for e in events:
+            cur = db.execute(
+                "INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                e.to_row(),
+            )
+            ids.append(int(cur.lastrowid))
+        return ids
+
+
+def get(store: Store, event_id: int) -> Event | None:
+    rows = store.query(f"SELECT {COLUMNS}, source FROM history WHERE id = ?", (event_id,))
+    return Event.from_row(rows[0]) if rows else None
+
+
+def existing_ids(store: Store, ids: Sequence[int]) -> set[int]:
+    """Which of these ids resolve to an event, hot or archived."""
+    if not ids:
+        return set()
+    marks = ",".join("?" * len(ids))
+    rows = store.query(f"SELECT id FROM history WHERE id IN ({marks})", tuple(ids))
+    return {int(r[0]) for r in rows}
+
+
+def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | None = None,
+         include_archive: bool = True) -> list[Event]:
+    """The newest n events (optionally of one kind), returned oldest first."""
+    table = "history" if include_archive else "(SELECT *, 'hot' AS source FROM events)"
+    where, params = [], []
+    if kind:
+        where.append("kind = ?")
+        params.append(kind)
+    if before_id is not None:
+        where.append("id < ?")
+        params.append(before_id)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = store.query(
+        f"SELECT {COLUMNS}, source FROM {table} {clause} ORDER BY id DESC LIMIT ?",
+        (*params, n),
+    )
+    return [Event.from_row(r) for r in reversed(rows)]
+
+
+def since(store: Store, after_id: int, kinds: Sequence[str] | None = None) -> list[Event]:
+    """Hot events with id > after_id, oldest first (inputs are never already archived)."""
+    params: list[Any] = [after_id]
+    clause = ""
+    if kinds:
+        clause = f" AND kind IN ({','.join('?' * len(kinds))})"
+        params += list(kinds)
+    rows = store.query(
+        f"SELECT {COLUMNS} FROM events WHERE id > ?{clause} ORDER BY id", tuple(params)
+    )
+    return [Event.from_row(r) for r in rows]
+
+
+def last_of_kind(store: Store, kind: str) -> Event | None:
+    rows = store.query(
+        f"SELECT {COLUMNS} FROM events WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,)
+    )
+    return Event.from_row(rows[0]) if rows else None
+
+
+def max_id(store: Store) -> int:
+    return int(store.scalar("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name='events'")
+               or 0)
+
+
+def counts(store: Store) -> dict[str, int]:
+    hot = int(store.scalar("SELECT COUNT(*) FROM events") or 0)
+    archived = int(store.scalar("SELECT COUNT(*) FROM events_archive") or 0)
+    return {"hot": hot, "archived": archived}
+
+
+def counts_by_kind(store: Store) -> dict[str, int]:
+    rows = store.query(
+        "SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY COUNT(*) DESC, kind"
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
+    """A safe FTS5 MATCH string: each term quoted, joined by OR/AND; None when no terms."""
+    words = []
+    for t in terms:
+        for w in _WORD.findall(t.lower()):
+            if w not in words:
+                words.append(w)
+    if not words:
+        return None
+    return f" {mode} ".join(f'"{w}"' for w in words)
+
+
+def fts_search(store: Store, match: str, limit: int = 10) -> list[tuple[Event, float, str]]:
+    """Events (hot and archived) for an FTS5 MATCH string, best bm25 first, with a snippet."""
+    rows = store.query(
+        f"""
+        SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source,
+               f.score, f.snip
+          FROM (SELECT rowid, bm25(events_fts) AS score,
+                       snippet(events_fts, 0, '[', ']', '…', 16) AS snip
+                  FROM events_fts WHERE events_fts MATCH ? ORDER BY score LIMIT ?) AS f
+          JOIN history AS h ON h.id = f.rowid
+         ORDER BY f.score, h.id
+        """,
+        (match, limit),
+    )
+    return [(Event.from_row(r), float(r["score"]), r["snip"]) for r in rows]

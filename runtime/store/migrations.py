@@ -1,0 +1,240 @@
+"""The schema, as an ordered list of small migrations `mNNN_verb_noun(db)`.
+
+Each runs inside one transaction together with its record in `_migrations`, so a database is
+never half-migrated. A shipped migration is never edited, only followed by a new one; a fresh
+database and a year-old one take the same path on open. Rows written before a column existed
+keep NULL there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .db import Store
+
+log = logging.getLogger(__name__)
+
+AUTHOR_KINDS = ("user", "agent", "tool", "third_party", "system", "unknown")
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run several statements without executescript (which would COMMIT our transaction)."""
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            db.execute(buf)
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf[:80]!r}")
+
+
+def m001_create_events(db: sqlite3.Connection) -> None:
+    # AUTOINCREMENT because events move to the archive: a plain rowid would hand a moved
+    # event's id to a new event, and ids are what provenance points at.
+    kinds = ", ".join(f"'{k}'" for k in AUTHOR_KINDS)
+    _script(
+        db,
+        f"""
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            author_kind TEXT NOT NULL CHECK (author_kind IN ({kinds})),
+            body TEXT NOT NULL DEFAULT '',
+            meta TEXT,
+            tick_id INTEGER
+        );
+        CREATE INDEX events_kind_id ON events(kind, id);
+        CREATE INDEX events_ts ON events(ts);
+        CREATE TABLE events_archive (
+            id INTEGER PRIMARY KEY,
+            ts TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            author_kind TEXT NOT NULL,
+            body TEXT NOT NULL DEFAULT '',
+            meta TEXT,
+            tick_id INTEGER,
+            archived_at TEXT NOT NULL
+        );
+        CREATE INDEX events_archive_ts ON events_archive(ts);
+        -- One history: the hot log and the archive, same ids. Search, spans and walks read this.
+        CREATE VIEW history AS
+            SELECT id, ts, kind, actor, author_kind, body, meta, tick_id, 'hot' AS source
+              FROM events
+            UNION ALL
+            SELECT id, ts, kind, actor, author_kind, body, meta, tick_id, 'archive' AS source
+              FROM events_archive;
+        -- External-content FTS over the history view: moving an event to the archive leaves
+        -- its index row valid (same id, same text), so the move never touches the index.
+        CREATE VIRTUAL TABLE events_fts USING fts5(
+            body, kind, actor,
+            content='history', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
+            INSERT INTO events_fts(rowid, body, kind, actor)
+            VALUES (new.id, new.body, new.kind, new.actor);
+        END;
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN
+            SELECT RAISE(ABORT, 'events are append-only: write a new event instead');
+        END;
+        CREATE TRIGGER events_delete_only_archived BEFORE DELETE ON events
+        WHEN NOT EXISTS (SELECT 1 FROM events_archive WHERE id = old.id) BEGIN
+            SELECT RAISE(ABORT, 'events are never deleted: copy to events_archive first');
+        END;
+        CREATE TRIGGER events_archive_no_update BEFORE UPDATE ON events_archive BEGIN
+            SELECT RAISE(ABORT, 'the archive is append-only');
+        END;
+        CREATE TRIGGER events_archive_no_delete BEFORE DELETE ON events_archive BEGIN
+            SELECT RAISE(ABORT, 'the archive is never deleted');
+        END;
+        """,
+    )
+
+
+def m002_create_ladder(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE rollups (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            level INTEGER NOT NULL CHECK (level >= 1),
+            parent_id INTEGER REFERENCES rollups(id),
+            source_range TEXT,
+            first_event INTEGER,
+            last_event INTEGER,
+            first_ts TEXT,
+            last_ts TEXT,
+            title TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL DEFAULT '',
+            terms TEXT NOT NULL DEFAULT '',
+            method TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX rollups_level ON rollups(level, id);
+        CREATE INDEX rollups_parent ON rollups(parent_id);
+        CREATE VIRTUAL TABLE rollups_fts USING fts5(
+            title, body, terms,
+            content='rollups', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER rollups_ai AFTER INSERT ON rollups BEGIN
+            INSERT INTO rollups_fts(rowid, title, body, terms)
+            VALUES (new.id, new.title, new.body, new.terms);
+        END;
+        -- A sealed rollup never changes; only parent_id is set once, when the parent seals.
+        CREATE TRIGGER rollups_sealed BEFORE UPDATE ON rollups
+        WHEN old.parent_id IS NOT NULL
+          OR new.title IS NOT old.title OR new.body IS NOT old.body OR new.terms IS NOT old.terms
+          OR new.level IS NOT old.level OR new.source_range IS NOT old.source_range BEGIN
+            SELECT RAISE(ABORT, 'a sealed rollup never changes (only parent_id, once)');
+        END;
+        CREATE TRIGGER rollups_no_delete BEFORE DELETE ON rollups BEGIN
+            SELECT RAISE(ABORT, 'rollups are never deleted');
+        END;
+        """,
+    )
+
+
+def m003_create_memory_tables(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            event_id INTEGER,
+            body TEXT NOT NULL,
+            source_events TEXT,
+            supersedes INTEGER REFERENCES decisions(id)
+        );
+        CREATE TABLE promotions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            text TEXT NOT NULL,
+            source_events TEXT,
+            confidence REAL,
+            status TEXT NOT NULL
+                CHECK (status IN ('applied', 'queued', 'refused', 'approved', 'rejected')),
+            reason TEXT,
+            origin TEXT,
+            decided_at TEXT,
+            entry_id TEXT
+        );
+        CREATE INDEX promotions_status ON promotions(status, id);
+        CREATE TABLE pins (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            text TEXT NOT NULL,
+            unpinned_at TEXT
+        );
+        """,
+    )
+
+
+def m004_create_ops_tables(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE ritual_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ritual TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,
+            stats TEXT
+        );
+        CREATE INDEX ritual_runs_ritual ON ritual_runs(ritual, id);
+        CREATE TABLE telemetry (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT
+        );
+        CREATE INDEX telemetry_kind_ts ON telemetry(kind, ts);
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    m001_create_events,
+    m002_create_ladder,
+    m003_create_memory_tables,
+    m004_create_ops_tables,
+]
+
+
+def applied(store: Store) -> list[str]:
+    store.conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    return [r[0] for r in store.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def apply(store: Store, upto: int | None = None) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction; return their names."""
+    done = set(applied(store))
+    ran = []
+    for fn in MIGRATIONS[:upto]:
+        if fn.__name__ in done:
+            continue
+        with store.transaction() as db:
+            # Re-check inside the write lock: two processes may open a new database at once.
+            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone():
+                continue
+            fn(db)
+            db.execute(
+                "INSERT INTO _migrations(name, applied_at) VALUES (?, ?)",
+                (fn.__name__, datetime.now(UTC).isoformat(timespec="seconds")),
+            )
+        log.info("database migrated: %s", fn.__name__)
+        ran.append(fn.__name__)
+    return ran

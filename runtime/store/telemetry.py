@@ -1,0 +1,28 @@
+"""Telemetry: counters and measurements that are not steps of the coworker (quiet ticks, walk
+calls, recall latency). Kept apart from events so a quiet tick leaves no event."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .db import Store
+from .events import now_iso
+
+
+def record(store: Store, kind: str, data: dict[str, Any] | None = None) -> None:
+    with store.transaction() as db:
+        db.execute(
+            "INSERT INTO telemetry(ts, kind, data) VALUES (?, ?, ?)",
+            (now_iso(), kind, json.dumps(data, sort_keys=True) if data else None),
+        )
+
+
+def count(store: Store, kind: str, since_ts: str | None = None) -> int:
+    if since_ts is None:
+        return int(store.scalar("SELECT COUNT(*) FROM telemetry WHERE kind = ?", (kind,)) or 0)
+    return int(
+        store.scalar(
+            "SELECT COUNT(*) FROM telemetry WHERE kind = ? AND ts >= ?", (kind, since_ts)
+        ) or 0
+    )

@@ -1,0 +1,43 @@
+"""The coworker's own records: `note` (remember something) and `decide` (a decision that cites
+its source events and may supersede an earlier one). Neither has side effects outside the home."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ..store import decisions, now_iso
+from .registry import Tool, ToolContext
+
+
+class NoteInput(BaseModel):
+    text: str = Field(min_length=1, max_length=4000, description="what to remember")
+
+
+def _note(ctx: ToolContext, p: NoteInput) -> str:
+    event_id = ctx.record("note", p.text)
+    return f"noted as event {event_id}"
+
+
+class DecideInput(BaseModel):
+    text: str = Field(min_length=1, max_length=4000, description="the decision and why")
+    source_events: list[int] = Field(
+        default_factory=list, description="ids of the events this decision rests on"
+    )
+    supersedes: int | None = Field(None, description="id of an earlier decision this replaces")
+
+
+def _decide(ctx: ToolContext, p: DecideInput) -> str:
+    event_id = ctx.record("decision", p.text, source_events=p.source_events,
+                          supersedes=p.supersedes)
+    d = decisions.record(ctx.store, p.text, p.source_events or None, p.supersedes, event_id,
+                         now_iso())
+    cited = "no valid source events (provenance NULL)" if d.source_events is None and \
+        p.source_events else f"sources {d.source_events}" if d.source_events else "no sources"
+    return f"decision {d.id} recorded as event {event_id}; {cited}"
+
+
+TOOLS = [
+    Tool("note", "Remember something: writes a note event to your memory.", NoteInput, _note),
+    Tool("decide", "Record a decision, citing the event ids it rests on; may supersede an "
+         "earlier decision by id.", DecideInput, _decide),
+]

@@ -1,0 +1,120 @@
+"""The tool registry: JSON-schema tools, their dispatch, and dry-run for side effects.
+
+Owns the Tool record (wire name with underscores, description, a pydantic model for its input,
+whether it has side effects), the schemas sent to the model (sorted, so the cached prefix is
+byte-stable), and dispatch: an unknown tool, input that is not a JSON object, or input that
+does not match the schema comes back as an error tool result; a tool that raises is caught and
+logged and also becomes an error result. A tick never crashes on a tool.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..settings import Settings
+from ..store import Event, Store
+from ..store import events as ev
+
+log = logging.getLogger(__name__)
+
+WIRE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@dataclass
+class ToolContext:
+    store: Store
+    home_root: Path
+    settings: Settings
+    tick_id: int | None
+    live: bool
+
+    def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
+               **meta: Any) -> int:
+        return ev.append(self.store, Event(kind=kind, body=body, actor=actor,
+                                           author_kind=author_kind, meta=meta,
+                                           tick_id=self.tick_id))
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    params: type[BaseModel]
+    run: Callable[[ToolContext, Any], str]
+    side_effect: bool = False
+
+    def __post_init__(self) -> None:
+        if not WIRE_NAME.match(self.name):
+            raise ValueError(f"tool name {self.name!r} is not a valid wire name (letters, digits, _ -)")
+
+    def schema(self) -> dict[str, Any]:
+        schema = self.params.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+class Registry:
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or []:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name} registered twice")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [self._tools[n].schema() for n in self.names()]
+
+    def dispatch(self, ctx: ToolContext, name: str, raw_input: Any) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(
+                f"unknown tool {name!r}; the tools are: {', '.join(self.names())}", True
+            )
+        if not isinstance(raw_input, dict):
+            return ToolResult(
+                f"tool {name}: input must be a JSON object matching its schema, "
+                f"got {type(raw_input).__name__}", True
+            )
+        try:
+            params = tool.params.model_validate(raw_input)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}"
+                for err in e.errors()
+            )
+            return ToolResult(f"tool {name}: input does not match its schema: {problems}", True)
+        if tool.side_effect and not ctx.live:
+            # Dry-run: the side effect does not happen; an event says what would have.
+            event_id = ctx.record("dry_run", f"would run {name}: {params.model_dump_json()}",
+                                  tool=name, input=params.model_dump(mode="json"))
+            return ToolResult(
+                f"dry-run: {name} was not carried out; recorded what it would have done as "
+                f"event {event_id} (the owner runs with --live to let it act)"
+            )
+        try:
+            return ToolResult(tool.run(ctx, params))
+        except Exception as e:  # a tool bug must not end the tick; it goes back as an error
+            log.exception("tool %s failed", name)
+            return ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)

@@ -1,0 +1,131 @@
+"""A local HTTP server on 127.0.0.1 that speaks the Messages API, for tests.
+
+Not a mock of our classes: the real anthropic client serialises a real request, sends it over
+real HTTP, and parses a real response. Scripted like a fake model with a queue: `enqueue()` a
+reply (or an HTTP error, or garbage) and read `requests` for what was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def usage(input_tokens: int = 100, output_tokens: int = 20, cache_read: int = 0,
+          cache_write: int = 0) -> dict[str, int]:
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}
+
+
+def message(content: list[dict[str, Any]], stop_reason: str = "end_turn",
+            **usage_kw: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_{time.monotonic_ns()}",
+        "type": "message",
+        "role": "assistant",
+        "model": "fake-model",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage(**usage_kw),
+    }
+
+
+def text(t: str, **usage_kw: int) -> dict[str, Any]:
+    return message([{"type": "text", "text": t}], **usage_kw)
+
+
+def tool_use(name: str, input: Any, id: str = "toolu_1", say: str | None = None,
+             **usage_kw: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if say:
+        content.append({"type": "text", "text": say})
+    content.append({"type": "tool_use", "id": id, "name": name, "input": input})
+    return message(content, stop_reason="tool_use", **usage_kw)
+
+
+@dataclass
+class Scripted:
+    status: int = 200
+    body: Any = None  # dict -> JSON; str/bytes -> sent as is
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def error(status: int, kind: str = "api_error", msg: str = "scripted failure",
+          headers: dict[str, str] | None = None) -> Scripted:
+    return Scripted(status, {"type": "error", "error": {"type": kind, "message": msg}},
+                    headers or {})
+
+
+class FakeMessagesAPI:
+    def __init__(self, default: dict[str, Any] | None = None) -> None:
+        self.queue: list[Scripted] = []
+        self.requests: list[dict[str, Any]] = []
+        self.default = default if default is not None else text("Nothing to do.")
+        self.lock = threading.Lock()
+        self.got_request = threading.Event()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    payload = json.loads(raw)
+                except ValueError:
+                    payload = None
+                with api.lock:
+                    api.requests.append({"path": self.path, "headers": dict(self.headers),
+                                         "json": payload, "raw": raw, "t": time.monotonic()})
+                    item = api.queue.pop(0) if api.queue else Scripted(200, api.default)
+                api.got_request.set()
+                if item.delay:
+                    time.sleep(item.delay)
+                body = item.body
+                data = (json.dumps(body).encode() if isinstance(body, dict | list)
+                        else body.encode() if isinstance(body, str) else (body or b""))
+                self.send_response(item.status)
+                self.send_header("content-type", item.headers.get("content-type",
+                                                                  "application/json"))
+                for k, v in item.headers.items():
+                    if k.lower() != "content-type":
+                        self.send_header(k, v)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeMessagesAPI:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def enqueue(self, *items: dict[str, Any] | Scripted) -> None:
+        with self.lock:
+            for it in items:
+                self.queue.append(it if isinstance(it, Scripted) else Scripted(200, it))
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r["json"] for r in self.requests]
