@@ -192,6 +192,7 @@ def status(as_json: bool) -> None:
     }
     if as_json:
         out.print_json(json.dumps(data))
+        home.settings()
         return
     if pid is None:
         out.print(f"not running in {home.root} (start it: `coworker start` or `coworker run`)")
@@ -206,6 +207,7 @@ def status(as_json: bool) -> None:
         out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}")
     kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
+    home.settings()  # a broken config.toml is reported after the status, as one line, exit 2
 
 
 @cli.command()
@@ -294,12 +296,13 @@ def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn errors into one line and an exit code."""
     try:
-        cli.main(args=argv, prog_name="coworker", standalone_mode=False)
+        # Without standalone mode click returns an Exit's code instead of raising it.
+        rv = cli.main(args=argv, prog_name="coworker", standalone_mode=False)
+        if isinstance(rv, int):
+            return rv
     except CoworkerError as e:
         err.print(f"error: {e}", markup=False)
         return e.exit_code
-    except click.exceptions.NoArgsIsHelp:  # pragma: no cover - click prints help itself
-        return 2
     except click.ClickException as e:
         e.show()
         return 2 if isinstance(e, click.UsageError) else 1

@@ -149,7 +149,14 @@ class Loop:
         try:
             self.state = RunState.RUNNING
             while not self.stopping:
-                outcome = await self.tick()
+                try:
+                    outcome = await self.tick()
+                except Exception as e:  # e.g. the database locked past its timeout
+                    log.error("tick failed (%s: %s); the loop goes on", type(e).__name__, e,
+                              exc_info=True)
+                    with contextlib.suppress(Exception):
+                        self._record("tick_failed", f"{type(e).__name__}: {e}")
+                    outcome = TickOutcome("failed", detail=str(e))
                 self._after_tick(outcome)
                 if max_ticks is not None and self.stats.ticks >= max_ticks:
                     self.stop(f"ran {max_ticks} tick(s)")

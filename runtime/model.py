@@ -152,7 +152,7 @@ class Model:
 
 def _to_reply(msg: Any, attempts: int) -> Reply:
     try:
-        content = [b.model_dump(mode="json", exclude_none=True) for b in msg.content]
+        content = [b.model_dump(mode="json", exclude_none=True, warnings=False) for b in msg.content]
         usage = msg.usage
         tokens = {
             "input_tokens": int(getattr(usage, "input_tokens", 0) or 0),

@@ -86,7 +86,8 @@ class FakeMessagesAPI:
                     payload = None
                 with api.lock:
                     api.requests.append({"path": self.path, "headers": dict(self.headers),
-                                         "json": payload, "raw": raw, "t": time.monotonic()})
+                                         "json": payload, "raw": raw, "t": time.monotonic(),
+                                         "wall": time.time()})
                     item = api.queue.pop(0) if api.queue else Scripted(200, api.default)
                 api.got_request.set()
                 if item.delay:

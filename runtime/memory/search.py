@@ -28,12 +28,16 @@ class Hit:
         return asdict(self)
 
 
+# The loop's own bookkeeping is not memory worth finding: it only echoes the query back.
+BOOKKEEPING = ("tick", "tick_end", "start", "stop", "tool_call")
+
+
 def search(store: Store, query: str, limit: int = 10) -> list[Hit]:
     match = ev.fts_query(query_terms(query))
     if match is None:
         return []
     hits: list[Hit] = []
-    for event, score, snip in ev.fts_search(store, match, limit):
+    for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
         hits.append(Hit("event", int(event.id or 0), event.ts, event.kind, snip, score,
                         event.source))
     for rollup, score in rl.fts_search(store, match, limit):

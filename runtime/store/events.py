@@ -183,18 +183,24 @@ def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
     return f" {mode} ".join(f'"{w}"' for w in words)
 
 
-def fts_search(store: Store, match: str, limit: int = 10) -> list[tuple[Event, float, str]]:
+def fts_search(store: Store, match: str, limit: int = 10,
+               exclude_kinds: Sequence[str] = ()) -> list[tuple[Event, float, str]]:
     """Events (hot and archived) for an FTS5 MATCH string, best bm25 first, with a snippet."""
+    skip = f"WHERE h.kind NOT IN ({','.join('?' * len(exclude_kinds))})" if exclude_kinds else ""
+    # Over-fetch when filtering kinds, so the filter does not starve the result.
+    inner = limit * 4 if exclude_kinds else limit
     rows = store.query(
         f"""
         SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source,
                f.score, f.snip
           FROM (SELECT rowid, bm25(events_fts) AS score,
-                       snippet(events_fts, 0, '[', ']', '…', 16) AS snip
+                       snippet(events_fts, 0, '', '', '…', 24) AS snip
                   FROM events_fts WHERE events_fts MATCH ? ORDER BY score LIMIT ?) AS f
           JOIN history AS h ON h.id = f.rowid
+          {skip}
          ORDER BY f.score, h.id
+         LIMIT ?
         """,
-        (match, limit),
+        (match, inner, *exclude_kinds, limit),
     )
     return [(Event.from_row(r), float(r["score"]), r["snip"]) for r in rows]

@@ -1,0 +1,66 @@
+"""The CLI: every command documented with an example, in --help and in the README; init; log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.cli import cli, main
+
+from .conftest import REPO, coworker
+
+COMMANDS = sorted(cli.commands)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help_with_an_example(name, capsys):
+    assert main([name, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "Example" in text, f"`coworker {name} --help` shows no example"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_is_in_the_readme(name):
+    readme = (REPO / "README.md").read_text()
+    assert f"coworker {name}" in readme, f"README.md does not mention `coworker {name}`"
+
+
+def test_init_creates_a_home_and_is_idempotent(isolated_home: Path):
+    r = coworker("init")
+    assert r.returncode == 0, r.stderr
+    assert (isolated_home / "config.toml").exists() and (isolated_home / "MEMORY.md").exists()
+    assert (isolated_home / "state" / "coworker.db").exists()
+    (isolated_home / "MEMORY.md").write_text("# mine\n")
+    again = coworker("init")
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    assert (isolated_home / "MEMORY.md").read_text() == "# mine\n"
+
+
+def test_commands_outside_a_home_say_run_init(isolated_home: Path):
+    for args in (["status"], ["tell", "hi"], ["log"], ["run", "--once"]):
+        r = coworker(*args)
+        assert r.returncode == 2, args
+        assert r.stderr.startswith("error:") and "coworker init" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_tell_log_and_search_offline(offline_home):
+    assert coworker("tell", "the", "parser", "crashes", "on", "emoji").returncode == 0
+    r = coworker("tell", "   ")
+    assert r.returncode == 2 and "nothing to tell" in r.stderr
+    rows = [json.loads(line) for line in coworker("log", "--json").stdout.splitlines()]
+    assert rows[-1]["body"] == "the parser crashes on emoji"
+    assert rows[-1]["author_kind"] == "user" and rows[-1]["actor"] == "owner"
+    found = coworker("search", "emoji", "--json")
+    assert json.loads(found.stdout.splitlines()[0])["id"] == rows[-1]["id"]
+    assert coworker("search", "nonexistentword").returncode == 1
+    assert "message" in coworker("log", "--kind", "message").stdout
+
+
+def test_unknown_command_and_bad_option_are_usage_errors(offline_home):
+    r = coworker("fly")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = coworker("log", "-n", "zero")
+    assert r.returncode == 2 and "Traceback" not in r.stderr

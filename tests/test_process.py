@@ -1,0 +1,206 @@
+"""start / stop / status / tell as real processes, talking to a real local Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.home import Home
+from runtime.store import Store
+from runtime.store import events as ev
+
+from .conftest import coworker, write_config
+from .fakeapi import FakeMessagesAPI, Scripted, text, tool_use
+
+
+def wait_for(pred, timeout: float = 10.0, step: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def kinds(home: Home) -> list[str]:
+    with Store.open(home.db_path) as store:
+        return [e.kind for e in ev.tail(store, 10_000)]
+
+
+@pytest.fixture
+def slow_home(home: Home, api: FakeMessagesAPI) -> Home:
+    """Ticks far apart, so anything that happens soon is a wake-up, not the timer."""
+    write_config(home.root, api.url, coworker={"tick_seconds": 300, "max_tick_seconds": 600})
+    return home
+
+
+@pytest.fixture
+def running(slow_home: Home):
+    r = coworker("start")
+    assert r.returncode == 0, r.stderr
+    yield slow_home
+    coworker("stop")
+
+
+def test_start_status_second_start_stop(running: Home):
+    status = coworker("status", "--json")
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["running"] is True and isinstance(data["pid"], int)
+    assert data["config_in_use"] is True
+    wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
+    human = coworker("status").stdout
+    assert "running: pid" in human and "last tick:" in human and "next tick:" in human
+    again = coworker("start")
+    assert again.returncode == 1
+    assert "already running" in again.stderr and "coworker stop" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    # editing config.toml shows up in status until the loop applies it
+    cfg = running.config_path
+    cfg.write_text(cfg.read_text() + "\n# an edit\n")
+    assert json.loads(coworker("status", "--json").stdout)["config_in_use"] is False
+    stop = coworker("stop")
+    assert stop.returncode == 0, stop.stderr
+    assert json.loads(coworker("status", "--json").stdout)["running"] is False
+    assert kinds(running).count("start") == 1 and kinds(running)[-1] == "stop"
+    assert coworker("stop").returncode == 1  # nothing to stop: a clear refusal
+
+
+def test_tell_wakes_a_running_loop_within_a_second(running: Home, api: FakeMessagesAPI):
+    # wait for the first (quiet) tick so the loop is asleep on a 300 s timer
+    wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
+    api.got_request.clear()
+    t0 = time.monotonic()
+    r = coworker("tell", "please wake up")
+    assert r.returncode == 0 and "woke the coworker" in r.stdout
+    assert api.got_request.wait(5.0), "no model request after tell"
+    t_req = api.requests[-1]["t"]
+    with Store.open(running.db_path) as store:
+        told = ev.tail(store, 1, kind="message")[0]
+    from datetime import datetime
+    written = datetime.fromisoformat(told.ts.replace("Z", "+00:00")).timestamp()
+    latency = api.requests[-1]["wall"] - written
+    print(f"\ntell -> model request: {latency * 1000:.0f} ms from the message being written, "
+          f"{(t_req - t0) * 1000:.0f} ms including the tell command's own start-up")
+    assert 0 <= latency < 1.0
+    assert "please wake up" in json.dumps(api.bodies[-1]["messages"])
+
+
+def test_tell_from_other_processes_while_the_loop_writes(running: Home, api: FakeMessagesAPI):
+    # Every model answer asks for a note: the loop writes several events a step.
+    api.default = tool_use("note", {"text": "busy writing " + "x" * 200})
+    procs = [subprocess.Popen([sys.executable, "-m", "runtime.cli", "tell", f"message {i}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(12)]
+    results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+    for out, err, code in results:
+        assert code == 0, err
+        assert "locked" not in err.lower()
+    wait_for(lambda: kinds(running).count("note") >= 8, timeout=20)
+    with Store.open(running.db_path) as store:
+        bodies = {e.body for e in ev.tail(store, 10_000, kind="message")}
+    assert bodies == {f"message {i}" for i in range(12)}
+    log = running.log_path.read_text()
+    assert "database is locked" not in log and "locked" not in log.lower()
+
+
+def test_sigterm_stops_at_a_step_boundary(running: Home, api: FakeMessagesAPI):
+    wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
+    api.got_request.clear()
+    api.enqueue(Scripted(200, tool_use("note", {"text": "halfway"}), delay=1.0))
+    coworker("tell", "work on it")
+    assert api.got_request.wait(5.0)
+    stop = coworker("stop")  # arrives while the model call is in flight
+    assert stop.returncode == 0, stop.stderr
+    seen = kinds(running)
+    # the step in flight completed (response, tool call, result), then the loop stopped
+    tail = seen[seen.index("tick", seen.index("message")):]
+    assert tail == ["tick", "model_response", "tool_call", "note", "tool_result", "tick_end",
+                    "stop"]
+    with Store.open(running.db_path) as store:
+        assert ev.tail(store, 1, kind="tick_end")[0].meta["outcome"] == "stopped"
+        assert ev.tail(store, 1, kind="stop")[0].meta["reason"] == "SIGTERM"
+    assert len(api.requests) == 1  # no second model call after the stop
+
+
+def test_run_in_foreground_stops_on_sigint(slow_home: Home):
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: slow_home.pidfile.exists() and slow_home.pidfile.read_text().strip())
+        wait_for(lambda: "stop" not in kinds(slow_home) and "start" in kinds(slow_home))
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "stopped cleanly (SIGINT)" in err
+    assert kinds(slow_home)[-1] == "stop"
+
+
+def test_run_refuses_a_second_instance(running: Home):
+    r = coworker("run", "--once")
+    assert r.returncode == 1
+    assert "already running" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_stale_pidfile_does_not_block_start(slow_home: Home):
+    slow_home.state.mkdir(exist_ok=True)
+    slow_home.pidfile.write_text("999999\n")  # a dead pid, no lock held
+    r = coworker("start")
+    try:
+        assert r.returncode == 0, r.stderr
+        pid = int(slow_home.pidfile.read_text())
+        assert pid != 999999 and pid > 0
+        os.kill(pid, 0)
+    finally:
+        coworker("stop")
+
+
+def test_start_without_a_home_says_what_to_do(tmp_path: Path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = dict(os.environ, COWORKER_HOME=str(empty))
+    r = coworker("start", env=env)
+    assert r.returncode == 2
+    assert "coworker init" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_request_is_answered_end_to_end_by_the_background_loop(running: Home,
+                                                                 api: FakeMessagesAPI):
+    api.enqueue(tool_use("note", {"text": "ticket 7 is a duplicate"}), text("Done."))
+    coworker("tell", "look at ticket 7")
+    wait_for(lambda: "note" in kinds(running))
+    log = coworker("log", "--json", "-n", "50")
+    rows = [json.loads(line) for line in log.stdout.splitlines()]
+    assert {"id", "ts", "kind", "actor", "author_kind", "body"} <= set(rows[0])
+    notes = [r for r in rows if r["kind"] == "note"]
+    assert notes[0]["body"] == "ticket 7 is a duplicate"
+    only = coworker("log", "--kind", "note").stdout
+    assert "ticket 7 is a duplicate" in only and "look at ticket 7" not in only
+
+
+def test_model_endpoint_down_keeps_the_loop_alive(slow_home: Home):
+    dead = FakeMessagesAPI().start()
+    url = dead.url
+    dead.stop()
+    write_config(slow_home.root, url, coworker={"tick_seconds": 300, "max_tick_seconds": 600},
+                 model={"max_retries": 1})
+    assert coworker("start").returncode == 0
+    try:
+        coworker("tell", "anyone home?")
+        wait_for(lambda: "tick_failed" in kinds(slow_home))
+        status = json.loads(coworker("status", "--json").stdout)
+        assert status["running"] is True
+    finally:
+        coworker("stop")

@@ -1,0 +1,78 @@
+"""The tool registry: schemas on the wire, dispatch errors, dry-run for every side effect."""
+
+from __future__ import annotations
+
+import json
+
+from runtime.home import Home
+from runtime.store import Store
+from runtime.store import events as ev
+from runtime.tools import ToolContext, default_registry
+from runtime.tools.promises import parse_due
+
+SAMPLE_INPUT = {
+    "note": {"text": "x"},
+    "decide": {"text": "x"},
+    "reply": {"text": "hello", "subject": "s"},
+    "promise": {"text": "x", "due": "in 1h"},
+    "memory_search": {"query": "x"},
+}
+
+
+def ctx(home: Home, store: Store, live: bool) -> ToolContext:
+    return ToolContext(store=store, home_root=home.root, settings=home.settings(), tick_id=None,
+                       live=live)
+
+
+def test_wire_names_and_schemas_are_valid(offline_home: Home):
+    reg = default_registry()
+    assert reg.names() == sorted(SAMPLE_INPUT)
+    for schema in reg.schemas():
+        assert set(schema) == {"name", "description", "input_schema"}
+        assert schema["input_schema"]["type"] == "object"
+        assert "_" not in schema["name"] or schema["name"].replace("_", "").isalnum()
+    # deterministic: the cached prefix depends on it
+    assert json.dumps(reg.schemas()) == json.dumps(default_registry().schemas())
+
+
+def test_every_side_effect_tool_is_dry_run_unless_live(offline_home: Home):
+    reg = default_registry()
+    side = [n for n in reg.names() if reg.get(n).side_effect]
+    assert side == ["reply"]
+    with Store.open(offline_home.db_path) as store:
+        for name in side:
+            before = ev.max_id(store)
+            result = reg.dispatch(ctx(offline_home, store, live=False), name, SAMPLE_INPUT[name])
+            assert not result.is_error and result.text.startswith("dry-run")
+            new = ev.since(store, before)
+            assert [e.kind for e in new] == ["dry_run"]
+            assert new[0].meta["tool"] == name
+        assert list(offline_home.outbox.iterdir()) == []
+        result = reg.dispatch(ctx(offline_home, store, live=True), "reply", SAMPLE_INPUT["reply"])
+        assert not result.is_error and len(list(offline_home.outbox.iterdir())) == 1
+
+
+def test_invalid_input_is_refused_before_dry_run(offline_home: Home):
+    reg = default_registry()
+    with Store.open(offline_home.db_path) as store:
+        before = ev.max_id(store)
+        result = reg.dispatch(ctx(offline_home, store, live=False), "reply", {"subject": "s"})
+        assert result.is_error and "text" in result.text
+        assert ev.since(store, before) == []
+
+
+def test_a_tool_that_raises_becomes_an_error_result(offline_home: Home):
+    reg = default_registry()
+    with Store.open(offline_home.db_path) as store:
+        store.close()  # any store call now raises inside the tool
+        result = reg.dispatch(ctx(offline_home, store, live=True), "note", {"text": "x"})
+    assert result.is_error and "note failed" in result.text
+
+
+def test_parse_due():
+    from datetime import UTC, datetime, timedelta
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_due("in 30m", now) == now + timedelta(minutes=30)
+    assert parse_due("in 2 hours", now) == now + timedelta(hours=2)
+    assert parse_due("2026-02-01T09:00:00Z", now) == datetime(2026, 2, 1, 9, tzinfo=UTC)
+    assert parse_due("2026-02-01T09:00:00", now).tzinfo is not None
