@@ -30,10 +30,9 @@ from .errors import ConfigError, ModelError
 from .home import Home
 from .model import Model
 from .settings import Settings, file_hash
-from .store import Event, Store, now_iso
+from .store import Event, Store, now_iso, telemetry
 from .store import events as ev
 from .store import promises as promises_store
-from .store import telemetry
 from .tools import Registry, ToolContext, default_registry
 
 log = logging.getLogger(__name__)

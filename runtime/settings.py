@@ -228,8 +228,16 @@ def load(path: Path) -> Settings:
         return cls()
     except ValidationError as e:
         raise ConfigError(_one_line(e, path)) from e
-    except ValueError as e:  # env values that are not valid JSON for a nested section, etc.
-        raise ConfigError(f"{path.name}: {e}; fix the value or unset the COWORKER_* variable") from e
+    except ValueError as e:  # a whole section set from the environment that is not JSON
+        culprits = [k for k in sorted(os.environ) if k.upper().startswith(ENV_PREFIX)
+                    and k[len(ENV_PREFIX):].lower() in Settings.model_fields]
+        if culprits:
+            name = culprits[0]
+            section = name[len(ENV_PREFIX):].lower()
+            raise ConfigError(
+                f"environment variable {name}: not valid JSON for section [{section}]; fix it "
+                f"(or set single keys as {name}__KEY) or unset it") from e
+        raise ConfigError(f"settings: {e}; fix the value or unset the COWORKER_* variable") from e
 
 
 def _key_name(loc: tuple[Any, ...]) -> str:

@@ -12,9 +12,8 @@ import pytest
 
 from runtime.home import Home
 from runtime.loop import Loop, TickOutcome
-from runtime.store import Event, Store
+from runtime.store import Event, Store, pins, telemetry
 from runtime.store import events as ev
-from runtime.store import pins, telemetry
 
 from .conftest import write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use

@@ -101,7 +101,7 @@ def test_tell_from_other_processes_while_the_loop_writes(running: Home, api: Fak
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(12)]
     results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
-    for out, err, code in results:
+    for _out, err, code in results:
         assert code == 0, err
         assert "locked" not in err.lower()
     wait_for(lambda: kinds(running).count("note") >= 8, timeout=20)

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import StoreError
-from runtime.store import Event, Store, migrations, now_iso
+from runtime.store import Event, Store, migrations, now_iso, pins
 from runtime.store import db as store_db
 from runtime.store import events as ev
-from runtime.store import pins
 
 from .conftest import REPO
 

@@ -116,7 +116,7 @@ class Store:
             with self._lock:
                 return self.conn.execute(sql, params)
         except sqlite3.OperationalError as e:
-            if _is_lock(e):
+            if _is_lock(e) or "readonly" in str(e):
                 raise StoreError(_explain(e, self.path)) from e
             raise
 
@@ -150,9 +150,12 @@ def _is_lock(e: sqlite3.Error) -> bool:
 
 def _explain(e: sqlite3.Error, path: Path) -> str:
     text = str(e)
+    if "readonly" in text:
+        return (f"cannot write database {path} ({text}): this connection or the file is "
+                "read-only; check the file's permissions")
     if _is_lock(e):
         return (
-            f"database {path} stayed locked for over {BUSY_TIMEOUT_MS // 1000} s ({text}): "
+            f"database {path} stayed locked past the busy timeout ({text}): "
             "another process holds a long write; wait and retry, or find it with `fuser`"
         )
     if "malformed" in text or "not a database" in text:
@@ -160,6 +163,6 @@ def _explain(e: sqlite3.Error, path: Path) -> str:
             f"database {path} is damaged ({text}): restore a snapshot or move the file aside; "
             "`coworker doctor` says more"
         )
-    if "readonly" in text or "unable to open" in text:
+    if "unable to open" in text:
         return f"cannot write database {path} ({text}): check the folder's permissions"
     return f"database {path}: {text}"
