@@ -12,6 +12,7 @@ import json
 import sys
 import warnings
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -290,6 +291,116 @@ def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
     table = Table("what", "id", "date", "kind", "excerpt", box=None)
     for h in hits:
         table.add_row(h.kind, str(h.id), (h.ts or "")[:10], h.label, h.excerpt)
+    out.print(table)
+
+
+@cli.command(name="import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--skip-bad", is_flag=True, help="Skip malformed lines and report them.")
+def import_cmd(file: Path, skip_bad: bool) -> None:
+    """Import historical events from a JSON-lines file, keeping their timestamps.
+
+    One JSON object a line: ts (ISO-8601), kind, actor, author_kind (user, agent, tool,
+    third_party, system, unknown; default unknown), body, meta. All lines go in one
+    transaction: a bad line names its number and field and nothing is imported, unless
+    --skip-bad.
+
+    \b
+    Example:
+      coworker import history.jsonl && coworker reflect
+    """
+    from rich.progress import BarColumn, Progress, TransferSpeedColumn
+
+    from .importer import import_file
+
+    home = _home()
+    size = file.stat().st_size if file.is_file() else 0
+    with _store(home) as store, Progress(
+            "[progress.description]{task.description}", BarColumn(), TransferSpeedColumn(),
+            console=err, transient=True, disable=size < 5_000_000) as bar:
+        task = bar.add_task(f"importing {file.name}", total=size)
+        report = import_file(store, file, skip_bad=skip_bad,
+                             progress=lambda n: bar.advance(task, n))
+    span = f" (ids {report.first_id}-{report.last_id})" if report.imported else ""
+    out.print(f"imported {report.imported} events{span} in {report.seconds:.2f} s "
+              f"({report.rate:,.0f}/s)")
+    for no, why in report.skipped[:20]:
+        err.print(f"skipped line {no}: {why}", markup=False)
+    if len(report.skipped) > 20:
+        err.print(f"... and {len(report.skipped) - 20} more skipped lines")
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Report what it would archive and seal; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def reflect(dry_run: bool, as_json: bool) -> None:
+    """Run the weekly reflect ritual now: archive, seal the ladder, write the memory map.
+
+    \b
+    Examples:
+      coworker reflect --dry-run
+      coworker reflect && less state/memory-map.md
+    """
+    from rituals import reflect as ritual
+
+    home = _home()
+    settings = home.settings()
+    report = ritual.run(home, settings, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(report.as_stats(), sort_keys=True))
+        return
+    sealed = ", ".join(f"level {k}: {v}" for k, v in sorted(report.sealed.items())) or "nothing"
+    if dry_run:
+        out.print(f"dry run: would archive {report.archived} events and seal {sealed}; "
+                  "nothing written")
+        return
+    methods = ", ".join(f"{k} {v}" for k, v in sorted(report.methods.items())) or "none"
+    out.print(f"reflect: archived {report.archived} events, sealed {sealed} ({methods}) in "
+              f"{report.seconds:.2f} s; peak memory {report.peak_rss_mb:.0f} MB")
+    if report.null_spans:
+        out.print(f"{report.null_spans} rollup(s) written with NULL provenance (see the log)")
+    out.print(f"memory map: {home.memory_map}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def rituals(as_json: bool) -> None:
+    """Every ritual: its schedule, its last run (status, figures) and its next run.
+
+    \b
+    Example:
+      coworker rituals
+    """
+    from .scheduler import REGISTERED, definitions, next_run
+    from .store import rituals as rr
+
+    home = _home()
+    settings = home.settings()
+    tz = settings.coworker.timezone
+    rows = []
+    with _store(home, readonly=True) as store:
+        for d in definitions(settings):
+            runs = [r for r in rr.recent(store, 200) if r.ritual == d.name and r.status != REGISTERED]
+            last = runs[0] if runs else None
+            nxt = next_run(d, tz)
+            rows.append({"name": d.name, "cron": d.cron, "timezone": tz,
+                         "prompt": d.prompt, "next_run": nxt.isoformat() if nxt else None,
+                         "last_run": None if last is None else {
+                             "started_at": last.started_at, "finished_at": last.finished_at,
+                             "status": last.status, "stats": last.stats}})
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, sort_keys=True))
+        return
+    table = Table("ritual", "schedule", "last run", "figures", "next run", box=None)
+    for r in rows:
+        last = r["last_run"]
+        figures = "" if last is None else ", ".join(
+            f"{k}={v}" for k, v in sorted(last["stats"].items())
+            if k in ("archived", "sealed", "seconds", "outcome", "error", "steps"))
+        table.add_row(r["name"], f"{r['cron']} ({tz})",
+                      "never" if last is None else f"{last['started_at'][:19]} {last['status']}",
+                      figures, (r["next_run"] or "")[:19])
     out.print(table)
 
 

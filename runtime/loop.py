@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,10 +28,12 @@ from . import process
 from .errors import ConfigError, ModelError
 from .home import Home
 from .model import Model
+from .scheduler import BUILTIN, Scheduler, definitions, register_and_find_missed
 from .settings import Settings, file_hash
 from .store import Event, Store, now_iso, telemetry
 from .store import events as ev
 from .store import promises as promises_store
+from .store import rituals as ritual_runs
 from .tools import Registry, ToolContext, default_registry
 
 log = logging.getLogger(__name__)
@@ -74,13 +75,13 @@ class Loop:
     """`await Loop(home, settings).run()`; `stop()` and `wake()` only signal."""
 
     def __init__(self, home: Home, settings: Settings, *, live: bool | None = None,
-                 registry: Registry | None = None,
-                 rituals_due: Callable[[], list[tuple[str, str]]] | None = None) -> None:
+                 registry: Registry | None = None) -> None:
         self.home = home
         self.settings = settings
         self.live_flag = live
         self.registry = registry or default_registry()
-        self.rituals_due = rituals_due or (lambda: [])
+        self.scheduler: Scheduler | None = None
+        self._pending_rituals: list[str] = []
         self.state = RunState.STOPPED
         self.store = Store.open(home.db_path)
         self.model: Model | None = None
@@ -109,6 +110,16 @@ class Loop:
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def _ritual_due(self, name: str) -> None:
+        if name not in self._pending_rituals:
+            self._pending_rituals.append(name)
+        self._wakeup.set()
+
+    async def _ritual_fired(self, name: str) -> None:
+        """The APScheduler job: a coroutine, so it runs on the loop's own thread."""
+        log.info("ritual %s is due", name)
+        self._ritual_due(name)
 
     @property
     def stopping(self) -> bool:
@@ -146,6 +157,10 @@ class Loop:
                  "live" if self.live else "dry-run")
         crashed: BaseException | None = None
         try:
+            for name in register_and_find_missed(self.store, self.settings):
+                self._ritual_due(name)
+            self.scheduler = Scheduler(self.settings, self._ritual_fired)
+            self.scheduler.start()
             self.state = RunState.RUNNING
             while not self.stopping:
                 try:
@@ -169,6 +184,9 @@ class Loop:
             raise
         finally:
             self.state = RunState.STOPPED
+            if self.scheduler is not None:
+                with contextlib.suppress(Exception):
+                    self.scheduler.shutdown()
             if crashed is None:
                 with contextlib.suppress(Exception):
                     self._record("stop", f"coworker stopped ({self._stop_reason})",
@@ -267,6 +285,9 @@ class Loop:
                 asyncio.get_running_loop().create_task(old_model.close())
         if any(k.startswith("coworker.tick") for k in changed):
             self.interval = float(new.coworker.tick_seconds)
+        if self.scheduler is not None and any(
+                k.startswith("rituals.") or k == "coworker.timezone" for k in changed):
+            self.scheduler.reschedule(new)
         log.warning("config.toml reloaded; changed: %s",
                     ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in changed.items()) or "nothing")
         self._record("config_reload", "config.toml reloaded", changed=changed)
@@ -313,10 +334,12 @@ class Loop:
     def perceive(self) -> ctx.Perception:
         self._take_inbox()
         cursor = self._cursor()
+        prompts = {d.name: d.prompt or "" for d in definitions(self.settings)}
+        due, self._pending_rituals = self._pending_rituals, []
         return ctx.Perception(
             inputs=ev.since(self.store, cursor, kinds=["message"]),
             due_promises=promises_store.due(self.store, now_iso()),
-            rituals=list(self.rituals_due()),
+            rituals=[(name, prompts.get(name, "")) for name in due],
         )
 
     @staticmethod
@@ -347,8 +370,15 @@ class Loop:
             rituals=[n for n, _ in perception.rituals])
         for p in perception.due_promises:
             self._record("promise_due", p.body, tick_id=tick_id, promise_id=p.id)
+        for name, _ in perception.rituals:
+            if name in BUILTIN:
+                await self._run_builtin(name, tick_id)
+        perception.rituals = [(n, p) for n, p in perception.rituals if n not in BUILTIN]
+        runs = [(n, ritual_runs.start(self.store, n)) for n, _ in perception.rituals]
         active = bool(perception.inputs)
-        if self.model is None:
+        if perception.empty():
+            outcome = TickOutcome("ritual", tick_id, detail="built-in rituals only")
+        elif self.model is None:
             outcome = TickOutcome("no_model", tick_id, active=active,
                                   detail="inputs recorded; no model configured")
         else:
@@ -363,9 +393,30 @@ class Loop:
                 self._record("tick_failed", f"{type(e).__name__}: {e}", tick_id=tick_id)
                 outcome = TickOutcome("failed", tick_id, detail=str(e))
             outcome.active = outcome.active or active
+        for _name, run_id in runs:
+            status = "skipped" if outcome.kind == "no_model" else (
+                "failed" if outcome.kind == "failed" else "ok")
+            ritual_runs.finish(self.store, run_id, status,
+                               {"tick_id": tick_id, "outcome": outcome.kind,
+                                "steps": outcome.steps})
         self._record("tick_end", f"tick {tick_id}: {outcome.kind}", tick_id=tick_id,
                      outcome=outcome.kind, steps=outcome.steps)
         return outcome
+
+    async def _run_builtin(self, name: str, tick_id: int) -> None:
+        """Run a built-in ritual (reflect) in a worker thread with its own connection."""
+        from rituals import reflect
+
+        try:
+            report = await asyncio.to_thread(reflect.run, self.home, self.settings)
+        except Exception as e:  # a failed ritual is logged and recorded; the tick goes on
+            log.error("ritual %s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
+            self._record("ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
+                         ritual=name)
+            return
+        self._record("ritual", f"{name}: archived {report.archived}, sealed "
+                     f"{report.sealed or 'nothing'} in {report.seconds:.1f} s",
+                     tick_id=tick_id, ritual=name, stats=report.as_stats())
 
     async def _turn(self, tick_id: int, perception: ctx.Perception) -> TickOutcome:
         assert self.model is not None

@@ -108,6 +108,9 @@ class MemorySection(Section):
     memory_md_max_chars: int = Field(4000, ge=200, description="character budget of MEMORY.md")
     pins_max_chars: int = Field(2000, ge=100, description="character budget of all pins together")
     ladder_fanout: int = Field(10, ge=2, le=100, description="rollups per rung of the ladder")
+    summary_calls_per_run: int = Field(
+        50, ge=0, description="model calls reflect may spend on summaries per run (then extractive)"
+    )
 
 
 class RecallSection(Section):
@@ -125,10 +128,22 @@ class ContextSection(Section):
     staircase_chars: int = Field(8000, ge=0, description="character budget of the staircase")
 
 
+def _valid_cron(v: str) -> str:
+    from .cron import parse_cron
+
+    try:
+        parse_cron(v)
+    except ValueError as e:
+        raise ValueError(f"not a valid cron expression: {e}") from e
+    return v
+
+
 class CustomRitual(Section):
-    name: str
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
     cron: str
-    prompt: str
+    prompt: str = Field(min_length=1)
+
+    _cron = field_validator("cron")(classmethod(lambda cls, v: _valid_cron(v)))
 
 
 class RitualsSection(Section):
@@ -137,6 +152,16 @@ class RitualsSection(Section):
         default_factory=list,
         description='your own prompt rituals: [[rituals.custom]] name, cron, prompt',
     )
+
+    _cron = field_validator("reflect")(classmethod(lambda cls, v: _valid_cron(v)))
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RitualsSection:
+        names = ["reflect"] + [c.name for c in self.custom]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"ritual names must be unique (and not 'reflect'): {', '.join(dupes)}")
+        return self
 
 
 class LoggingSection(Section):

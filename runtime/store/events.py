@@ -7,9 +7,10 @@ here updates or deletes an event; the database's triggers refuse it too.
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -141,6 +142,47 @@ def since(store: Store, after_id: int, kinds: Sequence[str] | None = None) -> li
         f"SELECT {COLUMNS} FROM events WHERE id > ?{clause} ORDER BY id", tuple(params)
     )
     return [Event.from_row(r) for r in rows]
+
+
+def history_after(store: Store, after_id: int, page: int = 2000) -> Iterator[Event]:
+    """Every event (hot and archived) with id > after_id, in id order, streamed page by page.
+
+    The two tables are each read by primary key and merged here, so memory stays flat however
+    long the history is (an ORDER BY over the UNION ALL view would sort it all first)."""
+    def pages(table: str, source: str) -> Iterator[Event]:
+        last = after_id
+        while True:
+            rows = store.query(
+                f"SELECT {COLUMNS}, '{source}' AS source FROM {table} WHERE id > ? "
+                "ORDER BY id LIMIT ?", (last, page))
+            if not rows:
+                return
+            for r in rows:
+                yield Event.from_row(r)
+            last = rows[-1]["id"]
+
+    yield from heapq.merge(pages("events", "hot"), pages("events_archive", "archive"),
+                           key=lambda e: e.id or 0)
+
+
+def span_resolves(store: Store, first: int, last: int) -> bool:
+    """Whether both ends of an event-id span exist in the history (hot or archive)."""
+    return len(existing_ids(store, [first, last])) == len({first, last})
+
+
+def total(store: Store) -> int:
+    c = counts(store)
+    return c["hot"] + c["archived"]
+
+
+def doc_freqs(store: Store, stems: Sequence[str]) -> dict[str, int]:
+    """How many events (hot and archived) contain each FTS term (porter stem)."""
+    if not stems:
+        return {}
+    marks = ",".join("?" * len(stems))
+    rows = store.query(f"SELECT term, doc FROM events_vocab WHERE term IN ({marks})",
+                       tuple(stems))
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def last_of_kind(store: Store, kind: str) -> Event | None:

@@ -204,11 +204,18 @@ def m004_create_ops_tables(db: sqlite3.Connection) -> None:
     )
 
 
+def m005_create_events_vocab(db: sqlite3.Connection) -> None:
+    # Document frequencies over the whole history, read straight from the FTS index: what
+    # makes a rollup's index card "distinctive against the whole log" without a second pass.
+    db.execute("CREATE VIRTUAL TABLE events_vocab USING fts5vocab(events_fts, 'row')")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
     m003_create_memory_tables,
     m004_create_ops_tables,
+    m005_create_events_vocab,
 ]
 
 

@@ -1,10 +1,18 @@
-"""Rollups: the ladder's rungs above raw events. Read side only until reflect seals them."""
+"""Rollups: the ladder's rungs above raw events (level 1 episodes, level 2 chapters, ...).
+
+Owns reading the ladder and sealing a rung. A seal is one transaction: it re-checks, under the
+write lock, that its block is still unsealed (so a retried or concurrent reflect cannot seal it
+twice), inserts the rollup, and sets `parent_id` on its children. A sealed rollup never changes;
+the database refuses it (migration m002).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .db import Store
+from .events import now_iso
 
 
 @dataclass(frozen=True)
@@ -13,16 +21,26 @@ class Rollup:
     level: int
     parent_id: int | None
     source_range: str | None
+    first_event: int | None
+    last_event: int | None
     first_ts: str | None
     last_ts: str | None
     title: str
     body: str
+    terms: str
     method: str
+    created_at: str = ""
 
 
-def _from_row(r) -> Rollup:  # noqa: ANN001
-    return Rollup(r["id"], r["level"], r["parent_id"], r["source_range"], r["first_ts"],
-                  r["last_ts"], r["title"], r["body"], r["method"])
+def _from_row(r: Any) -> Rollup:
+    return Rollup(r["id"], r["level"], r["parent_id"], r["source_range"], r["first_event"],
+                  r["last_event"], r["first_ts"], r["last_ts"], r["title"], r["body"],
+                  r["terms"], r["method"], r["created_at"])
+
+
+def get(store: Store, rollup_id: int) -> Rollup | None:
+    rows = store.query("SELECT * FROM rollups WHERE id = ?", (rollup_id,))
+    return _from_row(rows[0]) if rows else None
 
 
 def newest_per_level(store: Store) -> list[Rollup]:
@@ -32,6 +50,68 @@ def newest_per_level(store: Store) -> list[Rollup]:
         "ORDER BY level DESC"
     )
     return [_from_row(r) for r in rows]
+
+
+def children(store: Store, parent_id: int) -> list[Rollup]:
+    return [_from_row(r) for r in store.query(
+        "SELECT * FROM rollups WHERE parent_id = ? ORDER BY id", (parent_id,))]
+
+
+def at_level(store: Store, level: int, unparented_only: bool = False) -> list[Rollup]:
+    extra = " AND parent_id IS NULL" if unparented_only else ""
+    return [_from_row(r) for r in store.query(
+        f"SELECT * FROM rollups WHERE level = ?{extra} ORDER BY id", (level,))]
+
+
+def count_unparented(store: Store, level: int) -> int:
+    return int(store.scalar(
+        "SELECT COUNT(*) FROM rollups WHERE level = ? AND parent_id IS NULL", (level,)) or 0)
+
+
+def top_level(store: Store) -> int:
+    return int(store.scalar("SELECT COALESCE(MAX(level), 0) FROM rollups") or 0)
+
+
+def counts_per_level(store: Store) -> dict[int, int]:
+    return {int(r[0]): int(r[1]) for r in store.query(
+        "SELECT level, COUNT(*) FROM rollups GROUP BY level ORDER BY level")}
+
+
+def episodes_cover_up_to(store: Store) -> int:
+    """The highest event id under a level-1 rollup (0 when none): sealing resumes after it."""
+    return int(store.scalar(
+        "SELECT COALESCE(MAX(last_event), 0) FROM rollups WHERE level = 1") or 0)
+
+
+def seal(store: Store, *, level: int, first_event: int | None, last_event: int | None,
+         source_range: str | None, first_ts: str | None, last_ts: str | None, title: str,
+         body: str, terms: str, method: str, child_ids: list[int] | None = None) -> int | None:
+    """Insert one rollup (and adopt its children) in one transaction; None if already sealed."""
+    with store.transaction() as db:
+        if child_ids:
+            marks = ",".join("?" * len(child_ids))
+            free = db.execute(
+                f"SELECT COUNT(*) FROM rollups WHERE id IN ({marks}) AND parent_id IS NULL",
+                tuple(child_ids)).fetchone()[0]
+            if free != len(child_ids):
+                return None
+        elif level == 1 and first_event is not None:
+            covered = db.execute(
+                "SELECT COALESCE(MAX(last_event), 0) FROM rollups WHERE level = 1").fetchone()[0]
+            if covered >= first_event:
+                return None
+        cur = db.execute(
+            "INSERT INTO rollups(level, parent_id, source_range, first_event, last_event, "
+            "first_ts, last_ts, title, body, terms, method, created_at) "
+            "VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (level, source_range, first_event, last_event, first_ts, last_ts, title, body,
+             terms, method, now_iso()))
+        rid = int(cur.lastrowid)
+        if child_ids:
+            marks = ",".join("?" * len(child_ids))
+            db.execute(f"UPDATE rollups SET parent_id = ? WHERE id IN ({marks})",
+                       (rid, *child_ids))
+        return rid
 
 
 def fts_search(store: Store, match: str, limit: int = 10) -> list[tuple[Rollup, float]]:

@@ -1,0 +1,144 @@
+"""Index cards and extractive summaries: what makes a span of history distinctive.
+
+Owns tf-idf against the whole log: term frequencies from the span, document frequencies read
+from the FTS index itself (the `events_vocab` table, porter stems), so a card costs a few
+indexed look-ups and no pass over the log. Cards are surface words (what a person would type);
+their stems match the FTS tokenizer's, so a card indexed in rollups_fts is found by the same
+query words. Extractive summaries pick the most informative sentences and cite their event ids.
+Deterministic; reads the store, never writes, never calls a model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import snowballstemmer
+
+from ..store import Store
+from ..store import events as ev
+from .terms import STOPWORDS, words
+
+# The loop's own bookkeeping: not content a summary or a card should be made of.
+BOOKKEEPING_KINDS = frozenset({
+    "tick", "tick_end", "start", "stop", "crash", "tool_call", "config_reload", "config_error",
+    "step_cap", "promise_due", "recall",
+})
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_CITE = re.compile(r"\s*\[(?:rollup )?#\d+\]")
+_stemmer = snowballstemmer.stemmer("porter")  # the algorithm FTS5's porter tokenizer uses
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    return _stemmer.stemWord(word)
+
+
+def is_content_word(w: str) -> bool:
+    if w in STOPWORDS:
+        return False
+    if w.isdigit():
+        return 2 <= len(w) <= 6  # ticket and issue numbers, not timestamps
+    return len(w) >= 3
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in words(text) if is_content_word(w)]
+
+
+def sentences(text: str) -> list[str]:
+    out = []
+    for s in _SENTENCE.split(text):
+        s = " ".join(s.split())
+        if len(s) >= 12:
+            out.append(s if len(s) <= 240 else s[:239] + "…")
+    return out
+
+
+class Distinctive:
+    """tf-idf against the whole history, with document frequencies cached for one run."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.n_docs = max(1, ev.total(store))
+        self._df: dict[str, int] = {}
+
+    def idf(self, stems: Sequence[str]) -> dict[str, float]:
+        missing = [s for s in set(stems) if s not in self._df]
+        for i in range(0, len(missing), 500):
+            chunk = missing[i:i + 500]
+            found = ev.doc_freqs(self.store, chunk)
+            for s in chunk:
+                self._df[s] = found.get(s, 0)
+        return {s: math.log((self.n_docs + 1) / (self._df[s] + 1)) + 1.0 for s in stems}
+
+    def cards(self, texts: Sequence[str], k: int = 8) -> list[str]:
+        """The span's k most distinctive words (surface forms), best first."""
+        tf: Counter[str] = Counter()
+        surface: dict[str, Counter[str]] = {}
+        for text in texts:
+            for w in content_words(text):
+                s = stem(w)
+                tf[s] += 1
+                surface.setdefault(s, Counter())[w] += 1
+        if not tf:
+            return []
+        idf = self.idf(list(tf))
+        ranked = sorted(tf, key=lambda s: (-(1 + math.log(tf[s])) * idf[s], s))
+        return [surface[s].most_common(1)[0][0] for s in ranked[:k]]
+
+    def best_sentences(self, items: Sequence[tuple[int, str]], k: int = 2,
+                       focus: Sequence[str] = ()) -> list[tuple[int, str]]:
+        """The k most informative (id, sentence) pairs, returned in id order.
+
+        A sentence scores the idf of its distinct content words over the square root of their
+        count (informative, not merely long), plus a bonus for each `focus` card it holds."""
+        focus_stems = {stem(f) for f in focus}
+        scored: list[tuple[float, int, int, str]] = []
+        seen: set[str] = set()
+        pos = 0
+        for item_id, text in items:
+            for s in sentences(_CITE.sub("", text)):
+                key = s.lower()
+                ws = {stem(w) for w in content_words(s)}
+                if not ws or key in seen:
+                    continue
+                seen.add(key)
+                idf = self.idf(list(ws))
+                score = sum(idf.values()) / math.sqrt(len(ws)) + 2.0 * len(ws & focus_stems)
+                scored.append((score, pos, item_id, s))
+                pos += 1
+        best = sorted(scored, key=lambda t: (-t[0], t[1]))[:k]
+        return [(item_id, s) for _, _, item_id, s in sorted(best, key=lambda t: t[1])]
+
+
+def title_from(cards: Sequence[str], fallback: str) -> str:
+    return ", ".join(cards[:3]) if cards else fallback
+
+
+def cite(pairs: Sequence[tuple[int, str]], max_chars: int = 600) -> str:
+    parts: list[str] = []
+    used = 0
+    for item_id, s in pairs:
+        piece = f"{s} [#{item_id}]"
+        if used + len(piece) > max_chars and parts:
+            break
+        parts.append(piece)
+        used += len(piece) + 1
+    return " ".join(parts)
+
+
+def shared_share(summary: str, source_texts: Sequence[str]) -> float:
+    """Share of the summary's content words (by stem) found in its source: the faithfulness
+    check a model-written summary must pass."""
+    mine = {stem(w) for w in content_words(summary)}
+    if not mine:
+        return 0.0
+    theirs: set[str] = set()
+    for t in source_texts:
+        theirs.update(stem(w) for w in content_words(t))
+    return len(mine & theirs) / len(mine)

@@ -1,0 +1,210 @@
+"""The ladder: sealing rollups, rungs a factor of `fanout` apart.
+
+Level 1 episodes are blocks of about `fanout` events (cut where a new tick starts or after a
+quiet gap, at most 1.5 x fanout), read from events and archive as one history, streamed. Level
+n+1 rollups gather `fanout` unparented level-n rollups, and so on up while a level has enough.
+Only complete blocks seal; a sealed rollup never changes; a rerun with nothing new changes
+nothing; each seal is its own transaction, so an interrupted run leaves whole rungs only.
+Every rollup carries an index card (its most distinctive terms against the whole log) and a
+summary: written by the `summarize` callable the ritual passes in (checked against the source,
+with a fallback), or extractive. Spans that do not validate are written NULL (ADR-0008).
+
+It reads and writes the store; it never imports the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..store import Event, Store
+from ..store import events as ev
+from ..store import rollups as rl
+from . import cards as cd
+
+log = logging.getLogger(__name__)
+
+# (level, [(id, text)]) -> (title, summary) or None; may raise, which counts as a failure.
+Summarize = Callable[[int, Sequence[tuple[int, str]]], "tuple[str, str] | None"]
+
+GAP_SECONDS = 30 * 60
+MIN_SHARED = 0.6  # a model summary must share this share of its content words with the span
+CARD_TERMS = 8
+
+
+@dataclass
+class LadderReport:
+    sealed: dict[int, int] = field(default_factory=dict)
+    methods: Counter[str] = field(default_factory=Counter)
+    summary_fallbacks: int = 0
+    null_spans: int = 0
+
+    def add(self, level: int, method: str) -> None:
+        self.sealed[level] = self.sealed.get(level, 0) + 1
+        self.methods[method] += 1
+
+
+@dataclass
+class Summarizer:
+    """The model-written summary path, with its per-run budget and its check."""
+
+    fn: Summarize | None = None
+    name: str = "model"
+    budget: int = 0
+    used: int = 0
+    fallbacks: int = 0  # calls made whose result failed or did not pass the check
+
+    def attempt(self, level: int, items: Sequence[tuple[int, str]]) -> tuple[str, str] | None:
+        if self.fn is None or self.used >= self.budget or not items:
+            return None
+        self.used += 1
+        try:
+            result = self.fn(level, items)
+        except Exception as e:  # a failed call falls back to extractive, loudly
+            log.warning("summary call failed (%s: %s); using an extractive summary",
+                        type(e).__name__, e)
+            self.fallbacks += 1
+            return None
+        title, body = ((result[0] or "").strip(), (result[1] or "").strip()) if result else ("", "")
+        share = cd.shared_share(f"{title} {body}", [t for _, t in items])
+        if not body or share < MIN_SHARED:
+            log.warning("model summary shares only %.0f%% of its words with its source; "
+                        "using an extractive summary instead", share * 100)
+            self.fallbacks += 1
+            return None
+        return title[:120], body[:1200]
+
+
+def _ts(e: Event) -> float:
+    try:
+        return datetime.fromisoformat(e.ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _boundary(prev: Event, e: Event) -> bool:
+    return e.kind == "tick" or _ts(e) - _ts(prev) >= GAP_SECONDS
+
+
+def episode_blocks(store: Store, fanout: int, after_id: int) -> Iterator[list[Event]]:
+    """Complete blocks of about `fanout` events after `after_id`, streamed in id order."""
+    block: list[Event] = []
+    hard = fanout + fanout // 2
+    for e in ev.history_after(store, after_id):
+        if block and ((len(block) >= fanout and _boundary(block[-1], e)) or len(block) >= hard):
+            yield block
+            block = []
+        block.append(e)
+    # the trailing block is incomplete: it waits for more history
+
+
+def _span(store: Store, first: int | None, last: int | None, what: str,
+          report: LadderReport) -> str | None:
+    if first is not None and last is not None and ev.span_resolves(store, first, last):
+        return f"{first}-{last}"
+    log.warning("provenance for %s does not validate (span %s-%s); writing source_range NULL "
+                "(ADR-0008)", what, first, last)
+    report.null_spans += 1
+    return None
+
+
+def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
+                 summarizer: Summarizer, report: LadderReport) -> int | None:
+    first, last = block[0].id, block[-1].id
+    items = [(int(e.id or 0), e.body) for e in block
+             if e.kind not in cd.BOOKKEEPING_KINDS and e.body.strip()]
+    terms = scorer.cards([t for _, t in items], CARD_TERMS)
+    written = summarizer.attempt(1, items)
+    if written:
+        title, body = written
+        method = summarizer.name
+    else:
+        title = cd.title_from(terms, "quiet stretch")
+        body = (cd.cite(scorer.best_sentences(items, 2, terms)) if items else
+                f"bookkeeping only: {len(block)} events ({', '.join(sorted({e.kind for e in block}))})")
+        method = "extractive"
+    span = _span(store, first, last, f"episode {first}-{last}", report)
+    rid = rl.seal(store, level=1, first_event=first, last_event=last, source_range=span,
+                  first_ts=block[0].ts, last_ts=block[-1].ts, title=title, body=body,
+                  terms=" ".join(terms), method=method)
+    if rid is not None:
+        report.add(1, method)
+    return rid
+
+
+def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Distinctive,
+                summarizer: Summarizer, report: LadderReport) -> int | None:
+    weights: Counter[str] = Counter()
+    for k in kids:
+        for rank, t in enumerate(k.terms.split()):
+            weights[t] += CARD_TERMS - rank
+    terms = [t for t, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))][:CARD_TERMS]
+    items = [(k.id, f"{k.title}. {k.body}") for k in kids]
+    written = summarizer.attempt(level, items)
+    if written:
+        title, body = written
+        method = summarizer.name
+    else:
+        title = cd.title_from(terms, f"level {level} rollup")
+        # Child bodies carry [#event] citations; keep them by citing the child's sentences.
+        pairs = scorer.best_sentences([(k.id, k.body) for k in kids], 3, terms)
+        body = cd.cite(pairs).replace("[#", "[rollup #")
+        method = "extractive"
+    linked = all(k.source_range for k in kids)
+    first = min((k.first_event for k in kids if k.first_event is not None), default=None)
+    last = max((k.last_event for k in kids if k.last_event is not None), default=None)
+    if linked:
+        span = _span(store, first, last, f"level {level} rollup over {kids[0].id}-{kids[-1].id}",
+                     report)
+    else:
+        log.warning("level %d rollup over %d-%d has unlinked children; writing source_range "
+                    "NULL (ADR-0008)", level, kids[0].id, kids[-1].id)
+        report.null_spans += 1
+        span = None
+    rid = rl.seal(store, level=level, first_event=first if span else None,
+                  last_event=last if span else None, source_range=span,
+                  first_ts=min((k.first_ts for k in kids if k.first_ts), default=None),
+                  last_ts=max((k.last_ts for k in kids if k.last_ts), default=None),
+                  title=title, body=body, terms=" ".join(terms), method=method,
+                  child_ids=[k.id for k in kids])
+    if rid is not None:
+        report.add(level, method)
+    return rid
+
+
+def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
+         progress: Callable[[int], None] | None = None) -> LadderReport:
+    """Seal every complete block, level by level. Idempotent."""
+    summarizer = summarizer or Summarizer()
+    report = LadderReport()
+    scorer = cd.Distinctive(store)
+    after = rl.episodes_cover_up_to(store)
+    for block in episode_blocks(store, fanout, after):
+        seal_episode(store, block, scorer, summarizer, report)
+        if progress:
+            progress(len(block))
+    level = 1
+    while rl.count_unparented(store, level) >= fanout:
+        free = rl.at_level(store, level, unparented_only=True)
+        for i in range(0, len(free) - fanout + 1, fanout):
+            seal_parent(store, level + 1, free[i:i + fanout], scorer, summarizer, report)
+        level += 1
+    report.summary_fallbacks = summarizer.fallbacks
+    return report
+
+
+def plan(store: Store, fanout: int) -> dict[int, int]:
+    """What `seal` would seal now, per level, without writing anything."""
+    after = rl.episodes_cover_up_to(store)
+    new = {1: sum(1 for _ in episode_blocks(store, fanout, after))}
+    level = 1
+    while True:
+        free = rl.count_unparented(store, level) + new.get(level, 0)
+        if free < fanout:
+            break
+        new[level + 1] = free // fanout
+        level += 1
+    return {lvl: n for lvl, n in new.items() if n}

@@ -1,0 +1,111 @@
+"""APScheduler wiring and catch-up for rituals.
+
+Owns the ritual definitions (reflect plus the owner's `[[rituals.custom]]`), parsing cron
+expressions in the configured time zone (5 fields as crontab, or 6 with seconds first), the
+AsyncIOScheduler whose jobs only say "this ritual is due" (the loop runs it on its next tick),
+and catch-up: a ritual whose window passed while the process was down is due once at start,
+however many windows it missed. It never runs a ritual itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from .cron import parse_cron
+from .settings import Settings
+from .store import Store
+from .store import rituals as rr
+
+log = logging.getLogger(__name__)
+
+BUILTIN = ("reflect",)
+REGISTERED = "registered"  # a ritual_runs status: the first time a ritual was scheduled
+
+
+@dataclass(frozen=True)
+class RitualDef:
+    name: str
+    cron: str
+    prompt: str | None  # None for a built-in ritual
+
+
+def definitions(settings: Settings) -> list[RitualDef]:
+    defs = [RitualDef("reflect", settings.rituals.reflect, None)]
+    defs += [RitualDef(c.name, c.cron, c.prompt) for c in settings.rituals.custom]
+    return defs
+
+
+def next_run(defn: RitualDef, tz: str, after: datetime | None = None) -> datetime | None:
+    after = after or datetime.now(UTC)
+    return parse_cron(defn.cron, tz).get_next_fire_time(None, after.astimezone(ZoneInfo(tz)))
+
+
+def _parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def register_and_find_missed(store: Store, settings: Settings,
+                             now: datetime | None = None) -> list[str]:
+    """Record first sightings; return the rituals whose window passed since their last run."""
+    now = now or datetime.now(UTC)
+    tz = settings.coworker.timezone
+    due = []
+    for d in definitions(settings):
+        last = rr.last(store, d.name)
+        if last is None:
+            run_id = rr.start(store, d.name)
+            rr.finish(store, run_id, REGISTERED, {"cron": d.cron, "timezone": tz})
+            continue
+        nxt = parse_cron(d.cron, tz).get_next_fire_time(None, _parse(last.started_at))
+        if nxt is not None and nxt <= now:
+            log.warning("ritual %s missed its window at %s while the coworker was down; "
+                        "running it once now", d.name, nxt.isoformat())
+            due.append(d.name)
+    return due
+
+
+class Scheduler:
+    """Real APScheduler jobs; each firing calls `on_due(name)`."""
+
+    def __init__(self, settings: Settings, on_due: Callable[[str], None]) -> None:
+        self.on_due = on_due
+        self.settings = settings
+        self._sched: AsyncIOScheduler | None = None
+
+    def start(self) -> None:
+        self._sched = AsyncIOScheduler(timezone=ZoneInfo(self.settings.coworker.timezone))
+        self._add_jobs()
+        self._sched.start()
+
+    def _add_jobs(self) -> None:
+        assert self._sched is not None
+        tz = self.settings.coworker.timezone
+        for d in definitions(self.settings):
+            self._sched.add_job(self.on_due, parse_cron(d.cron, tz), args=[d.name], id=d.name,
+                                name=d.name, coalesce=True, max_instances=1,
+                                misfire_grace_time=None, replace_existing=True)
+        log.info("rituals scheduled: %s", ", ".join(
+            f"{d.name} ({d.cron}, {tz})" for d in definitions(self.settings)))
+
+    def reschedule(self, settings: Settings) -> None:
+        self.settings = settings
+        if self._sched is None:
+            return
+        self._sched.remove_all_jobs()
+        self._add_jobs()
+
+    def jobs(self) -> list[tuple[str, datetime | None]]:
+        if self._sched is None:
+            return []
+        return [(j.id, j.next_run_time) for j in self._sched.get_jobs()]
+
+    def shutdown(self) -> None:
+        if self._sched is not None and self._sched.running:
+            self._sched.shutdown(wait=False)
+        self._sched = None

@@ -1,0 +1,51 @@
+"""Ritual runs: when each ritual started and finished, how it went, and its figures."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .db import Store
+from .events import now_iso
+
+
+@dataclass(frozen=True)
+class RitualRun:
+    id: int
+    ritual: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    stats: dict[str, Any]
+
+
+def _from_row(r: Any) -> RitualRun:
+    return RitualRun(r["id"], r["ritual"], r["started_at"], r["finished_at"], r["status"],
+                     json.loads(r["stats"]) if r["stats"] else {})
+
+
+def start(store: Store, ritual: str) -> int:
+    with store.transaction() as db:
+        cur = db.execute("INSERT INTO ritual_runs(ritual, started_at, status) VALUES (?, ?, ?)",
+                         (ritual, now_iso(), "running"))
+        return int(cur.lastrowid)
+
+
+def finish(store: Store, run_id: int, status: str, stats: dict[str, Any]) -> None:
+    with store.transaction() as db:
+        db.execute("UPDATE ritual_runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
+                   (now_iso(), status, json.dumps(stats, sort_keys=True), run_id))
+
+
+def last(store: Store, ritual: str, status: str | None = None) -> RitualRun | None:
+    extra = " AND status = ?" if status else ""
+    params = (ritual, status) if status else (ritual,)
+    rows = store.query(
+        f"SELECT * FROM ritual_runs WHERE ritual = ?{extra} ORDER BY id DESC LIMIT 1", params)
+    return _from_row(rows[0]) if rows else None
+
+
+def recent(store: Store, limit: int = 20) -> list[RitualRun]:
+    return [_from_row(r) for r in store.query(
+        "SELECT * FROM ritual_runs ORDER BY id DESC LIMIT ?", (limit,))]
