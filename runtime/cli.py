@@ -174,9 +174,15 @@ def status(as_json: bool) -> None:
     home = _home()
     pid = process.running_pid(home)
     run = process.read_runfile(home) if pid else {}
+    from datetime import timedelta
+
+    from .store import telemetry
+
+    week_ago = (datetime.now(UTC) - timedelta(days=7)).isoformat().replace("+00:00", "Z")
     with _store(home, readonly=True) as store:
         counts = ev.counts(store)
         by_kind = ev.counts_by_kind(store)
+        walks = telemetry.walk_stats(store, week_ago)
     data = {
         "home": str(home.root),
         "running": pid is not None,
@@ -190,6 +196,7 @@ def status(as_json: bool) -> None:
         "model": run.get("model"),
         "events": counts,
         "events_by_kind": by_kind,
+        "walks_7d": walks,
     }
     if as_json:
         out.print_json(json.dumps(data))
@@ -208,6 +215,7 @@ def status(as_json: bool) -> None:
         out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}")
     kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
+    out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
     home.settings()  # a broken config.toml is reported after the status, as one line, exit 2
 
 
@@ -402,6 +410,80 @@ def rituals(as_json: bool) -> None:
                       "never" if last is None else f"{last['started_at'][:19]} {last['status']}",
                       figures, (r["next_run"] or "")[:19])
     out.print(table)
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result exactly as the agent sees it.")
+def walk(query: tuple[str, ...], as_json: bool) -> None:
+    """Walk memory from coarse summaries down to raw events, as the agent's memory_walk does.
+
+    Exit 0 when it found its way down, 1 when it refused (no confident entry point), 2 on a
+    usage error.
+
+    \b
+    Examples:
+      coworker walk parser crash unicode
+      coworker walk "who owns billing" --json
+    """
+    from .memory import walk as walker
+
+    home = _home()
+    settings = home.settings()
+    text = " ".join(query).strip()
+    if not text:
+        raise UsageError('nothing to walk: coworker walk "a few words"')
+    with _store(home) as rw, _store(home, readonly=True) as ro:
+        result = walker.walk_recorded(ro, text, settings.memory.walk_threshold, door="cli",
+                                      log_to=rw)
+        if as_json:
+            click.echo(json.dumps(result, ensure_ascii=False, indent=1))
+        else:
+            _print_walk(ro, text, result)
+    if result["refused"]:
+        raise click.exceptions.Exit(1)
+
+
+def _print_walk(store: Store, query: str, result: dict) -> None:
+    from .store import rollups as rl
+
+    n = len(result["query_tokens"])
+    if result["refused"]:
+        out.print(f"refused: {result['reason']}", markup=False)
+        return
+    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
+              f'({len(result["matched_tokens"])}/{n}: {", ".join(result["matched_tokens"])})',
+              markup=False)
+    nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
+    rollups = {i: rl.get(store, i) for i in nodes}
+    events = {e["id"]: e for e in result["events"]}
+    shown: set[int] = set()
+
+    def show(rid: int, depth: int) -> None:
+        r = rollups[rid]
+        dates = f"{(r.first_ts or '')[:10]}..{(r.last_ts or '')[:10]}"
+        out.print(f"{'  ' * depth}L{r.level} #{r.id} {dates} {r.title}: "
+                  f"{' '.join(r.body.split())[:100]}", markup=False)
+        out.print(f"{'  ' * depth}  ({nodes[rid]['why']})", style="dim", markup=False)
+        for cid in [c for c in nodes if rollups[c].parent_id == rid]:
+            show(cid, depth + 1)
+        if r.level == 1 and r.first_event is not None:
+            for eid, e in events.items():
+                if r.first_event <= eid <= (r.last_event or 0) and eid not in shown:
+                    shown.add(eid)
+                    out.print(f"{'  ' * (depth + 1)}#{eid} {e['ts'][:16]} {e['kind']} "
+                              f"{e['actor']}: {' '.join(e['body'].split())[:160]}", markup=False)
+
+    for rid in [i for i in nodes if rollups[i].parent_id not in nodes]:
+        show(rid, 0)
+    rest = [e for eid, e in events.items() if eid not in shown]
+    if rest:
+        out.print("not yet under a rollup:", markup=False)
+        for e in rest:
+            out.print(f"  #{e['id']} {e['ts'][:16]} {e['kind']} {e['actor']}: "
+                      f"{' '.join(e['body'].split())[:160]}", markup=False)
+    if result["truncated"]:
+        out.print("(truncated: a cap was reached; narrow the query)", markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

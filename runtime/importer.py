@@ -81,7 +81,8 @@ def parse_line(text: str) -> Event:
     body = obj.get("body", "")
     if not isinstance(body, str):
         raise ValueError("field 'body': must be a string")
-    meta = obj.get("meta") or {}
+    meta = obj.get("meta")
+    meta = {} if meta is None else meta
     if not isinstance(meta, dict):
         raise ValueError("field 'meta': must be a JSON object")
     return Event(kind=kind.strip(), body=body, actor=actor.strip(), author_kind=author_kind,

@@ -82,6 +82,7 @@ class Loop:
         self.registry = registry or default_registry()
         self.scheduler: Scheduler | None = None
         self._pending_rituals: list[str] = []
+        self._first_input: int | None = None
         self.state = RunState.STOPPED
         self.store = Store.open(home.db_path)
         self.model: Model | None = None
@@ -361,6 +362,7 @@ class Loop:
             telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
             return TickOutcome("quiet")
         digest = self.fingerprint(perception)
+        self._first_input = min((e.id or 0 for e in perception.inputs), default=None)
         cursor = max([self._cursor(), *[e.id or 0 for e in perception.inputs]])
         tick_id = self._record(
             "tick", f"tick: {len(perception.inputs)} message(s), "
@@ -457,7 +459,7 @@ class Loop:
                      tick_id=tick_id, author_kind="agent", actor="coworker", tool=name,
                      input=raw, tool_use_id=use.get("id"))
         tctx = ToolContext(store=self.store, home_root=self.home.root, settings=self.settings,
-                           tick_id=tick_id, live=self.live)
+                           tick_id=tick_id, live=self.live, first_input_id=self._first_input)
         result = self.registry.dispatch(tctx, name, raw)
         if result.is_error:
             log.warning("tool call %s came back as an error: %s", name, result.text)

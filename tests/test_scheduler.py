@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from runtime.home import Home
 from runtime.loop import Loop
-from runtime.scheduler import REGISTERED, next_run, definitions, register_and_find_missed
+from runtime.scheduler import REGISTERED, definitions, next_run, register_and_find_missed
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import rituals as rr

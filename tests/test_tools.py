@@ -16,6 +16,7 @@ SAMPLE_INPUT = {
     "reply": {"text": "hello", "subject": "s"},
     "promise": {"text": "x", "due": "in 1h"},
     "memory_search": {"query": "x"},
+    "memory_walk": {"query": "x"},
 }
 
 

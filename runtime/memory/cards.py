@@ -135,7 +135,8 @@ def cite(pairs: Sequence[tuple[int, str]], max_chars: int = 600) -> str:
 def shared_share(summary: str, source_texts: Sequence[str]) -> float:
     """Share of the summary's content words (by stem) found in its source: the faithfulness
     check a model-written summary must pass."""
-    mine = {stem(w) for w in content_words(summary)}
+    # Citations like [#12] are asked for and are not words of the source.
+    mine = {stem(w) for w in content_words(_CITE.sub(" ", summary))}
     if not mine:
         return 0.0
     theirs: set[str] = set()

@@ -75,7 +75,7 @@ class Summarizer:
                         "using an extractive summary instead", share * 100)
             self.fallbacks += 1
             return None
-        return title[:120], body[:1200]
+        return " ".join(title.split())[:120], body[:1200]
 
 
 def _ts(e: Event) -> float:

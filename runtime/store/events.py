@@ -225,6 +225,28 @@ def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
     return f" {mode} ".join(f'"{w}"' for w in words)
 
 
+def fts_after(store: Store, match: str, after_id: int, limit: int = 50) -> list[Event]:
+    """Events with id > after_id that match (FTS5 seeks the rowid range; no global ranking)."""
+    rows = store.query(
+        """
+        SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source
+          FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid > ?
+                 ORDER BY rowid LIMIT ?) AS f
+          JOIN history AS h ON h.id = f.rowid ORDER BY h.id
+        """,
+        (match, after_id, limit),
+    )
+    return [Event.from_row(r) for r in rows]
+
+
+def span(store: Store, first: int, last: int) -> list[Event]:
+    """Every event (hot or archived) with first <= id <= last, in id order."""
+    rows = store.query(
+        f"SELECT {COLUMNS}, source FROM history WHERE id BETWEEN ? AND ? ORDER BY id",
+        (first, last))
+    return [Event.from_row(r) for r in rows]
+
+
 def fts_search(store: Store, match: str, limit: int = 10,
                exclude_kinds: Sequence[str] = ()) -> list[tuple[Event, float, str]]:
     """Events (hot and archived) for an FTS5 MATCH string, best bm25 first, with a snippet."""

@@ -210,12 +210,35 @@ def m005_create_events_vocab(db: sqlite3.Connection) -> None:
     db.execute("CREATE VIRTUAL TABLE events_vocab USING fts5vocab(events_fts, 'row')")
 
 
+def m006_index_rollup_level(db: sqlite3.Connection) -> None:
+    # The level becomes an indexed column, so memory.walk can ask one rung at a time
+    # ("level:3 AND ...") and pay for that rung's matches, not the whole ladder's.
+    _script(
+        db,
+        """
+        DROP TRIGGER rollups_ai;
+        DROP TABLE rollups_fts;
+        CREATE VIRTUAL TABLE rollups_fts USING fts5(
+            title, body, terms, level,
+            content='rollups', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER rollups_ai AFTER INSERT ON rollups BEGIN
+            INSERT INTO rollups_fts(rowid, title, body, terms, level)
+            VALUES (new.id, new.title, new.body, new.terms, new.level);
+        END;
+        INSERT INTO rollups_fts(rollups_fts) VALUES ('rebuild');
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
     m003_create_memory_tables,
     m004_create_ops_tables,
     m005_create_events_vocab,
+    m006_index_rollup_level,
 ]
 
 

@@ -114,7 +114,14 @@ def seal(store: Store, *, level: int, first_event: int | None, last_event: int |
         return rid
 
 
-def fts_search(store: Store, match: str, limit: int = 10) -> list[tuple[Rollup, float]]:
+def fts_search(store: Store, match: str, limit: int = 10,
+               level: int | None = None) -> list[tuple[Rollup, float]]:
+    """Rollups whose title, body or card match (an FTS5 expression), best bm25 first;
+    with `level`, one rung only (the level is an indexed column, so this costs that rung's
+    matches, not the whole ladder's)."""
+    expr = f"{{title body terms}} : ({match})"
+    if level is not None:
+        expr = f'level : "{int(level)}" AND {expr}'
     rows = store.query(
         """
         SELECT r.*, f.score FROM (
@@ -122,6 +129,6 @@ def fts_search(store: Store, match: str, limit: int = 10) -> list[tuple[Rollup, 
              WHERE rollups_fts MATCH ? ORDER BY score LIMIT ?) AS f
           JOIN rollups AS r ON r.id = f.rowid ORDER BY f.score, r.id
         """,
-        (match, limit),
+        (expr, limit),
     )
     return [(_from_row(r), float(r["score"])) for r in rows]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, Field
 
+from ..memory import walk as walker
 from ..memory.search import search
 from .registry import Tool, ToolContext
 
@@ -24,7 +27,22 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     return "\n".join(lines)
 
 
+class WalkInput(BaseModel):
+    query: str = Field(min_length=1, max_length=500,
+                       description="a few words for what you want to remember")
+
+
+def _walk(ctx: ToolContext, p: WalkInput) -> str:
+    result = walker.walk_recorded(ctx.store, p.query, ctx.settings.memory.walk_threshold,
+                                  door="tool", before_id=ctx.first_input_id or ctx.tick_id)
+    return json.dumps(result, ensure_ascii=False)
+
+
 TOOLS = [
+    Tool("memory_walk", "Descend your memory from coarse summaries to the raw events for a "
+         "query. Returns a trace and events with ids to cite; refuses (refused: true) when "
+         "nothing matches with confidence, which means your memory does not hold it.",
+         WalkInput, _walk),
     Tool("memory_search", "Search your memory (all events, the archive and rollups) by words; "
          "returns ids you can cite.", SearchInput, _search),
 ]

@@ -34,6 +34,7 @@ class ToolContext:
     settings: Settings
     tick_id: int | None
     live: bool
+    first_input_id: int | None = None  # memory reads ignore this tick's own inputs and steps
 
     def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
                **meta: Any) -> int:
