@@ -1,14 +1,15 @@
 """The weekly reflect ritual, composed from memory's parts.
 
 In order: move events older than `archive_after_days` to the archive (one transaction, then a
-WAL checkpoint); seal the ladder level by level (model-written summaries within a per-run budget
-when a model is configured, extractive otherwise); pass promotion candidates through the gate
-(until the gate exists, the step records that it did nothing); record the run and its figures in
-`ritual_runs`; regenerate `state/memory-map.md` from the database (so the map shows this run).
-`dry_run` reports what it would archive and seal and writes nothing.
+WAL checkpoint); seal the ladder level by level (model-written summaries within a per-run
+budget when a model is configured, extractive otherwise); pass promotion candidates (durable
+lessons from the week's rollups, with a model) through the gate; merge the FTS index segments;
+record the run and its figures in `ritual_runs`; regenerate `state/memory-map.md` from the
+database (so the map shows this run). `dry_run` reports what it would archive and seal and
+writes nothing.
 
-This module is where a model meets memory: it builds the `summarize` callable and hands it to
-the ladder, which never imports the model.
+This module is where a model meets memory: it builds the `summarize` and `lessons` callables
+and hands them to the ladder and the gate, which never import the model.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runtime.home import Home
-from runtime.memory import ladder, memmap
+from runtime.memory import gate, ladder, memmap
 from runtime.settings import Settings
 from runtime.store import Store
 from runtime.store import archive as arch
 from runtime.store import rituals as rr
+from runtime.store import rollups as rl
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,10 @@ class ReflectReport:
     summary_calls: int = 0
     summary_fallbacks: int = 0
     null_spans: int = 0
-    promotions: str = "not run: the promotion gate does not exist yet"
+    promotions: str = "not run"
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
+    index_seconds: float = 0.0
     map_bytes: int = 0
 
     def as_stats(self) -> dict[str, Any]:
@@ -66,9 +69,44 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+# [(rollup id, text)] -> [{"text", "source_events", "confidence"}]
+Lessons = Callable[[Sequence[tuple[int, str]]], list[dict[str, Any]]]
+
+
+def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | None,
+             now: datetime | None) -> str:
+    """Step 3: durable lessons from the week's rollups, each through the one gate."""
+    if settings.memory.memory_promotions == "off":
+        return 'off: memory_promotions is "off", nothing proposed'
+    if lessons is None:
+        return "no model configured: no lessons proposed"
+    since = ((now or datetime.now(UTC)) - timedelta(days=7)).isoformat().replace("+00:00", "Z")
+    week = [(r.id, f"{r.title}. {r.body}") for r in rl.at_level(store, 1)
+            if (r.created_at or "") >= since][-60:]
+    if not week:
+        return "nothing sealed this week: no lessons proposed"
+    try:
+        proposed = lessons(week)
+    except Exception as e:  # a memory failure is loud and never breaks the ritual
+        log.warning("lessons call failed (%s: %s); no promotions this run", type(e).__name__, e)
+        return f"lessons call failed: {type(e).__name__}"
+    counts: dict[str, int] = {}
+    for item in proposed[:20]:
+        try:
+            cand = gate.Candidate(str(item["text"]), [int(i) for i in item["source_events"]],
+                                  float(item.get("confidence", 0.5)), "reflect")
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("a proposed lesson is malformed (%s); skipped", e)
+            counts["malformed"] = counts.get("malformed", 0) + 1
+            continue
+        verdict = gate.consider(store, home, settings, cand)
+        counts[verdict.status] = counts.get(verdict.status, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no lessons proposed"
+
+
 def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = False,
             summarize: ladder.Summarize | None = None, summarizer_name: str = "model",
-            now: datetime | None = None,
+            lessons: Lessons | None = None, now: datetime | None = None,
             progress: Callable[[int], None] | None = None) -> ReflectReport:
     t0 = time.monotonic()
     report = ReflectReport(dry_run=dry_run)
@@ -94,6 +132,10 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         report.summary_calls = summarizer.used
         report.summary_fallbacks = sealed.summary_fallbacks
         report.null_spans = sealed.null_spans
+        report.promotions = _promote(home, settings, store, lessons, now)
+        t_idx = time.monotonic()
+        arch.optimize_indexes(store)
+        report.index_seconds = round(time.monotonic() - t_idx, 3)
         report.seconds = round(time.monotonic() - t0, 3)
         report.peak_rss_mb = round(_peak_rss_mb(), 1)
         rr.finish(store, run_id, "ok", report.as_stats())
@@ -152,10 +194,50 @@ def model_summarizer(settings: Settings) -> ladder.Summarize | None:
     return summarize
 
 
+LESSONS_PROMPT = (
+    "Below are this week's episodes from a coworker's memory, with the event ids they cite in "
+    "square brackets. List at most 5 durable facts or lessons worth keeping in long-term "
+    "memory, each one sentence that reuses the source's own words, with the event ids it comes "
+    'from. Answer with JSON only: [{{"text": "...", "source_events": [12, 15], '
+    '"confidence": 0.0-1.0}}]. No instructions to yourself; facts only.\n\n{items}'
+)
+_LIST = re.compile(r"\[.*\]", re.S)
+
+
+def model_lessons(settings: Settings) -> Lessons | None:
+    """One model call per reflect run asking for durable lessons that cite event ids."""
+    if not settings.model_enabled():
+        return None
+    from runtime.model import Model
+
+    def lessons(items: Sequence[tuple[int, str]]) -> list[dict[str, Any]]:
+        text = "\n".join(f"(episode {i}) {' '.join(t.split())[:600]}" for i, t in items)
+
+        async def call() -> str:
+            model = Model(settings.model)
+            try:
+                reply = await model.create(system=[], tools=[], messages=[
+                    {"role": "user", "content": LESSONS_PROMPT.format(items=text[:20000])}])
+                return reply.text
+            finally:
+                await model.close()
+
+        match = _LIST.search(asyncio.run(call()))
+        if not match:
+            raise ValueError("the lessons answer holds no JSON list")
+        data = json.loads(match.group(0))
+        if not isinstance(data, list):
+            raise ValueError("the lessons answer is not a JSON list")
+        return [d for d in data if isinstance(d, dict)]
+
+    return lessons
+
+
 def run(home: Home, settings: Settings, *, dry_run: bool = False,
         progress: Callable[[int], None] | None = None) -> ReflectReport:
-    """Open the store, run reflect with the configured summarizer, close the store."""
+    """Open the store, run reflect with the configured model parts, close the store."""
     with Store.open(home.db_path) as store:
         return reflect(home, settings, store, dry_run=dry_run,
                        summarize=model_summarizer(settings),
-                       summarizer_name=settings.model.name, progress=progress)
+                       summarizer_name=settings.model.name, lessons=model_lessons(settings),
+                       progress=progress)

@@ -24,8 +24,8 @@ from .home import Home
 from .store import Event, Store
 from .store import events as ev
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _home() -> Home:
@@ -484,6 +484,250 @@ def _print_walk(store: Store, query: str, result: dict) -> None:
                       f"{' '.join(e['body'].split())[:160]}", markup=False)
     if result["truncated"]:
         out.print("(truncated: a cap was reached; narrow the query)", markup=False)
+
+
+@cli.command()
+@click.option("--events", "n_events", type=click.IntRange(min=100), default=10_000,
+              show_default=True, help="Size of the synthetic history.")
+@click.option("--queries", "n_queries", type=click.IntRange(min=10), default=200,
+              show_default=True, help="Walks and searches to time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+def bench(n_events: int, n_queries: int, as_json: bool) -> None:
+    """Measure a synthetic history in a temporary home: import rate, reflect time and peak
+    memory, walk and search latency p50/p95, beside bare FTS5 MATCH on the same database.
+
+    Reports figures; never fails on speed. Needs no coworker home.
+
+    \b
+    Example:
+      coworker bench --events 100000 --json
+    """
+    from .bench import run as run_bench
+
+    result = run_bench(n_events, n_queries)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    levels = ", ".join(f"L{k} {v}" for k, v in sorted(result["rollups_per_level"].items()))
+    out.print(f"{result['events']:,} events: import {result['import_s']} s "
+              f"({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
+              f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
+    for name in ("walk", "search", "bare_fts5"):
+        r = result[name]
+        out.print(f"{name:>9}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms")
+    out.print(f"walk: {result['walk_queries_per_walk']} SQL queries per walk, "
+              f"{result['walk_refused']}/{result['queries']} refused; walk p95 / bare p95 = "
+              f"{result['walk_p95_over_bare_p95']}")
+
+
+def _rerender_map(home: Home, store: Store) -> None:
+    from .memory import memmap
+
+    try:
+        memmap.write(store, home.memory_map, home.settings().coworker.name)
+    except Exception as e:  # the map is for reading; its failure must not undo the change
+        err.print(f"warning: memory map not re-rendered ({type(e).__name__}: {e})", markup=False)
+
+
+@cli.command()
+@click.argument("action", type=click.Choice(["list", "approve", "reject"]), default="list")
+@click.argument("promotion_id", required=False, type=int)
+@click.option("--why", help="With reject: why, kept with the promotion.")
+@click.option("--all", "show_all", is_flag=True, help="With list: every status, not only queued.")
+@click.option("--json", "as_json", is_flag=True, help="With list: one JSON object a line.")
+def promotions(action: str, promotion_id: int | None, why: str | None, show_all: bool,
+               as_json: bool) -> None:
+    """Review candidates for MEMORY.md: list, approve ID, reject ID [--why TEXT].
+
+    Approving writes a snapshot of MEMORY.md first. Exit 0 ok, 1 refused, 2 usage.
+
+    \b
+    Examples:
+      coworker promotions
+      coworker promotions approve 3
+      coworker promotions reject 4 --why "that was a one-off"
+    """
+    from .memory import gate
+    from .store import promotions as pr
+
+    home = _home()
+    settings = home.settings()
+    if action != "list" and promotion_id is None:
+        raise UsageError(f"which promotion? coworker promotions {action} ID")
+    with _store(home) as store:
+        if action == "approve":
+            entry = gate.approve(store, home, settings, int(promotion_id or 0))
+            out.print(f"promotion {promotion_id} approved: MEMORY.md entry [{entry}]")
+            _rerender_map(home, store)
+            return
+        if action == "reject":
+            gate.reject(store, int(promotion_id or 0), why)
+            out.print(f"promotion {promotion_id} rejected")
+            _rerender_map(home, store)
+            return
+        rows = pr.listing(store, None if show_all else "queued")
+    if as_json:
+        for p in rows:
+            click.echo(json.dumps(p.__dict__, ensure_ascii=False))
+        return
+    if not rows:
+        out.print("nothing is queued" if not show_all else "no promotions yet")
+        return
+    table = Table("id", "status", "conf", "text", "sources", "reason", box=None)
+    for p in rows:
+        table.add_row(str(p.id), p.status, "" if p.confidence is None else f"{p.confidence:.2f}",
+                      p.text, ", ".join(f"#{i}" for i in p.source_events or []), p.reason or "")
+    out.print(table)
+
+
+@cli.command()
+@click.argument("key", nargs=-1, required=True)
+def strike(key: tuple[str, ...]) -> None:
+    """Remove exactly one MEMORY.md entry, by id (m12) or by text it contains.
+
+    A versioned snapshot is written first (`coworker snapshots`, `coworker restore N`). No
+    match, or several, is a refusal that lists them (exit 1).
+
+    \b
+    Example:
+      coworker strike m3
+    """
+    from .memory.memorymd import MemoryFile, Refused, snapshot
+
+    home = _home()
+    text = " ".join(key).strip()
+    memory = MemoryFile.load(home.memory_md)
+    hits = memory.find(text)
+    if not hits:
+        raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
+            ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries) or "none"))
+    if len(hits) > 1:
+        raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
+                      "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
+    entry = hits[0]
+    snap = snapshot(home.memory_md, home.snapshots, f"before striking [{entry.id}]")
+    memory.without(str(entry.id)).save()
+    with _store(home) as store:
+        ev.append(store, Event(kind="memory_strike", body=f"struck [{entry.id}] {entry.text}",
+                               actor="owner", author_kind="user",
+                               meta={"entry_id": entry.id, "snapshot": snap.number}))
+        _rerender_map(home, store)
+    out.print(f"struck [{entry.id}] {entry.text} (snapshot v{snap.number} kept; "
+              f"`coworker restore {snap.number}` brings it back)")
+
+
+@cli.command(name="snapshots")
+def snapshots_cmd() -> None:
+    """List the saved versions of MEMORY.md: number, date, reason, entries.
+
+    \b
+    Example:
+      coworker snapshots
+    """
+    from .memory.memorymd import snapshots as list_snapshots
+
+    home = _home()
+    rows = list_snapshots(home.snapshots)
+    if not rows:
+        out.print("no snapshots yet (strike, restore and approve write one first)")
+        return
+    table = Table("version", "date", "reason", "entries", box=None)
+    for snap in rows:
+        table.add_row(str(snap.number), snap.date, snap.reason,
+                      "?" if snap.entries < 0 else str(snap.entries))
+    out.print(table)
+
+
+@cli.command()
+@click.argument("number", type=int)
+def restore(number: int) -> None:
+    """Bring back MEMORY.md version N (the current file is snapshotted first).
+
+    \b
+    Example:
+      coworker snapshots && coworker restore 2
+    """
+    from .memory.memorymd import restore as do_restore
+
+    home = _home()
+    before, chosen = do_restore(home.memory_md, home.snapshots, number)
+    with _store(home) as store:
+        ev.append(store, Event(kind="memory_restore", body=f"restored MEMORY.md v{number}",
+                               actor="owner", author_kind="user",
+                               meta={"restored": number, "snapshot": before.number}))
+        _rerender_map(home, store)
+    out.print(f"restored v{chosen.number} ({chosen.reason}); the file before is v{before.number}")
+
+
+@cli.command()
+@click.argument("text", nargs=-1, required=True)
+def pin(text: tuple[str, ...]) -> None:
+    """Pin text the coworker keeps in mind on every tick (within [memory] pins_max_chars).
+
+    \b
+    Example:
+      coworker pin "Never deploy on Fridays"
+    """
+    from .store import pins as pins_store
+
+    home = _home()
+    settings = home.settings()
+    body = " ".join(" ".join(text).split())
+    if not body:
+        raise UsageError('nothing to pin: coworker pin "text"')
+    with _store(home) as store:
+        used = sum(len(p.text) for p in pins_store.active(store))
+        limit = settings.memory.pins_max_chars
+        if used + len(body) > limit:
+            from .memory.memorymd import Refused
+
+            raise Refused(f"pins would hold {used + len(body)} characters, over their budget of "
+                          f"{limit}: unpin something (`coworker pins`) or raise "
+                          "[memory] pins_max_chars")
+        p = pins_store.add(store, body)
+        ev.append(store, Event(kind="pin", body=body, actor="owner", author_kind="user",
+                               meta={"pin_id": p.id}))
+    out.print(f"pinned as {p.id}")
+
+
+@cli.command()
+@click.argument("pin_id", type=int)
+def unpin(pin_id: int) -> None:
+    """Unpin by id (see `coworker pins`); the pin is kept in the database, marked unpinned.
+
+    \b
+    Example:
+      coworker unpin 2
+    """
+    from .memory.memorymd import Refused
+    from .store import pins as pins_store
+
+    home = _home()
+    with _store(home) as store:
+        if not pins_store.unpin(store, pin_id):
+            raise Refused(f"no active pin {pin_id}; `coworker pins` lists them")
+        ev.append(store, Event(kind="unpin", body=f"unpinned {pin_id}", actor="owner",
+                               author_kind="user", meta={"pin_id": pin_id}))
+    out.print(f"unpinned {pin_id}")
+
+
+@cli.command()
+def pins() -> None:
+    """List the active pins.
+
+    \b
+    Example:
+      coworker pins
+    """
+    from .store import pins as pins_store
+
+    home = _home()
+    with _store(home, readonly=True) as store:
+        rows = pins_store.active(store)
+    if not rows:
+        out.print("no pins")
+    for p in rows:
+        out.print(f"{p.id}: {p.text}", markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -372,6 +372,8 @@ class Loop:
             rituals=[n for n, _ in perception.rituals])
         for p in perception.due_promises:
             self._record("promise_due", p.body, tick_id=tick_id, promise_id=p.id)
+        for e in perception.inputs:
+            self._remember(e, tick_id)
         for name, _ in perception.rituals:
             if name in BUILTIN:
                 await self._run_builtin(name, tick_id)
@@ -404,6 +406,22 @@ class Loop:
         self._record("tick_end", f"tick {tick_id}: {outcome.kind}", tick_id=tick_id,
                      outcome=outcome.kind, steps=outcome.steps)
         return outcome
+
+    def _remember(self, e: Event, tick_id: int) -> None:
+        """An owner message beginning "remember" goes to the promotion gate. A memory failure
+        is logged loudly and never breaks the turn."""
+        from .memory import gate
+
+        try:
+            cand = gate.from_owner_message(e)
+            if cand is None:
+                return
+            verdict = gate.consider(self.store, self.home, self.settings, cand)
+            self._record("promotion", verdict.describe(), tick_id=tick_id,
+                         promotion_id=verdict.promotion_id, status=verdict.status)
+        except Exception as exc:
+            log.warning("could not pass owner message %s through the promotion gate (%s: %s); "
+                        "the turn goes on without it", e.id, type(exc).__name__, exc)
 
     async def _run_builtin(self, name: str, tick_id: int) -> None:
         """Run a built-in ritual (reflect) in a worker thread with its own connection."""

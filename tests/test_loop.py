@@ -52,7 +52,7 @@ def events_of(home: Home, kind: str) -> list[Event]:
 
 
 def test_tool_use_round_trip_ends_in_a_note_event(home: Home, api: FakeMessagesAPI):
-    tell(home, "Remember that the parser bugs go to Dana.")
+    tell(home, "Note that the parser bugs go to Dana.")
     api.enqueue(tool_use("note", {"text": "parser bugs go to Dana"}, id="toolu_a"),
                 text("Noted."))
     outcome = tick(make_loop(home))

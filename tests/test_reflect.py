@@ -363,7 +363,13 @@ def methods(home: Home) -> list[str]:
         return [r.method for r in rollups(store, 1)]
 
 
+def no_lessons(home: Home, api: FakeMessagesAPI) -> None:
+    """These tests count summary calls: turn promotions off so reflect asks for no lessons."""
+    write_config(home.root, api.url, memory={"memory_promotions": "off"})
+
+
 def test_model_summaries_are_used_when_they_are_faithful(home: Home, api: FakeMessagesAPI):
+    no_lessons(home, api)
     ids = parser_history(home)
     api.default = FAITHFUL
     report = rf.run(home, home.settings())
@@ -410,7 +416,8 @@ def test_an_unfaithful_summary_falls_back_to_extractive(home: Home, api: FakeMes
 def test_a_failed_call_falls_back_to_extractive_and_reflect_completes(home: Home,
                                                                       api: FakeMessagesAPI,
                                                                       caplog):
-    write_config(home.root, api.url, model={"max_retries": 1})
+    write_config(home.root, api.url, model={"max_retries": 1},
+                 memory={"memory_promotions": "off"})  # no lessons call: summaries only
     parser_history(home)
     api.enqueue(error(500), error(500))  # the first call and its one retry
     api.default = FAITHFUL
@@ -428,7 +435,8 @@ def test_a_failed_call_falls_back_to_extractive_and_reflect_completes(home: Home
 
 
 def test_the_summary_budget_caps_model_calls_per_run(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, memory={"summary_calls_per_run": 2})
+    write_config(home.root, api.url,
+                 memory={"summary_calls_per_run": 2, "memory_promotions": "off"})
     parser_history(home)
     api.default = FAITHFUL
     report = rf.run(home, home.settings())

@@ -17,6 +17,7 @@ SAMPLE_INPUT = {
     "promise": {"text": "x", "due": "in 1h"},
     "memory_search": {"query": "x"},
     "memory_walk": {"query": "x"},
+    "memory_propose": {"text": "x", "source_events": [1], "confidence": 0.9},
 }
 
 

@@ -13,11 +13,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..store import Store
+from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rituals as rr
 from ..store import rollups as rl
 
 FIRST_SENTENCE_CHARS = 120
+DECISIONS_SHOWN = 30
 
 
 def first_sentence(text: str) -> str:
@@ -73,6 +75,17 @@ def render(store: Store, name: str = "coworker") -> str:
         out.append("Review with `coworker promotions`, then `approve ID` or `reject ID`.")
     else:
         out.append("Nothing is queued.")
+    out += ["", "## Decisions", ""]
+    stale = dec.superseded(store)
+    recent = dec.all_(store)[-DECISIONS_SHOWN:]
+    if not recent:
+        out.append("No decisions recorded yet.")
+    for d in reversed(recent):
+        cites = (", ".join(f"#{i}" for i in d.source_events) if d.source_events
+                 else "no validated sources")
+        mark = (f" _(stale: superseded by decision {stale[d.id]}; this was true, it is not "
+                "now)_" if d.id in stale else "")
+        out.append(f"- decision {d.id} ({d.ts[:10]}, {cites}): {first_sentence(d.body)}{mark}")
     out += ["", "## The ladder", ""]
     if not roots:
         out.append("No rollups yet: reflect seals them once there are enough events.")

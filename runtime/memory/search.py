@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..store import Store
+from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from .terms import query_terms
@@ -37,8 +38,12 @@ def search(store: Store, query: str, limit: int = 10) -> list[Hit]:
     if match is None:
         return []
     hits: list[Hit] = []
+    stale = dec.stale_events(store)
     for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
-        hits.append(Hit("event", int(event.id or 0), event.ts, event.kind, snip, score,
+        label = event.kind
+        if event.id in stale:
+            label = f"{event.kind} (stale: superseded by decision {stale[event.id]})"
+        hits.append(Hit("event", int(event.id or 0), event.ts, label, snip, score,
                         event.source))
     for rollup, score in rl.fts_search(store, match, limit):
         text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import Event, Store, telemetry
+from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from .cards import BOOKKEEPING_KINDS, stem
@@ -178,13 +179,17 @@ def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None 
     if len(unique) > caps.events:
         unique, truncated = unique[: caps.events], True
     events = []
+    stale = dec.stale_events(store) if unique else {}
     for e, m, why in unique:
         trace.append({"level": 0, "id": e.id, "why": f"{why}: {sc.ratio(m)} tokens"})
         body = e.body
         if len(body) > caps.payload_chars:
             body, truncated = body[: caps.payload_chars - 1] + "…", True
-        events.append({"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": body,
-                       "source": e.source})
+        row = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": body,
+               "source": e.source}
+        if e.id in stale:  # the coworker can tell "was true" from "is true"
+            row["stale"] = f"superseded by decision {stale[e.id]}"
+        events.append(row)
     return {"refused": False, "confidence": round(len(best) / n, 4), "query_tokens": tokens,
             "matched_tokens": best, "trace": trace, "events": events, "truncated": truncated}
 

@@ -64,3 +64,18 @@ def all_(store: Store) -> list[Decision]:
                  json.loads(r["source_events"]) if r["source_events"] else None, r["supersedes"])
         for r in rows
     ]
+
+
+def superseded(store: Store) -> dict[int, int]:
+    """Decision id -> the id of the decision that superseded it (the 'was true' ones)."""
+    rows = store.query("SELECT supersedes, id FROM decisions WHERE supersedes IS NOT NULL "
+                       "ORDER BY id")
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
+def stale_events(store: Store) -> dict[int, int]:
+    """Event id of a superseded decision -> id of the decision that replaced it."""
+    rows = store.query(
+        "SELECT old.event_id, new.id FROM decisions AS new JOIN decisions AS old "
+        "ON old.id = new.supersedes WHERE old.event_id IS NOT NULL")
+    return {int(r[0]): int(r[1]) for r in rows}

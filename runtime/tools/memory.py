@@ -38,7 +38,27 @@ def _walk(ctx: ToolContext, p: WalkInput) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
+class ProposeInput(BaseModel):
+    text: str = Field(min_length=1, max_length=500,
+                      description="one durable fact or lesson, in plain words")
+    source_events: list[int] = Field(min_length=1,
+                                     description="ids of the events it comes from")
+    confidence: float = Field(ge=0, le=1, description="how sure you are, 0 to 1")
+
+
+def _propose(ctx: ToolContext, p: ProposeInput) -> str:
+    from ..home import Home
+    from ..memory import gate
+
+    verdict = gate.consider(ctx.store, Home(ctx.home_root), ctx.settings,
+                            gate.Candidate(p.text, p.source_events, p.confidence, "tool"))
+    return verdict.describe()
+
+
 TOOLS = [
+    Tool("memory_propose", "Propose one durable fact or lesson for MEMORY.md, citing the "
+         "events it comes from. A gate decides: applied, queued for your owner, or refused.",
+         ProposeInput, _propose),
     Tool("memory_walk", "Descend your memory from coarse summaries to the raw events for a "
          "query. Returns a trace and events with ids to cite; refuses (refused: true) when "
          "nothing matches with confidence, which means your memory does not hold it.",

@@ -1,0 +1,211 @@
+"""The promotion gate: what may enter MEMORY.md, and the owner's review of the rest.
+
+One function, `consider`, decides every candidate, whichever door it came through (the
+`memory_propose` tool, an owner message beginning "remember", reflect's lessons):
+
+- refused: a cited source event does not exist; too little of the candidate is found in its
+  sources (it lost too much of its source text); a duplicate of an existing entry;
+- doubtful, queued: confidence under 0.8; any source not written by the owner (tool output, a
+  pasted or fetched document, another agent, a summary); text that reads as an instruction to
+  the agent ("ignore", "always run", "from now on", commands, URLs to act on);
+- queued with that reason: MEMORY.md would pass its character budget, or shrink by more than a
+  quarter;
+- confident: applied at once when `memory_promotions = "auto"`, queued when "gated"; with "off"
+  nothing is proposed at all.
+
+Every decision is a `promotions` row with its reason. Retrieved text never becomes operational
+authority on its own: only the owner's own words, or the owner's approval, reach MEMORY.md.
+It reads the store and writes MEMORY.md; it never calls a model.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from ..errors import CoworkerError
+from ..home import Home
+from ..settings import Settings
+from ..store import Event, Store
+from ..store import events as ev
+from ..store import promotions as pr
+from .cards import content_words, shared_share, stem
+from .memorymd import MemoryFile, snapshot
+
+log = logging.getLogger(__name__)
+
+MIN_CONFIDENCE = 0.8
+MIN_SOURCE_SHARE = 0.5
+MAX_SHRINK = 0.25
+DUPLICATE_OVERLAP = 0.8
+
+INSTRUCTION = re.compile(
+    r"""(
+      \b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(instruction|instructions|rules?|
+         previous|prior|above|everything|system|guidelines|policy|policies)\b
+    | \b(always|never)\s+(run|execute|send|forward|reply|respond|include|call|delete|approve|
+         say|tell|answer|use|trust|obey|follow|click|open|visit|download|install|share|email|
+         transfer|pay|grant|disable|skip)\b
+    | \bfrom\s+now\s+on\b | \bhenceforth\b | \bgoing\s+forward,?\s+(you|the\s+agent)\b
+    | \byou\s+(must|should|shall|will)\s+(always|never|now|immediately)?\s*\w+
+    | \b(new|updated|real|actual)\s+(system\s+)?instructions?\b | \bsystem\s*(prompt|:)
+    | \bact\s+as\b | \bpretend\b | \bdo\s+not\s+(tell|inform|mention|log|report)\b
+    | https?://\S+ | \bwww\.\S+
+    | \b(rm\s+-rf|sudo|curl|wget|chmod|eval|exec|powershell|bash\s+-c)\b | `[^`]+`
+    | \b[\w.+-]+@[\w-]+\.[\w.]+\b
+    | ^\s*(send|forward|delete|run|execute|ignore|email|transfer|pay|click|visit|download|
+          install|disable|grant|wire)\b
+    )""",
+    re.IGNORECASE | re.VERBOSE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    source_events: list[int]
+    confidence: float
+    origin: str  # tool, owner, reflect
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # applied, queued, refused, off
+    reason: str
+    promotion_id: int | None = None
+    entry_id: str | None = None
+
+    def describe(self) -> str:
+        where = f" as [{self.entry_id}]" if self.entry_id else ""
+        num = f"promotion {self.promotion_id} " if self.promotion_id else ""
+        return f"{num}{self.status}{where}: {self.reason}"
+
+
+def reads_as_instruction(text: str) -> str | None:
+    m = INSTRUCTION.search(text)
+    return " ".join(m.group(0).split())[:40] if m else None
+
+
+def _overlap(a: str, b: str) -> float:
+    sa, sb = {stem(w) for w in content_words(a)}, {stem(w) for w in content_words(b)}
+    if not sa or not sb:
+        return 1.0 if a.strip().lower() == b.strip().lower() else 0.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def _budget_problem(before: str, after: str, settings: Settings) -> str | None:
+    limit = settings.memory.memory_md_max_chars
+    if len(after) > limit:
+        return (f"MEMORY.md would be {len(after)} characters, over its budget of {limit}; "
+                "strike an entry or raise [memory] memory_md_max_chars")
+    if before and len(after) < (1 - MAX_SHRINK) * len(before):
+        return (f"MEMORY.md would shrink from {len(before)} to {len(after)} characters, by "
+                "more than a quarter")
+    return None
+
+
+def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> Verdict:
+    mode = settings.memory.memory_promotions
+    if mode == "off":
+        return Verdict("off", 'memory_promotions is "off": nothing is proposed')
+    text = " ".join(cand.text.split())
+    ids = sorted(set(cand.source_events))
+
+    def record(status: str, reason: str, entry_id: str | None = None) -> Verdict:
+        row = pr.add(store, text, ids or None, cand.confidence, status, reason, cand.origin,
+                     entry_id)
+        log.log(logging.INFO if status == "applied" else logging.WARNING,
+                "promotion %d %s: %s (%s)", row.id, status, text[:80], reason)
+        return Verdict(status, reason, row.id, entry_id)
+
+    # refused ---------------------------------------------------------------------------
+    if not text:
+        return record("refused", "empty text")
+    if not ids:
+        return record("refused", "no source events: a promotion must cite the events it "
+                                 "comes from")
+    found = ev.existing_ids(store, ids)
+    missing = [i for i in ids if i not in found]
+    if missing:
+        return record("refused", f"source events {missing} do not exist (provenance does not "
+                                 "validate)")
+    sources: list[Event] = [e for e in (ev.get(store, i) for i in ids) if e is not None]
+    share = shared_share(text, [s.body for s in sources])
+    if share < MIN_SOURCE_SHARE:
+        return record("refused", f"only {share:.0%} of its words are in its sources: it lost "
+                                 "too much of its source text")
+    memory = MemoryFile.load(home.memory_md)
+    for entry in memory.numbered().entries:
+        if _overlap(text, entry.text) >= DUPLICATE_OVERLAP:
+            return record("refused", f"duplicate of [{entry.id}] {entry.text[:60]}")
+
+    # doubtful --------------------------------------------------------------------------
+    doubts = []
+    if cand.confidence < MIN_CONFIDENCE:
+        doubts.append(f"confidence {cand.confidence:.2f} is under {MIN_CONFIDENCE}")
+    for s in sources:
+        if s.author_kind != "user":
+            doubts.append(f"source #{s.id} was written by {s.author_kind} ({s.actor}, a "
+                          f"{s.kind}), not by you")
+    if (phrase := reads_as_instruction(text)) is not None:
+        doubts.append(f"reads as an instruction to the agent ({phrase!r})")
+    after, entry = memory.with_entry(text, ids)
+    if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
+                                   after.render(), settings)) is not None:
+        doubts.append(problem)
+    if doubts:
+        return record("queued", "; ".join(doubts))
+    if mode == "gated":
+        return record("queued", 'memory_promotions is "gated": every promotion waits for you')
+    after.save()
+    return record("applied", "confident: the owner's own words, cited and checked", entry.id)
+
+
+class ReviewError(CoworkerError):
+    """A review command that cannot be carried out (exit 1)."""
+
+
+def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> str:
+    """The owner approves a queued promotion: snapshot, then apply. Returns the entry id."""
+    p = pr.get(store, promotion_id)
+    if p is None:
+        raise ReviewError(f"no promotion {promotion_id}; `coworker promotions` lists them")
+    if p.status != "queued":
+        raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued; only queued "
+                          "promotions can be approved")
+    memory = MemoryFile.load(home.memory_md)
+    for entry in memory.numbered().entries:
+        if _overlap(p.text, entry.text) >= DUPLICATE_OVERLAP:
+            raise ReviewError(f"promotion {promotion_id} duplicates [{entry.id}]; reject it")
+    after, entry = memory.with_entry(p.text, p.source_events or [])
+    limit = settings.memory.memory_md_max_chars
+    if len(after.render()) > limit:
+        raise ReviewError(f"MEMORY.md would be {len(after.render())} characters, over its "
+                          f"budget of {limit}: strike an entry first or raise "
+                          "[memory] memory_md_max_chars")
+    snapshot(home.memory_md, home.snapshots, f"before approving promotion {promotion_id}")
+    after.save()
+    pr.decide(store, promotion_id, "approved", "approved by the owner", entry.id)
+    return str(entry.id)
+
+
+def reject(store: Store, promotion_id: int, why: str | None) -> None:
+    p = pr.get(store, promotion_id)
+    if p is None:
+        raise ReviewError(f"no promotion {promotion_id}; `coworker promotions` lists them")
+    if p.status != "queued":
+        raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued")
+    pr.decide(store, promotion_id, "rejected", f"rejected by the owner: {why or 'no reason given'}")
+
+
+REMEMBER = re.compile(r"^\s*remember(?:\s*:|\s+that\b|\b)\s*(?P<text>.+)$", re.I | re.S)
+
+
+def from_owner_message(e: Event) -> Candidate | None:
+    """An owner message beginning "remember" is a candidate in the owner's own words."""
+    if e.author_kind != "user" or e.id is None:
+        return None
+    m = REMEMBER.match(e.body)
+    if not m:
+        return None
+    return Candidate(m["text"].strip().rstrip("."), [e.id], 1.0, "owner")

@@ -1,0 +1,210 @@
+"""MEMORY.md: the small always-in-context file, one entry a line, and its snapshots.
+
+Owns the file's format and every write to it. An entry is a Markdown list line:
+
+    - [m12] Dana owns the parser. (sources: #31, #40; 2026-11-30)
+
+Any other line (headings, prose, blank lines) is the owner's and is kept exactly. A list line
+without an id is an entry the owner added by hand: it gets the next id on the next write, and
+its text is kept as written. A line that looks like an entry but cannot be read (a malformed
+id, a duplicate id) is an error naming the line, so nothing is silently rewritten.
+
+Before any destructive change (strike, restore, approve) a versioned snapshot of the whole file
+is written to state/snapshots/ (vNNNN.md with a vNNNN.json sidecar: date, reason, entries).
+Writes are atomic (a temporary file, then rename). It never reads the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..errors import CoworkerError, UsageError
+
+ENTRY = re.compile(
+    r"^- \[(?P<id>m\d+)\] (?P<text>.*?)"
+    r"(?: \(sources: (?P<sources>[^;()]*); (?P<date>\d{4}-\d{2}-\d{2})\))?\s*$")
+LOOKS_LIKE_ENTRY = re.compile(r"^- \[[^\]]*\]")
+HAND_ENTRY = re.compile(r"^[-*] (?P<text>\S.*)$")
+
+
+class MemoryFileError(UsageError):
+    """MEMORY.md cannot be read as entries; the message names the line."""
+
+
+class Refused(CoworkerError):
+    """A strike or restore that would be ambiguous or empty; exit 1."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str | None  # None: added by hand, not yet numbered
+    text: str
+    sources: tuple[int, ...] = ()
+    date: str | None = None
+
+    def render(self) -> str:
+        assert self.id is not None
+        if self.sources or self.date:
+            src = ", ".join(f"#{s}" for s in self.sources) or "none"
+            return f"- [{self.id}] {self.text} (sources: {src}; {self.date or _today()})"
+        return f"- [{self.id}] {self.text}"
+
+
+def _today() -> str:
+    return datetime.now(UTC).date().isoformat()
+
+
+@dataclass
+class MemoryFile:
+    """The file as lines: each either an Entry or a verbatim owner line."""
+
+    path: Path
+    lines: list[Entry | str]
+
+    @classmethod
+    def load(cls, path: Path) -> MemoryFile:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        lines: list[Entry | str] = []
+        seen: dict[str, int] = {}
+        for no, raw in enumerate(text.splitlines(), start=1):
+            m = ENTRY.match(raw)
+            if m:
+                eid = m["id"]
+                if eid in seen:
+                    raise MemoryFileError(
+                        f"{path.name} line {no}: entry id [{eid}] is used twice (first on line "
+                        f"{seen[eid]}); give one of them another id or remove its [..] to let "
+                        "the coworker number it")
+                seen[eid] = no
+                sources: tuple[int, ...] = ()
+                if m["sources"] and m["sources"].strip() != "none":
+                    try:
+                        sources = tuple(int(s.strip().lstrip("#")) for s in
+                                        m["sources"].split(",") if s.strip())
+                    except ValueError:
+                        raise MemoryFileError(
+                            f"{path.name} line {no}: sources must be event ids like #12, #40; "
+                            "fix them or delete the (sources: ...) part") from None
+                lines.append(Entry(eid, m["text"].strip(), sources, m["date"]))
+            elif LOOKS_LIKE_ENTRY.match(raw):
+                raise MemoryFileError(
+                    f"{path.name} line {no}: {raw[:60]!r} looks like an entry but its id is not "
+                    "like [m12]; fix the id or remove the [..] to let the coworker number it")
+            elif (h := HAND_ENTRY.match(raw)) is not None:
+                lines.append(Entry(None, h["text"].strip()))
+            else:
+                lines.append(raw)
+        return cls(path, lines)
+
+    # reading -----------------------------------------------------------------------------
+    @property
+    def entries(self) -> list[Entry]:
+        return [x for x in self.lines if isinstance(x, Entry)]
+
+    def next_id(self) -> str:
+        nums = [int(e.id[1:]) for e in self.entries if e.id]
+        return f"m{max(nums, default=0) + 1}"
+
+    def numbered(self) -> MemoryFile:
+        """A copy in which hand-added entries have ids (in file order)."""
+        out = MemoryFile(self.path, list(self.lines))
+        for i, x in enumerate(out.lines):
+            if isinstance(x, Entry) and x.id is None:
+                out.lines[i] = Entry(out.next_id(), x.text, x.sources, x.date or _today())
+        return out
+
+    def render(self) -> str:
+        body = "\n".join(x.render() if isinstance(x, Entry) else x for x in self.numbered().lines)
+        return body + "\n"
+
+    def find(self, key: str) -> list[Entry]:
+        """Entries whose id is `key` (m12 or 12), else whose text contains it (any case)."""
+        k = key.strip()
+        eid = k if re.fullmatch(r"m\d+", k) else f"m{k}" if k.isdigit() else None
+        if eid:
+            hits = [e for e in self.numbered().entries if e.id == eid]
+            if hits:
+                return hits
+        low = k.lower()
+        return [e for e in self.numbered().entries if low and low in e.text.lower()]
+
+    # changing ----------------------------------------------------------------------------
+    def with_entry(self, text: str, sources: list[int], date: str | None = None) -> tuple[
+            MemoryFile, Entry]:
+        base = self.numbered()
+        entry = Entry(base.next_id(), " ".join(text.split()), tuple(sources), date or _today())
+        lines = list(base.lines)
+        while lines and lines[-1] == "":
+            lines.pop()
+        lines.append(entry)
+        return MemoryFile(self.path, lines), entry
+
+    def without(self, entry_id: str) -> MemoryFile:
+        base = self.numbered()
+        return MemoryFile(self.path, [x for x in base.lines
+                                      if not (isinstance(x, Entry) and x.id == entry_id)])
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".md.tmp")
+        tmp.write_text(self.render(), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+# --- snapshots -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    number: int
+    date: str
+    reason: str
+    entries: int
+    path: Path
+
+
+def snapshots(folder: Path) -> list[Snapshot]:
+    out = []
+    for meta in sorted(folder.glob("v*.json")):
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            out.append(Snapshot(int(meta.stem[1:]), data["date"], data["reason"],
+                                int(data["entries"]), meta.with_suffix(".md")))
+        except (ValueError, KeyError):
+            continue
+    return sorted(out, key=lambda s: s.number)
+
+
+def snapshot(memory_md: Path, folder: Path, reason: str) -> Snapshot:
+    """Copy MEMORY.md as it is now into the next version; return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    number = max((s.number for s in snapshots(folder)), default=0) + 1
+    text = memory_md.read_text(encoding="utf-8") if memory_md.exists() else ""
+    try:
+        entries = len(MemoryFile.load(memory_md).entries)
+    except MemoryFileError:
+        entries = -1  # a file the owner broke is still worth keeping as it is
+    target = folder / f"v{number:04d}.md"
+    target.write_text(text, encoding="utf-8")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    (folder / f"v{number:04d}.json").write_text(
+        json.dumps({"date": stamp, "reason": reason, "entries": entries}, sort_keys=True),
+        encoding="utf-8")
+    return Snapshot(number, stamp, reason, entries, target)
+
+
+def restore(memory_md: Path, folder: Path, number: int) -> tuple[Snapshot, Snapshot]:
+    """Bring version `number` back, after snapshotting the current file; return (before, v)."""
+    chosen = {s.number: s for s in snapshots(folder)}.get(number)
+    if chosen is None:
+        known = ", ".join(str(s.number) for s in snapshots(folder)) or "none yet"
+        raise Refused(f"no snapshot {number} (snapshots: {known}); `coworker snapshots` "
+                      "lists them")
+    before = snapshot(memory_md, folder, f"before restoring v{number}")
+    tmp = memory_md.with_suffix(".md.tmp")
+    tmp.write_text(chosen.path.read_text(encoding="utf-8"), encoding="utf-8")
+    os.replace(tmp, memory_md)
+    return before, chosen

@@ -1,0 +1,67 @@
+"""Promotions: candidates for MEMORY.md and what the gate decided about each, with why."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .db import Store
+from .events import now_iso
+
+STATUSES = ("applied", "queued", "refused", "approved", "rejected")
+
+
+@dataclass(frozen=True)
+class Promotion:
+    id: int
+    ts: str
+    text: str
+    source_events: list[int] | None
+    confidence: float | None
+    status: str
+    reason: str | None
+    origin: str | None
+    decided_at: str | None
+    entry_id: str | None
+
+
+def _from_row(r: Any) -> Promotion:
+    return Promotion(r["id"], r["ts"], r["text"],
+                     json.loads(r["source_events"]) if r["source_events"] else None,
+                     r["confidence"], r["status"], r["reason"], r["origin"], r["decided_at"],
+                     r["entry_id"])
+
+
+def add(store: Store, text: str, source_events: list[int] | None, confidence: float | None,
+        status: str, reason: str, origin: str, entry_id: str | None = None) -> Promotion:
+    ts = now_iso()
+    with store.transaction() as db:
+        cur = db.execute(
+            "INSERT INTO promotions(ts, text, source_events, confidence, status, reason, origin, "
+            "decided_at, entry_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (ts, text, json.dumps(source_events) if source_events else None, confidence, status,
+             reason, origin, ts if status != "queued" else None, entry_id))
+        return get(store, int(cur.lastrowid))  # type: ignore[return-value]
+
+
+def get(store: Store, promotion_id: int) -> Promotion | None:
+    rows = store.query("SELECT * FROM promotions WHERE id = ?", (promotion_id,))
+    return _from_row(rows[0]) if rows else None
+
+
+def listing(store: Store, status: str | None = None, limit: int = 200) -> list[Promotion]:
+    if status:
+        rows = store.query("SELECT * FROM promotions WHERE status = ? ORDER BY id DESC LIMIT ?",
+                           (status, limit))
+    else:
+        rows = store.query("SELECT * FROM promotions ORDER BY id DESC LIMIT ?", (limit,))
+    return [_from_row(r) for r in rows]
+
+
+def decide(store: Store, promotion_id: int, status: str, reason: str | None,
+           entry_id: str | None = None) -> None:
+    with store.transaction() as db:
+        db.execute("UPDATE promotions SET status = ?, reason = ?, decided_at = ?, "
+                   "entry_id = COALESCE(?, entry_id) WHERE id = ?",
+                   (status, reason, now_iso(), entry_id, promotion_id))
