@@ -111,6 +111,18 @@ def _span(store: Store, first: int | None, last: int | None, what: str,
     return None
 
 
+def vocabulary(block: Sequence[Event]) -> str:
+    """Every distinct content word of the span and who spoke: the episode's full index card,
+    so recall can find the episode by any word said in it, not only by its top terms."""
+    seen: dict[str, None] = {}
+    for e in block:
+        if e.kind in cd.BOOKKEEPING_KINDS:
+            continue
+        for w in (*cd.content_words(e.body), *cd.words(e.actor)):
+            seen.setdefault(w, None)
+    return " ".join(seen)
+
+
 def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
                  summarizer: Summarizer, report: LadderReport) -> int | None:
     first, last = block[0].id, block[-1].id
@@ -129,7 +141,7 @@ def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
     span = _span(store, first, last, f"episode {first}-{last}", report)
     rid = rl.seal(store, level=1, first_event=first, last_event=last, source_range=span,
                   first_ts=block[0].ts, last_ts=block[-1].ts, title=title, body=body,
-                  terms=" ".join(terms), method=method)
+                  terms=" ".join(terms), method=method, vocab=vocabulary(block))
     if rid is not None:
         report.add(1, method)
     return rid

@@ -238,6 +238,79 @@ def m007_index_rollup_coverage(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX rollups_level_last ON rollups(level, last_event)")
 
 
+def m008_add_vocab_and_tags(db: sqlite3.Connection) -> None:
+    # Recall through the ladder is only as good as its cards: a level-1 rollup also carries
+    # its span's whole content vocabulary (`vocab`, indexed, NULL for rollups sealed before).
+    # Owner keywords (`coworker tag`) live in their own table and are indexed beside the text,
+    # so a tag never changes an event's body or timestamp.
+    _script(
+        db,
+        """
+        ALTER TABLE rollups ADD COLUMN vocab TEXT;
+        CREATE TABLE tags (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            item_kind TEXT NOT NULL CHECK (item_kind IN ('event', 'rollup')),
+            item_id INTEGER NOT NULL,
+            word TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            UNIQUE (item_kind, item_id, word)
+        );
+        DROP TRIGGER events_ai;
+        DROP TABLE events_fts;
+        DROP VIEW history;
+        CREATE VIEW history AS
+            SELECT e.id, e.ts, e.kind, e.actor, e.author_kind, e.body, e.meta, e.tick_id,
+                   'hot' AS source,
+                   (SELECT group_concat(word, ' ') FROM tags
+                     WHERE item_kind = 'event' AND item_id = e.id) AS tags
+              FROM events AS e
+            UNION ALL
+            SELECT a.id, a.ts, a.kind, a.actor, a.author_kind, a.body, a.meta, a.tick_id,
+                   'archive' AS source,
+                   (SELECT group_concat(word, ' ') FROM tags
+                     WHERE item_kind = 'event' AND item_id = a.id) AS tags
+              FROM events_archive AS a;
+        CREATE VIRTUAL TABLE events_fts USING fts5(
+            body, kind, actor, tags,
+            content='history', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
+            INSERT INTO events_fts(rowid, body, kind, actor, tags)
+            VALUES (new.id, new.body, new.kind, new.actor, NULL);
+        END;
+        INSERT INTO events_fts(events_fts) VALUES ('rebuild');
+        DROP TABLE events_vocab;
+        CREATE VIRTUAL TABLE events_vocab USING fts5vocab(events_fts, 'row');
+        DROP TRIGGER rollups_ai;
+        DROP TABLE rollups_fts;
+        CREATE VIEW rollups_indexed AS
+            SELECT r.id, r.title, r.body, r.terms, r.level, r.vocab,
+                   (SELECT group_concat(word, ' ') FROM tags
+                     WHERE item_kind = 'rollup' AND item_id = r.id) AS tags
+              FROM rollups AS r;
+        CREATE VIRTUAL TABLE rollups_fts USING fts5(
+            title, body, terms, level, vocab, tags,
+            content='rollups_indexed', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER rollups_ai AFTER INSERT ON rollups BEGIN
+            INSERT INTO rollups_fts(rowid, title, body, terms, level, vocab, tags)
+            VALUES (new.id, new.title, new.body, new.terms, new.level, new.vocab, NULL);
+        END;
+        INSERT INTO rollups_fts(rollups_fts) VALUES ('rebuild');
+        DROP TRIGGER rollups_sealed;
+        CREATE TRIGGER rollups_sealed BEFORE UPDATE ON rollups
+        WHEN old.parent_id IS NOT NULL
+          OR new.title IS NOT old.title OR new.body IS NOT old.body OR new.terms IS NOT old.terms
+          OR new.level IS NOT old.level OR new.source_range IS NOT old.source_range
+          OR new.vocab IS NOT old.vocab BEGIN
+            SELECT RAISE(ABORT, 'a sealed rollup never changes (only parent_id, once)');
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -246,6 +319,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_create_events_vocab,
     m006_index_rollup_level,
     m007_index_rollup_coverage,
+    m008_add_vocab_and_tags,
 ]
 
 

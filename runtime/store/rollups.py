@@ -85,7 +85,8 @@ def episodes_cover_up_to(store: Store) -> int:
 
 def seal(store: Store, *, level: int, first_event: int | None, last_event: int | None,
          source_range: str | None, first_ts: str | None, last_ts: str | None, title: str,
-         body: str, terms: str, method: str, child_ids: list[int] | None = None) -> int | None:
+         body: str, terms: str, method: str, child_ids: list[int] | None = None,
+         vocab: str | None = None) -> int | None:
     """Insert one rollup (and adopt its children) in one transaction; None if already sealed."""
     with store.transaction() as db:
         if child_ids:
@@ -102,10 +103,10 @@ def seal(store: Store, *, level: int, first_event: int | None, last_event: int |
                 return None
         cur = db.execute(
             "INSERT INTO rollups(level, parent_id, source_range, first_event, last_event, "
-            "first_ts, last_ts, title, body, terms, method, created_at) "
-            "VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "first_ts, last_ts, title, body, terms, method, created_at, vocab) "
+            "VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (level, source_range, first_event, last_event, first_ts, last_ts, title, body,
-             terms, method, now_iso()))
+             terms, method, now_iso(), vocab))
         rid = int(cur.lastrowid)
         if child_ids:
             marks = ",".join("?" * len(child_ids))
@@ -114,12 +115,12 @@ def seal(store: Store, *, level: int, first_event: int | None, last_event: int |
         return rid
 
 
-def fts_search(store: Store, match: str, limit: int = 10,
-               level: int | None = None) -> list[tuple[Rollup, float]]:
-    """Rollups whose title, body or card match (an FTS5 expression), best bm25 first;
+def fts_search(store: Store, match: str, limit: int = 10, level: int | None = None,
+               columns: str = "title body terms tags") -> list[tuple[Rollup, float]]:
+    """Rollups whose title, body, card or tags match (an FTS5 expression), best bm25 first;
     with `level`, one rung only (the level is an indexed column, so this costs that rung's
-    matches, not the whole ladder's)."""
-    expr = f"{{title body terms}} : ({match})"
+    matches, not the whole ladder's). `columns` adds `vocab` for recall."""
+    expr = f"{{{columns}}} : ({match})"
     if level is not None:
         expr = f'level : "{int(level)}" AND {expr}'
     rows = store.query(
