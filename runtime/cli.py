@@ -596,6 +596,8 @@ def strike(key: tuple[str, ...]) -> None:
 
     home = _home()
     text = " ".join(key).strip()
+    if not text:
+        raise UsageError("nothing to strike: coworker strike ID|TEXT (see MEMORY.md)")
     memory = MemoryFile.load(home.memory_md)
     hits = memory.find(text)
     if not hits:
@@ -728,6 +730,59 @@ def pins() -> None:
         out.print("no pins")
     for p in rows:
         out.print(f"{p.id}: {p.text}", markup=False)
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Evaluate memory on public benchmarks.
+
+    \b
+    Example:
+      coworker eval locomo ../shared/bench/locomo/locomo-dev.json
+    """
+
+
+@eval_group.command(name="locomo")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True)
+@click.option("--channels", type=click.Choice(["lexical", "bm25"]), default="lexical",
+              show_default=True, help="lexical: the loop's recall path; bm25: plain FTS5 bm25 "
+              "over the turns (the baseline).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write one JSON line a question: sample_id, qa_index, ranked dia_ids.")
+def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path | None) -> None:
+    """The LoCoMo evidence-retrieval task through the same recall path the loop uses.
+
+    Each conversation gets its own fresh home (turns imported with their session dates, then
+    reflect), every question of categories 1-4 is asked, and the top-k turns are scored: turn
+    recall@k, hit@k, MRR@10, session recall@k, per category, with explicit denominators.
+
+    \b
+    Example:
+      coworker eval locomo ../shared/bench/locomo/locomo-dev.json --json
+    """
+    from .evaluate import run as run_eval
+
+    report = run_eval(file, k, channels, out_path,
+                      progress=lambda sid: err.print(f"  {sid} ..."))
+    data = report.as_dict()
+    if as_json:
+        click.echo(json.dumps(data, sort_keys=True))
+        return
+    o = report.overall
+    out.print(f"LoCoMo, channels {channels}, k={k}: {report.conversations} conversations, "
+              f"{report.questions_valid} questions scored ({report.questions_invalid} without "
+              f"valid evidence left out, of {report.questions_total})")
+    table = Table("", "n", f"turn recall@{k}", f"hit@{k}", "MRR@10", f"session recall@{k}",
+                  box=None)
+    for name, agg in [("overall", o), *report.per_category.items()]:
+        if agg.get("n"):
+            table.add_row(name, str(agg["n"]), f"{agg['turn_recall']:.3f}", f"{agg['hit']:.3f}",
+                          f"{agg['mrr10']:.3f}", f"{agg['session_recall']:.3f}")
+    out.print(table)
+    out.print(f"recall latency: p50 {report.latency_ms.get('p50')} ms, "
+              f"p95 {report.latency_ms.get('p95')} ms")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,44 @@ class Verdict:
         return f"{num}{self.status}{where}: {self.reason}"
 
 
+PASTED = re.compile(r"```|^\s*>|^(from|subject|to|date):\s|\bhere is\b|\bpasted?\b|"
+                    r"\bforwarded\b|-----", re.I | re.M)
+DETAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|\b[A-Z]{2}\d{2}[A-Z0-9]{6,}\b|"
+                    r"\d[\d/.:,-]*\d|\b\d\b|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
+PASTED_CHARS = 400
+
+
+def looks_pasted(body: str) -> str | None:
+    """An owner message that carries someone else's text: long, quoted, fenced, headed."""
+    if len(body) > PASTED_CHARS:
+        return f"{len(body)} characters"
+    m = PASTED.search(body)
+    return None if m is None else repr(m.group(0).strip())
+
+
+def details_not_in(text: str, sources: list[Event]) -> list[str]:
+    """Numbers, addresses, links and names in `text` that none of its sources contain: a
+    model that cites the owner's words can still smuggle another source's details."""
+    haystack = " ".join(s.body for s in sources).lower()
+    out = []
+    for m in DETAIL.finditer(text):
+        token = m.group(0).strip(".,;:")
+        if token and token.lower() not in haystack and token not in out:
+            out.append(token)
+    return out
+
+
+def load_memory(store: Store, home: Home) -> MemoryFile:
+    """MEMORY.md with its id floor: the highest entry id ever recorded, so struck ids retire."""
+    memory = MemoryFile.load(home.memory_md)
+    used = store.query(
+        "SELECT entry_id FROM promotions WHERE entry_id IS NOT NULL UNION ALL "
+        "SELECT json_extract(meta, '$.entry_id') FROM events WHERE kind = 'memory_strike'")
+    nums = [int(str(r[0])[1:]) for r in used if r[0] and re.fullmatch(r"m\d+", str(r[0]))]
+    memory.floor = max(nums, default=0)
+    return memory
+
+
 def reads_as_instruction(text: str) -> str | None:
     m = INSTRUCTION.search(text)
     return " ".join(m.group(0).split())[:40] if m else None
@@ -134,7 +172,7 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
     if share < MIN_SOURCE_SHARE:
         return record("refused", f"only {share:.0%} of its words are in its sources: it lost "
                                  "too much of its source text")
-    memory = MemoryFile.load(home.memory_md)
+    memory = load_memory(store, home)
     for entry in memory.numbered().entries:
         if _overlap(text, entry.text) >= DUPLICATE_OVERLAP:
             return record("refused", f"duplicate of [{entry.id}] {entry.text[:60]}")
@@ -147,6 +185,11 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
         if s.author_kind != "user":
             doubts.append(f"source #{s.id} was written by {s.author_kind} ({s.actor}, a "
                           f"{s.kind}), not by you")
+        elif cand.origin != "owner" and (why := looks_pasted(s.body)) is not None:
+            doubts.append(f"source #{s.id} looks like a pasted document ({why}), not your "
+                          "own words")
+    if cand.origin != "owner" and (extra := details_not_in(text, sources)):
+        doubts.append(f"holds details its cited sources do not: {', '.join(extra[:4])}")
     if (phrase := reads_as_instruction(text)) is not None:
         doubts.append(f"reads as an instruction to the agent ({phrase!r})")
     after, entry = memory.with_entry(text, ids)
@@ -173,7 +216,7 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
     if p.status != "queued":
         raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued; only queued "
                           "promotions can be approved")
-    memory = MemoryFile.load(home.memory_md)
+    memory = load_memory(store, home)
     for entry in memory.numbered().entries:
         if _overlap(p.text, entry.text) >= DUPLICATE_OVERLAP:
             raise ReviewError(f"promotion {promotion_id} duplicates [{entry.id}]; reject it")

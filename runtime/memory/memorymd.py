@@ -28,8 +28,9 @@ from ..errors import CoworkerError, UsageError
 ENTRY = re.compile(
     r"^- \[(?P<id>m\d+)\] (?P<text>.*?)"
     r"(?: \(sources: (?P<sources>[^;()]*); (?P<date>\d{4}-\d{2}-\d{2})\))?\s*$")
-LOOKS_LIKE_ENTRY = re.compile(r"^- \[[^\]]*\]")
-HAND_ENTRY = re.compile(r"^[-*] (?P<text>\S.*)$")
+# "- [..] text" that is not a valid entry, a checkbox ("- [ ] ", "- [x] ") or a link ("- [a](b)")
+LOOKS_LIKE_ENTRY = re.compile(r"^- \[(?![ xX]\] )[^\]]*\](?!\()")
+HAND_ENTRY = re.compile(r"^[-*] (?P<text>(?!\[)\S.*)$")  # "- [ ] task", "- [link](..)": owner's
 
 
 class MemoryFileError(UsageError):
@@ -65,10 +66,17 @@ class MemoryFile:
 
     path: Path
     lines: list[Entry | str]
+    floor: int = 0
 
     @classmethod
     def load(cls, path: Path) -> MemoryFile:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        raw_bytes = path.read_bytes() if path.exists() else b""
+        try:
+            text = raw_bytes.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw_bytes.count(b"\n", 0, e.start) + 1
+            raise MemoryFileError(f"{path.name} line {line}: not valid UTF-8 text; save the file "
+                                  "as UTF-8") from None
         lines: list[Entry | str] = []
         seen: dict[str, int] = {}
         for no, raw in enumerate(text.splitlines(), start=1):
@@ -107,12 +115,14 @@ class MemoryFile:
         return [x for x in self.lines if isinstance(x, Entry)]
 
     def next_id(self) -> str:
+        """The next id, never one used before: struck ids stay retired (`floor` is the highest
+        id the store has ever recorded, so a citation of [m3] never changes meaning)."""
         nums = [int(e.id[1:]) for e in self.entries if e.id]
-        return f"m{max(nums, default=0) + 1}"
+        return f"m{max([*nums, self.floor], default=0) + 1}"
 
     def numbered(self) -> MemoryFile:
         """A copy in which hand-added entries have ids (in file order)."""
-        out = MemoryFile(self.path, list(self.lines))
+        out = MemoryFile(self.path, list(self.lines), self.floor)
         for i, x in enumerate(out.lines):
             if isinstance(x, Entry) and x.id is None:
                 out.lines[i] = Entry(out.next_id(), x.text, x.sources, x.date or _today())
@@ -139,15 +149,18 @@ class MemoryFile:
         base = self.numbered()
         entry = Entry(base.next_id(), " ".join(text.split()), tuple(sources), date or _today())
         lines = list(base.lines)
-        while lines and lines[-1] == "":
-            lines.pop()
-        lines.append(entry)
-        return MemoryFile(self.path, lines), entry
+        # right after the last line when that is an entry (before trailing blank lines);
+        # otherwise at the very end, so the owner's prose and blank lines stay as they are
+        last = max((i for i, x in enumerate(lines) if x != ""), default=None)
+        at = last + 1 if last is not None and isinstance(lines[last], Entry) else len(lines)
+        lines.insert(at, entry)
+        return MemoryFile(self.path, lines, self.floor), entry
 
     def without(self, entry_id: str) -> MemoryFile:
         base = self.numbered()
         return MemoryFile(self.path, [x for x in base.lines
-                                      if not (isinstance(x, Entry) and x.id == entry_id)])
+                                      if not (isinstance(x, Entry) and x.id == entry_id)],
+                          self.floor)
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".md.tmp")
@@ -182,13 +195,13 @@ def snapshot(memory_md: Path, folder: Path, reason: str) -> Snapshot:
     """Copy MEMORY.md as it is now into the next version; return it."""
     folder.mkdir(parents=True, exist_ok=True)
     number = max((s.number for s in snapshots(folder)), default=0) + 1
-    text = memory_md.read_text(encoding="utf-8") if memory_md.exists() else ""
+    data = memory_md.read_bytes() if memory_md.exists() else b""
     try:
         entries = len(MemoryFile.load(memory_md).entries)
     except MemoryFileError:
         entries = -1  # a file the owner broke is still worth keeping as it is
     target = folder / f"v{number:04d}.md"
-    target.write_text(text, encoding="utf-8")
+    target.write_bytes(data)  # byte for byte: line endings and all
     stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     (folder / f"v{number:04d}.json").write_text(
         json.dumps({"date": stamp, "reason": reason, "entries": entries}, sort_keys=True),
@@ -205,6 +218,6 @@ def restore(memory_md: Path, folder: Path, number: int) -> tuple[Snapshot, Snaps
                       "lists them")
     before = snapshot(memory_md, folder, f"before restoring v{number}")
     tmp = memory_md.with_suffix(".md.tmp")
-    tmp.write_text(chosen.path.read_text(encoding="utf-8"), encoding="utf-8")
+    tmp.write_bytes(chosen.path.read_bytes())
     os.replace(tmp, memory_md)
     return before, chosen

@@ -1,0 +1,299 @@
+"""`coworker doctor`: checks every link that fails silently, and says what to do about each.
+
+Owns the checks (config parses; the running process uses the config on disk; the database opens
+and passes integrity_check; the FTS indexes agree with their tables; rituals are scheduled and
+reflect ran when it should have; logging is at a level a person sees; the model answers) and
+their one-line verdicts. Each check is isolated: one that fails, or crashes, never stops the
+others. It never changes anything: no migration, no repair, no write to any file; the fix is
+always a line the owner runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from . import process
+from .cron import parse_cron
+from .errors import ConfigError, CoworkerError, ModelError
+from .home import Home
+from .settings import ENV_PREFIX, Settings
+
+# A 'running' reflect row older than this is a run that was killed: reflect takes seconds to
+# minutes even at a million events (docs/benchmarks.md).
+STALE_RUN = timedelta(hours=6)
+# A ritual whose next window after its last run passed longer ago than this was missed (by a
+# loop that was down, or a scheduler that never fired), not merely pending until catch-up.
+OVERDUE = timedelta(days=8)
+PROBE_TIMEOUT_S = 10.0
+
+NOT_CHECKED = "not checked: config.toml does not parse (fix that first, see the config check)"
+DB_NOT_CHECKED = "not checked: the database does not open (fix that first, see the database check)"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict. `detail` says what is fine when ok, and what to do when not."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
+    """Every check, in order; with probe_model False the model is not called (and not listed)."""
+    settings: Settings | None = None
+
+    def config() -> Check:
+        nonlocal settings
+        check, settings = _config(home)
+        return check
+
+    steps: list[tuple[str, Callable[[], Check]]] = [
+        ("config", config),
+        ("config in use", lambda: _config_in_use(home, settings)),
+        ("database", lambda: _database(home)),
+        ("fts", lambda: _fts(home)),
+        ("rituals", lambda: _rituals(home, settings)),
+        ("logging", lambda: _logging(home, settings)),
+    ]
+    if probe_model:
+        steps.append(("model", lambda: _model(settings)))
+    return [_guarded(name, fn) for name, fn in steps]
+
+
+def render(checks: list[Check]) -> str:
+    return "\n".join(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}" for c in checks)
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _guarded(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except CoworkerError as e:  # already says what to do
+        return Check(name, False, str(e))
+    except Exception as e:  # a check that crashes is a failed check, never a traceback
+        return Check(name, False, f"the check itself failed ({type(e).__name__}: {e}); "
+                                  "please report this with the line above")
+
+
+# the checks ----------------------------------------------------------------------------------
+def _config(home: Home) -> tuple[Check, Settings | None]:
+    name = "config"
+    if not home.config_path.exists():
+        return Check(name, False, f"no config.toml in {home.root}: run `coworker init` there"), None
+    try:
+        settings = home.settings()
+        settings.role_text(home.root)  # a role file that went missing fails the first tick
+    except ConfigError as e:
+        return Check(name, False, str(e)), None
+    return Check(name, True, f"{home.config_path} parses"), settings
+
+
+def _config_in_use(home: Home, settings: Settings | None) -> Check:
+    name = "config in use"
+    pid = process.running_pid(home)
+    if pid is None:
+        return Check(name, True, "not running")
+    if settings is None:
+        # The loop keeps its last good config after a bad edit, and it records the bad file's
+        # hash as seen, so run.json alone would call the bad file "in use".
+        return Check(name, False, f"the running coworker (pid {pid}) keeps its last good config "
+                                  "because config.toml on disk does not parse: fix config.toml")
+    run = process.read_runfile(home)
+    in_use = process.config_in_use(home, run)
+    if in_use:
+        return Check(name, True, f"the running coworker (pid {pid}) uses config.toml as on disk")
+    if in_use is None:
+        return Check(name, False, f"cannot tell which config the running coworker (pid {pid}) "
+                                  f"uses: {home.runfile} has no config hash; run doctor again in "
+                                  "a few seconds, or restart: `coworker stop && coworker start`")
+    nxt = run.get("next_tick_at")
+    when = f"at its next tick ({nxt[:19]}Z)" if nxt else "at its next tick"
+    return Check(name, False, f"the running coworker (pid {pid}) runs on an older config.toml; it "
+                              f"applies the file on disk {when}: `coworker tell` wakes it now, "
+                              "or restart it: `coworker stop && coworker start`")
+
+
+def _damaged(home: Home, why: str) -> str:
+    db = shlex.quote(str(home.db_path))
+    fresh = shlex.quote(str(home.db_path.with_name("recovered.db")))
+    return (f"database {home.db_path} is damaged ({why}): stop the coworker, keep a copy of the "
+            f"file, and recover what SQLite can: sqlite3 {db} .recover | sqlite3 {fresh} "
+            "(then move recovered.db into its place)")
+
+
+def _database(home: Home) -> Check:
+    from .store import Store
+
+    name = "database"
+    if not home.db_path.exists():
+        return Check(name, False, f"no database at {home.db_path}: run `coworker init`")
+    try:
+        with Store.open(home.db_path, readonly=True) as store:
+            result = store.integrity_check()
+    except (CoworkerError, sqlite3.DatabaseError) as e:
+        # StoreError's text points at doctor; here is the "more" it promises.
+        reason = str(e.__cause__ or e) if isinstance(e, CoworkerError) else str(e)
+        return Check(name, False, _damaged(home, reason))
+    if result != "ok":
+        return Check(name, False, _damaged(home, f"integrity_check: {result}"))
+    return Check(name, True, f"{home.db_path} opens and passes integrity_check")
+
+
+def _fts(home: Home) -> Check:
+    from .store import Store
+
+    name = "fts"
+    if not home.db_path.exists():
+        return Check(name, False, f"no database at {home.db_path}: run `coworker init`")
+    db = shlex.quote(str(home.db_path))
+    bad = []
+    # FTS5's integrity-check is spelled as an INSERT, so it needs a read-write connection; it
+    # writes nothing. rank 1 also compares the index with the content (the history view and
+    # rollups_indexed), which is where "in sync" is decided. migrate=False: doctor changes nothing.
+    try:
+        store = Store.open(home.db_path, migrate=False)
+    except (CoworkerError, sqlite3.DatabaseError):
+        return Check(name, False, DB_NOT_CHECKED)
+    with store:
+        for table in ("events_fts", "rollups_fts"):
+            try:
+                store.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+            except sqlite3.DatabaseError as e:
+                if "no such table" in str(e) or "not a database" in str(e):
+                    return Check(name, False, DB_NOT_CHECKED)
+                bad.append(f"{table} is out of sync with its table ({e}), so searches miss or "
+                           f"invent matches: rebuild the index: sqlite3 {db} "
+                           f"\"INSERT INTO {table}({table}) VALUES('rebuild')\"")
+    if bad:
+        return Check(name, False, "; ".join(bad))
+    return Check(name, True, "events_fts and rollups_fts agree with their tables")
+
+
+def _parse_ts(ts: str) -> datetime:
+    when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _rituals(home: Home, settings: Settings | None, now: datetime | None = None) -> Check:
+    from .scheduler import REGISTERED, definitions
+    from .store import Store
+    from .store import rituals as rr
+
+    name = "rituals"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    now = now or datetime.now(UTC)
+    tz = settings.coworker.timezone
+    defs = definitions(settings)
+    triggers = {}
+    for d in defs:
+        try:
+            triggers[d.name] = parse_cron(d.cron, tz)
+        except ValueError as e:
+            return Check(name, False, f"ritual {d.name}: cron {d.cron!r} does not parse in {tz} "
+                                      f"({e}): fix it under [rituals] in config.toml")
+    reflect = next(d for d in defs if d.name == "reflect")
+    trigger = triggers["reflect"]
+    nxt_now = trigger.get_next_fire_time(None, now.astimezone(ZoneInfo(tz)))
+    upcoming = nxt_now.astimezone(UTC).isoformat(timespec="minutes") if nxt_now else "never"
+    scheduled = f"{len(defs)} ritual(s) scheduled; reflect ({reflect.cron}, {tz})"
+    if not home.db_path.exists():
+        return Check(name, True, f"{scheduled}: no database yet; next window {upcoming}")
+    try:
+        with Store.open(home.db_path, readonly=True) as store:
+            last = rr.last(store, "reflect")
+    except (CoworkerError, sqlite3.DatabaseError):
+        return Check(name, False, DB_NOT_CHECKED)
+    if last is None:
+        return Check(name, True, f"{scheduled}: not registered yet (the loop registers it when it "
+                                 f"first starts); next window {upcoming}")
+    started = _parse_ts(last.started_at)
+    if last.status == "running":
+        if now - started > STALE_RUN:
+            return Check(name, False, f"reflect started at {last.started_at} and never finished "
+                                      "(the process was killed mid-run?): run it again with "
+                                      "`coworker reflect`")
+        return Check(name, True, f"{scheduled}: running now, since {last.started_at}")
+    due = trigger.get_next_fire_time(None, started.astimezone(ZoneInfo(tz)))
+    if due is not None and now - due > OVERDUE:
+        what = (f"has never run since it was scheduled on {last.started_at}"
+                if last.status == REGISTERED else f"last ran {last.started_at} ({last.status})")
+        days = (now - due).days
+        return Check(name, False, f"reflect {what} and was due {due.astimezone(UTC):%Y-%m-%d %H:%M}Z"
+                                  f" ({days} days ago); nobody ran it: start the coworker "
+                                  "(`coworker start` catches up at once) or run `coworker reflect`")
+    last_txt = ("never run yet" if last.status == REGISTERED
+                else f"last run {last.started_at} {last.status}")
+    return Check(name, True, f"{scheduled}: {last_txt}; next window {upcoming}")
+
+
+def _logging(home: Home, settings: Settings | None) -> Check:
+    import os
+
+    name = "logging"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    level = settings.logging.level
+    if logging.getLevelName(level) > logging.WARNING:
+        env = f"{ENV_PREFIX}LOGGING__LEVEL"
+        where = (f"unset the environment variable {env} (it says {os.environ[env]})"
+                 if env in os.environ else 'set level = "INFO" under [logging] in config.toml')
+        return Check(name, False, f"log level {level} hides the warnings that matter (a missed "
+                                  f"ritual, a bad config edit, model retries): {where}")
+    path = home.log_path
+    if path.exists():
+        try:
+            with path.open("a", encoding="utf-8"):  # append mode: opens, writes nothing
+                pass
+        except OSError as e:
+            return Check(name, False, f"cannot write {path} ({e.strerror}): the running "
+                                      "coworker's log goes nowhere; fix its permissions "
+                                      f"(chmod u+w {shlex.quote(str(path))}) or move it aside")
+    elif home.state.exists() and not os.access(home.state, os.W_OK):
+        return Check(name, False, f"cannot create {path}: {home.state} is not writable; fix its "
+                                  "permissions")
+    return Check(name, True, f"level {level}, {settings.logging.format} lines to {path}")
+
+
+def _model(settings: Settings | None) -> Check:
+    from .model import Model
+
+    name = "model"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    cfg = settings.model
+    if cfg.provider == "none":
+        return Check(name, True, 'no model configured ([model] provider = "none"): inputs are '
+                                 "recorded only")
+    if not cfg.resolved_api_key():
+        return Check(name, True, "no model configured (no API key; set ANTHROPIC_API_KEY or "
+                                 "[model] api_key to give it one): inputs are recorded only")
+    probe = cfg.model_copy(update={"max_retries": 0,
+                                   "timeout_s": min(cfg.timeout_s, PROBE_TIMEOUT_S)})
+    where = f"{cfg.name} at {cfg.base_url or 'api.anthropic.com'}"
+
+    async def ping() -> None:
+        model = Model(probe)
+        try:
+            await model.create(system=[], tools=[], messages=[{"role": "user", "content": "ping"}])
+        finally:
+            await model.close()
+
+    t0 = time.monotonic()
+    try:
+        asyncio.run(ping())
+    except ModelError as e:
+        return Check(name, False, f"{where}: {e}")
+    return Check(name, True, f"{where} answered in {time.monotonic() - t0:.2f} s")

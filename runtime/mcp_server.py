@@ -1,0 +1,178 @@
+"""`coworker mcp`: the coworker's memory served over MCP (stdio) to the tools people already run.
+
+Owns the MCP surface of one home: the tools `memory_walk`, `memory_search`, `memory_recall`,
+`pins_list` and `tell`, and the resources `memory://MEMORY.md` and `memory://memory-map.md`.
+Each tool call opens a fresh Store and closes it before returning, so the server never holds a
+write lock between calls and a running loop is never blocked by it. The memory tools read
+(`memory_walk` also records one telemetry row, door "mcp"); `tell` appends one owner message
+exactly as `coworker tell` does and wakes a running loop.
+
+It never prints to stdout (stdout is the protocol; logs go to stderr only), never calls a
+model, never edits or deletes an event, and never changes settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from . import __version__, process
+from .errors import CoworkerError
+from .home import Home
+from .store import Event, Store
+from .store import events as ev
+from .store import pins as pn
+
+log = logging.getLogger(__name__)
+
+READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+NO_MAP = ("_No memory map yet: `coworker reflect` writes state/memory-map.md the first time it "
+          "runs._\n")
+
+
+def _open(home: Home, readonly: bool = False) -> Store:
+    """A fresh connection for one call; read-only unless it must write (no database yet:
+    create and migrate an empty one, as the CLI does)."""
+    if readonly and home.db_path.exists():
+        return Store.open(home.db_path, readonly=True)
+    return Store.open(home.db_path)
+
+
+def build(home: Home) -> MCPServer:
+    """The server for this home: five tools and two resources, nothing started yet."""
+    mcp = MCPServer(
+        name="coworker", version=__version__,
+        instructions=(
+            "The memory of a coworker (an agent that runs in the background and remembers its "
+            "work). Use memory_walk to find what it knows, from coarse summaries down to raw "
+            "events; a refusal means the memory does not hold it with confidence (two in a row: "
+            "stop and say so). Cite event ids when you answer. memory_search is the plain "
+            "keyword search; memory_recall is what the coworker itself would recall for a "
+            "message; pins_list is what the owner keeps in its context; tell sends it a message "
+            "from the owner."))
+
+    @mcp.tool(annotations=READS)
+    def memory_walk(query: str) -> dict[str, Any]:
+        """Walk the coworker's memory for `query` (a few content words) from coarse summaries
+        down to raw events, or refuse. Returns {refused, confidence, query_tokens,
+        matched_tokens, trace, events, truncated} and, when refused, a `reason`. A refusal
+        means no part of the memory matches enough of the query words (the configured
+        walk_threshold): the memory does not hold it with confidence. Deterministic; no model
+        call. Cite the ids in `events` when you use them."""
+        from .memory import walk as walker
+
+        try:
+            settings = home.settings()
+            with _open(home) as rw, _open(home, readonly=True) as ro:
+                return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
+                                            door="mcp", log_to=rw)
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+
+    @mcp.tool(annotations=READS)
+    def memory_search(query: str, limit: int = 10) -> dict[str, Any]:
+        """Keyword search (BM25, best first) over the whole history, hot and archived events
+        and the summary ladder's rollups. Returns {"hits": [{kind ("event" or "rollup"), id,
+        ts, label, excerpt, score, source}]}. `limit`: 1 to 200."""
+        from .memory.search import search
+
+        if not 1 <= limit <= 200:
+            raise ToolError(f"limit must be between 1 and 200, not {limit}")
+        try:
+            with _open(home, readonly=True) as store:
+                return {"hits": [h.as_dict() for h in search(store, query[::-1], limit)]}
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+
+    @mcp.tool(annotations=READS)
+    def memory_recall(text: str) -> dict[str, Any]:
+        """What the coworker would recall for a message `text` before answering it: the
+        search terms it takes from the text, the best earlier events (within the configured
+        recall budget) as {id, ts, kind, actor, body, source}, and `block`, the exact recall
+        text it would put in its own context (null when nothing is recalled)."""
+        from .memory.recall import Budget, recall
+
+        try:
+            settings = home.settings()
+            cfg = settings.recall
+            budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
+            with _open(home, readonly=True) as store:
+                found = recall(store, text, max_terms=cfg.max_terms)
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+        items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
+                  "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
+                 for h in found.hits[: budget.max_items]]
+        return {"terms": found.terms, "items": items, "block": found.block(budget)}
+
+    @mcp.tool(annotations=READS)
+    def pins_list() -> dict[str, Any]:
+        """The owner's active pins: text the coworker keeps in its context on every tick.
+        Returns {"pins": [{id, ts, text}]}, oldest first."""
+        try:
+            with _open(home, readonly=True) as store:
+                return {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
+                                 for p in pn.active(store)]}
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
+                                          idempotentHint=False, openWorldHint=False))
+    def tell(text: str) -> dict[str, Any]:
+        """Send the coworker a message from its owner, as `coworker tell` does: it is recorded
+        as a `message` event and a running coworker wakes and reads it at once (otherwise it
+        reads it when it next starts). Returns {"event_id", "woke_pid"} (woke_pid is null when
+        no coworker is running)."""
+        message = text.strip()
+        if not message:
+            raise ToolError('nothing to tell: pass the message as `text`')
+        try:
+            with _open(home) as store:
+                event_id = ev.append(store, Event(kind="message", body=message, actor="owner",
+                                                  author_kind="user", meta={"via": "mcp"}))
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+        pid = process.wake(home)
+        log.info("tell: recorded event %d; %s", event_id,
+                 "no coworker running" if pid is None else f"woke pid {pid}")
+        return {"event_id": event_id, "woke_pid": pid}
+
+    @mcp.resource("memory://MEMORY.md", name="MEMORY.md", mime_type="text/markdown",
+                  description="What this coworker always has in mind: one entry a line, with "
+                              "its sources. Curated by reflect and by the owner.")
+    def memory_md() -> str:
+        try:
+            return home.memory_md.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return "_No MEMORY.md yet: `coworker init` creates it._\n"
+
+    @mcp.resource("memory://memory-map.md", name="memory-map.md", mime_type="text/markdown",
+                  description="The map of the coworker's memory (the summary ladder, coarsest "
+                              "first), regenerated by each reflect run.")
+    def memory_map() -> str:
+        try:
+            return home.memory_map.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return NO_MAP
+
+    return mcp
+
+
+def serve(home: Home) -> None:
+    """Serve `home` over stdio until the client hangs up. Logs go to stderr only."""
+    home.require()
+    settings = home.settings()  # a broken config.toml fails here, loudly, not on the first call
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(settings.logging.level)
+    log.info("coworker mcp: serving %s over stdio", home.root)
+    build(home).run()

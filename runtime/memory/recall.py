@@ -1,0 +1,171 @@
+"""Recall: the reflex before every model call, and the ranking `coworker eval locomo` measures.
+
+Owns extracting search terms from new input (stopwords in English and German, porter stems
+for de-duplication, at most `max_terms`, the rarest first), finding candidates without a flat
+pass over history, ranking them, and rendering the budgeted recall block.
+
+Candidates come from two places, so the cost grows with the ladder and the hot window, not
+with total history:
+- the level-1 episodes whose full vocabulary matches (one FTS query on one rung), whose spans
+  are then read from events and archive;
+- events no episode covers yet (an FTS rowid-range query past the ladder's end).
+Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
+frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
+that sits in the right conversation ranks above a stray word match elsewhere.
+
+Pure of side effects: it reads the store and returns what it found; the loop writes the
+`recall` event and telemetry. It never calls a model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import Event, Store
+from ..store import events as ev
+from ..store import rollups as rl
+from ..store import tags as tg
+from .cards import BOOKKEEPING_KINDS, Distinctive, content_words, stem
+from .terms import words
+
+K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
+EPISODE_WEIGHT = 1.2  # share of the (normalised) episode score added to each of its events
+EPISODES = 12  # level-1 episodes whose spans are read
+NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
+FRESH = 60  # events past the ladder's end considered
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_items: int = 3
+    item_chars: int = 600
+    total_chars: int = 1800
+
+
+@dataclass(frozen=True)
+class Hit:
+    event: Event
+    score: float
+    episode: int | None  # the level-1 rollup it came through, None for fresh events
+
+
+@dataclass
+class Recall:
+    terms: list[str]
+    hits: list[Hit] = field(default_factory=list)
+    ms: float = 0.0
+
+    def block(self, budget: Budget) -> str | None:
+        """The text appended at the tail of the messages, within the budget; None if empty."""
+        if not self.hits or budget.max_items <= 0:
+            return None
+        head = ("Recalled from your memory for this turn (older events; may be stale; cite the "
+                "ids if you use them):")
+        lines, used = [], 0
+        for h in self.hits[: budget.max_items]:
+            e = h.event
+            text = " ".join(e.body.split())
+            prefix = f"- [event {e.id} · {e.ts[:16]} · {e.kind} · {e.actor}] "
+            room = min(budget.item_chars, budget.total_chars - used) - len(prefix)
+            if room <= 20:
+                break
+            if len(text) > room:
+                text = text[: room - 1] + "…"
+            line = prefix + text
+            lines.append(line)
+            used += len(line)
+        return head + "\n" + "\n".join(lines) if lines else None
+
+    def as_meta(self, budget: Budget) -> dict[str, Any]:
+        return {"terms": self.terms, "ms": round(self.ms, 3),
+                "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
+                           "episode": h.episode, "source": h.event.source}
+                          for h in self.hits[: budget.max_items]]}
+
+
+def extract_terms(text: str, max_terms: int = 8,
+                  idf: Callable[[list[str]], dict[str, float]] | None = None) -> list[str]:
+    """At most `max_terms` distinct content words (by stem) from `text`, the rarest first
+    when an idf is given (a long message keeps its most telling words), else in order."""
+    seen: dict[str, str] = {}
+    for w in content_words(text):
+        seen.setdefault(stem(w), w)
+    if idf is not None and len(seen) > max_terms:
+        weights = idf(list(seen))
+        ranked = sorted(seen, key=lambda s: (-weights.get(s, 0.0), list(seen).index(s)))
+        keep = set(ranked[:max_terms])
+        return [w for s, w in seen.items() if s in keep]
+    return list(seen.values())[:max_terms]
+
+
+def _doc_stems(e: Event, tags: str) -> Counter[str]:
+    return Counter(stem(w) for w in (*words(e.body), *words(e.actor), *words(tags)))
+
+
+def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
+           max_terms: int = 8, scorer: Distinctive | None = None) -> Recall:
+    """The k best earlier events for `text` (ids below `before_id` only, when given)."""
+    t0 = time.perf_counter()
+    scorer = scorer or Distinctive(store)
+    terms = extract_terms(text, max_terms, scorer.idf)
+    result = Recall(terms)
+    match = ev.fts_query(terms)
+    if match is None:
+        result.ms = (time.perf_counter() - t0) * 1000
+        return result
+    q = {stem(t) for t in terms}
+    idf = scorer.idf(sorted(q))
+
+    # candidates: the best episodes' spans, and what no episode covers yet
+    episodes = rl.fts_search(store, match, EPISODES, level=1,
+                             columns="title body terms vocab tags")
+    ep_score: dict[int, float] = {}
+    cands: dict[int, tuple[Event, int | None]] = {}
+    if episodes:
+        best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
+        for r, s in episodes:
+            if r.first_event is None or r.last_event is None:
+                continue  # unlinked: no span to read (ADR-0008)
+            ep_score[r.id] = (-s) / best if best > 0 else 0.0
+            for e in ev.span(store, r.first_event, r.last_event):
+                cands.setdefault(int(e.id or 0), (e, r.id))
+    for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
+        cands.setdefault(int(e.id or 0), (e, None))
+    pool = [(e, ep) for e, ep in cands.values()
+            if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
+    if not pool:
+        result.ms = (time.perf_counter() - t0) * 1000
+        return result
+
+    tag_text = tg.for_items(store, "event", [int(e.id or 0) for e, _ in pool])
+    docs = [(e, ep, _doc_stems(e, tag_text.get(int(e.id or 0), ""))) for e, ep in pool]
+    avgdl = sum(sum(d.values()) for _, _, d in docs) / len(docs) or 1.0
+    own: dict[int, float] = {}
+    for e, _, d in docs:
+        dl = sum(d.values())
+        s = 0.0
+        for term in q:
+            tf = d.get(term, 0)
+            if tf:
+                s += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+        own[int(e.id or 0)] = s
+    top_idf = max(idf.values())
+    scored: list[Hit] = []
+    for e, ep, _ in docs:
+        i = int(e.id or 0)
+        # a turn is read with its neighbours: the answer often sits next to the match
+        s = own[i] + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
+        if s <= 0:
+            continue
+        if ep is not None:
+            s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
+        scored.append(Hit(e, s, ep))
+    scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
+    result.hits = scored[:k]
+    result.ms = (time.perf_counter() - t0) * 1000
+    return result
+

@@ -1,0 +1,264 @@
+"""`coworker mcp`: the real server in a subprocess, spoken to over stdio by the `mcp` client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from rituals import reflect as rf
+from runtime import process
+from runtime.home import Home
+from runtime.memory.recall import Budget, recall
+from runtime.memory.walk import walk
+from runtime.store import Event, Store
+from runtime.store import events as ev
+from runtime.store import pins as pn
+
+from .conftest import write_config
+
+TOOLS = ["memory_recall", "memory_search", "memory_walk", "pins_list", "tell"]
+SERVE = "from runtime.mcp_server import serve; from runtime.home import Home; serve(Home.locate())"
+
+
+def server_params(home: Home) -> StdioServerParameters:
+    """How an MCP client starts the server: the one line to change for `coworker mcp`."""
+    return StdioServerParameters(command=sys.executable, args=["-c", SERVE],
+                                 env={**os.environ, "COWORKER_HOME": str(home.root)},
+                                 cwd=str(home.root))
+
+
+@contextlib.asynccontextmanager
+async def session(home: Home, errlog: Any = None) -> AsyncIterator[ClientSession]:
+    kw = {} if errlog is None else {"errlog": errlog}
+    async with stdio_client(server_params(home), **kw) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        yield s
+
+
+def talk(home: Home, body: Callable[[ClientSession], Awaitable[Any]], errlog: Any = None) -> Any:
+    async def go() -> Any:
+        with anyio.fail_after(60):
+            async with session(home, errlog) as s:
+                return await body(s)
+    return anyio.run(go)
+
+
+def seed(home: Home) -> dict[str, list[int]]:
+    parser = [f"Triage of parser bugs: bug {i} reproduced on staging." for i in range(1, 9)]
+    billing = [f"Billing invoice rounding error on account {i}: the total is off by a cent "
+               f"because VAT is rounded per line; Dana wants it rounded once per invoice. "
+               f"{'Details follow. ' * 40}" for i in range(9, 15)]
+    other = ["The CSV exporter drops the euro sign in the amount column.",
+             "Release notes draft, section 1."]
+    with Store.open(home.db_path) as store:
+        ids = ev.append_many(store, [Event(kind="note", body=b, actor="coworker",
+                                           author_kind="agent")
+                                     for b in (*parser, *billing, *other)])
+        pn.add(store, "Dana owns billing; ask her before changing invoices.")
+        gone = pn.add(store, "Old pin, since unpinned.")
+        pn.unpin(store, gone.id)
+    n, m = len(parser), len(billing)
+    return {"parser": ids[:n], "billing": ids[n:n + m], "exporter": [ids[n + m]]}
+
+
+def walk_rows(home: Home) -> list[dict]:
+    with Store.open(home.db_path, readonly=True) as store:
+        return [json.loads(r[0]) for r in
+                store.query("SELECT data FROM telemetry WHERE kind = 'walk' ORDER BY id")]
+
+
+def test_it_lists_exactly_the_five_tools(offline_home: Home):
+    async def body(s: ClientSession):
+        return (await s.list_tools()).tools
+    tools = talk(offline_home, body)
+    assert sorted(t.name for t in tools) == TOOLS
+    by_name = {t.name: t for t in tools}
+    assert all(t.description and len(t.description) > 60 for t in tools)
+    assert by_name["memory_search"].input_schema["required"] == ["query"]
+    assert by_name["tell"].input_schema["required"] == ["text"]
+
+
+def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mcp(
+        offline_home: Home):
+    ids = seed(offline_home)
+    with Store.open(offline_home.db_path) as store:
+        rf.reflect(offline_home, offline_home.settings(), store)  # a ladder to descend
+    write_config(offline_home.root, memory={"walk_threshold": 0.7})
+    queries = ["billing invoice rounding", "kubernetes outage", "billing invoice kubernetes"]
+
+    async def body(s: ClientSession):
+        return [await s.call_tool("memory_walk", {"query": q}) for q in queries]
+    results = talk(offline_home, body)
+    assert not any(r.is_error for r in results)
+    got = [r.structured_content for r in results]
+    with Store.open(offline_home.db_path, readonly=True) as ro:
+        assert got == [walk(ro, q, threshold=0.7) for q in queries]
+        assert walk(ro, queries[2])["refused"] is False  # 2/3 passes the default 0.5 ...
+    assert [g["refused"] for g in got] == [False, True, True]  # ... not the configured 0.7
+    assert got[0]["trace"][0]["level"] == 1
+    assert [e["id"] for e in got[0]["events"]] == ids["billing"]
+    assert json.loads(results[0].content[0].text) == got[0]
+    rows = walk_rows(offline_home)
+    assert [(r["door"], r["refused"]) for r in rows] == [
+        ("mcp", False), ("mcp", True), ("mcp", True)]
+
+
+def test_search_finds_a_seeded_event_by_id(offline_home: Home):
+    ids = seed(offline_home)
+
+    async def body(s: ClientSession):
+        return (await s.call_tool("memory_search", {"query": "exporter euro sign"}),
+                await s.call_tool("memory_search", {"query": "invoice rounding", "limit": 3}),
+                await s.call_tool("memory_search", {"query": "parser", "limit": 0}))
+    found, billing, bad = talk(offline_home, body)
+    hit = found.structured_content["hits"][0]
+    assert (hit["kind"], hit["id"], hit["source"]) == ("event", ids["exporter"][0], "hot")
+    assert "euro" in hit["excerpt"] and hit["label"] == "note"
+    assert len(billing.structured_content["hits"]) == 3
+    assert {h["id"] for h in billing.structured_content["hits"]} <= set(ids["billing"])
+    assert bad.is_error and "limit must be between 1 and 200" in bad.content[0].text
+
+
+def test_recall_returns_items_and_the_block_within_the_configured_budget(offline_home: Home):
+    ids = seed(offline_home)
+    text = "Any news on the invoice rounding for billing?"
+
+    async def body(s: ClientSession):
+        default = await s.call_tool("memory_recall", {"text": text})
+        write_config(offline_home.root, recall={"max_items": 2, "item_chars": 200,
+                                                "total_chars": 300})
+        tight = await s.call_tool("memory_recall", {"text": text})  # read per call
+        return default.structured_content, tight.structured_content
+    default, tight = talk(offline_home, body)
+    with Store.open(offline_home.db_path, readonly=True) as ro:
+        direct = recall(ro, text)
+    assert default["terms"] == direct.terms and "invoice" in default["terms"]
+    assert [i["id"] for i in default["items"]] == [h.event.id for h in direct.hits[:3]]
+    assert set(i["id"] for i in default["items"]) <= set(ids["billing"])
+    first = default["items"][0]
+    assert set(first) == {"id", "ts", "kind", "actor", "body", "source"}
+    assert first["body"] == direct.hits[0].event.body and len(first["body"]) > 600
+    assert default["block"] == direct.block(Budget())
+    head, *lines = default["block"].split("\n")
+    assert len(lines) == 3 and sum(len(x) for x in lines) <= 1800
+    assert all(len(x) <= 600 and x.endswith("…") for x in lines)
+    assert f"[event {first['id']} ·" in lines[0]
+    assert len(tight["items"]) == 2 and tight["block"] == direct.block(Budget(2, 200, 300))
+    assert sum(len(x) for x in tight["block"].split("\n")[1:]) <= 300
+
+
+def test_pins_list_lists_the_active_pins(offline_home: Home):
+    seed(offline_home)
+
+    async def body(s: ClientSession):
+        return (await s.call_tool("pins_list", {})).structured_content
+    got = talk(offline_home, body)
+    with Store.open(offline_home.db_path, readonly=True) as ro:
+        pin = pn.active(ro)[0]
+    assert got == {"pins": [{"id": pin.id, "ts": pin.ts,
+                             "text": "Dana owns billing; ask her before changing invoices."}]}
+
+
+def test_tell_records_an_owner_message_and_wakes_a_running_loop(offline_home: Home):
+    woken: list[int] = []
+    lock = process.PidLock(offline_home)  # this test process plays the running loop
+    lock.acquire()
+    previous = signal.signal(process.WAKE_SIGNAL, lambda sig, _f: woken.append(sig))
+    try:
+        async def body(s: ClientSession):
+            said = await s.call_tool("tell", {"text": "  Please triage the parser bugs by Friday "})
+            empty = await s.call_tool("tell", {"text": "   "})
+            return said, empty
+        said, empty = talk(offline_home, body)
+    finally:
+        signal.signal(process.WAKE_SIGNAL, previous)
+        lock.release()
+    assert not said.is_error
+    assert said.structured_content["woke_pid"] == os.getpid() and woken == [process.WAKE_SIGNAL]
+    with Store.open(offline_home.db_path, readonly=True) as ro:
+        e = ev.get(ro, said.structured_content["event_id"])
+        assert ev.total(ro) == 1  # the empty tell recorded nothing
+    assert (e.kind, e.actor, e.author_kind, e.body, e.meta) == (
+        "message", "owner", "user", "Please triage the parser bugs by Friday", {"via": "mcp"})
+    assert empty.is_error and "nothing to tell" in empty.content[0].text
+
+
+def test_tell_with_no_loop_running_says_so(offline_home: Home):
+    async def body(s: ClientSession):
+        return (await s.call_tool("tell", {"text": "hello"})).structured_content
+    got = talk(offline_home, body)
+    assert got == {"event_id": 1, "woke_pid": None}
+
+
+def test_resources_are_memory_md_and_the_memory_map(offline_home: Home):
+    seed(offline_home)
+    offline_home.memory_md.write_text(
+        "# MEMORY\n\n- [m001] Dana owns billing — ask her first (sources: #9; 2026-11-30)\n",
+        encoding="utf-8")
+
+    async def read(s: ClientSession, uri: str) -> str:
+        return (await s.read_resource(uri)).contents[0].text
+
+    async def body(s: ClientSession):
+        listed = (await s.list_resources()).resources
+        before = await read(s, "memory://memory-map.md")
+        with Store.open(offline_home.db_path) as store:
+            rf.reflect(offline_home, offline_home.settings(), store)  # writes the map
+        return listed, before, await read(s, "memory://MEMORY.md"), \
+            await read(s, "memory://memory-map.md")
+    listed, before, memory, after = talk(offline_home, body)
+    assert {str(r.uri): r.mime_type for r in listed} == {
+        "memory://MEMORY.md": "text/markdown", "memory://memory-map.md": "text/markdown"}
+    assert "coworker reflect" in before and before.count("\n") == 1
+    assert memory == offline_home.memory_md.read_text(encoding="utf-8")
+    assert after == offline_home.memory_map.read_text(encoding="utf-8")
+    assert "## The ladder" in after
+
+
+def test_nothing_but_protocol_reaches_stdout(offline_home: Home, tmp_path: Path,
+                                             caplog: Any):
+    seed(offline_home)
+
+    async def body(s: ClientSession):
+        await s.list_tools()
+        await s.list_resources()
+        for name, args in [("memory_walk", {"query": "parser bugs"}),
+                           ("memory_walk", {"query": "kubernetes"}),
+                           ("memory_search", {"query": "billing"}),
+                           ("memory_recall", {"text": "billing rounding"}),
+                           ("pins_list", {}), ("tell", {"text": "hi"}), ("tell", {"text": ""})]:
+            await s.call_tool(name, args)
+        for uri in ("memory://MEMORY.md", "memory://memory-map.md"):
+            await s.read_resource(uri)
+        return (await s.call_tool("pins_list", {})).structured_content
+    errfile = tmp_path / "server-stderr.txt"
+    with caplog.at_level(logging.DEBUG, logger="mcp.client"), errfile.open("w") as errlog:
+        last = talk(offline_home, body, errlog=errlog)
+    assert last["pins"]  # the session was still healthy at the end
+    unparsed = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert unparsed == []
+    err = errfile.read_text(encoding="utf-8")
+    assert "Traceback" not in err
+    assert "coworker mcp: serving" in err  # the server's logs go to stderr
+
+
+def test_an_uninitialised_home_fails_loudly_before_serving(tmp_path: Path):
+    empty = tmp_path / "nowhere"
+    empty.mkdir()
+    params = server_params(Home.locate(empty))
+    r = subprocess.run([params.command, *params.args], env=params.env, cwd=params.cwd,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and r.stdout == ""
+    assert "coworker init" in r.stderr
