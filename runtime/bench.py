@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .memory.cards import Distinctive
+from .memory.recall import recall
 from .memory.search import search
 from .memory.walk import query_tokens, walk
 from .store import Store
@@ -85,6 +87,8 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
             walk(store, q)
         store.conn.set_trace_callback(None)
         search_ms, _ = _time(lambda q: search(store, q, 10), qs)
+        scorer = Distinctive(store)
+        recall_ms, _ = _time(lambda q: recall(store, q, k=3, scorer=scorer), qs)
 
         def bare(q: str) -> list:
             match = ev.fts_query(query_tokens(q))
@@ -106,6 +110,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
             sum(1 for x in statements if x.strip() and not x.startswith("--")) / len(qs), 1),
         "walk_events_returned_mean": round(statistics.mean(len(w["events"]) for w in walks), 1),
         "search": stats(search_ms),
+        "recall": stats(recall_ms),
         "bare_fts5": stats(bare_ms),
     }
     out["walk_p95_over_bare_p95"] = round(out["walk"]["p95_ms"] / max(out["bare_fts5"]["p95_ms"],

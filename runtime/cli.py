@@ -512,7 +512,7 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
     out.print(f"{result['events']:,} events: import {result['import_s']} s "
               f"({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
               f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
-    for name in ("walk", "search", "bare_fts5"):
+    for name in ("walk", "recall", "search", "bare_fts5"):
         r = result[name]
         out.print(f"{name:>9}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms")
     out.print(f"walk: {result['walk_queries_per_walk']} SQL queries per walk, "
@@ -783,6 +783,38 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     out.print(table)
     out.print(f"recall latency: p50 {report.latency_ms.get('p50')} ms, "
               f"p95 {report.latency_ms.get('p95')} ms")
+
+
+@cli.command()
+@click.argument("item")
+@click.argument("words", nargs=-1, required=True)
+def tag(item: str, words: tuple[str, ...]) -> None:
+    """Add search words (synonyms) to an event (ID or e.ID) or a rollup (r.ID).
+
+    The indexes pick them up at once; the event's body and timestamp never change.
+
+    \b
+    Examples:
+      coworker tag 117 outage incident
+      coworker tag r.12 billing
+    """
+    from .store import tags as tags_store
+
+    kind, _, num = item.rpartition(".")
+    kind = {"": "event", "e": "event", "r": "rollup"}.get(kind)
+    if kind is None or not num.isdigit():
+        raise UsageError(f"{item!r} is not an item: give an event id (117 or e.117) or a rollup "
+                         "id (r.12)")
+    home = _home()
+    with _store(home) as store:
+        try:
+            added = tags_store.add(store, kind, int(num), words)
+        except LookupError as e:
+            from .memory.memorymd import Refused
+
+            raise Refused(f"{e}; `coworker search` shows ids") from e
+    out.print(f"tagged {kind} {num} with {', '.join(added)}" if added else
+              f"{kind} {num} already has those tags")
 
 
 def main(argv: list[str] | None = None) -> int:

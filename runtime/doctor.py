@@ -138,7 +138,13 @@ def _database(home: Home) -> Check:
 
     name = "database"
     if not home.db_path.exists():
-        return Check(name, False, f"no database at {home.db_path}: run `coworker init`")
+        pid = process.running_pid(home)
+        if pid is not None:
+            return Check(name, False, f"{home.db_path} is gone but the coworker (pid {pid}) is "
+                                      "running: it writes to a deleted file and loses all of it; "
+                                      "restart it now: `coworker stop && coworker start`")
+        return Check(name, True, f"no database yet at {home.db_path} (created when the coworker "
+                                 "first runs)")
     try:
         with Store.open(home.db_path, readonly=True) as store:
             result = store.integrity_check()
@@ -156,7 +162,7 @@ def _fts(home: Home) -> Check:
 
     name = "fts"
     if not home.db_path.exists():
-        return Check(name, False, f"no database at {home.db_path}: run `coworker init`")
+        return Check(name, True, "no database yet, so no index to check")
     db = shlex.quote(str(home.db_path))
     bad = []
     # FTS5's integrity-check is spelled as an INSERT, so it needs a read-write connection; it
@@ -171,7 +177,7 @@ def _fts(home: Home) -> Check:
             try:
                 store.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
             except sqlite3.DatabaseError as e:
-                if "no such table" in str(e) or "not a database" in str(e):
+                if "not a database" in str(e):
                     return Check(name, False, DB_NOT_CHECKED)
                 bad.append(f"{table} is out of sync with its table ({e}), so searches miss or "
                            f"invent matches: rebuild the index: sqlite3 {db} "

@@ -445,10 +445,12 @@ class Loop:
             ctx.staircase(self.store, self.settings, before_id=tick_id),
             ctx.inputs_text(perception))]
         acted = False
+        tail = self._recall(tick_id, perception)
         cap = self.settings.coworker.max_steps_per_tick
         for step in range(1, cap + 1):
+            # the recall block rides at the tail of each call, never in the history
             reply = await self.model.create(system=prefix.system, tools=prefix.tools,
-                                            messages=messages)
+                                            messages=ctx.with_tail(messages, tail))
             self._record("model_response", reply.text, tick_id=tick_id, author_kind="agent",
                          actor="coworker", step=step, model=reply.model,
                          stop_reason=reply.stop_reason, usage=reply.usage,
@@ -469,6 +471,37 @@ class Loop:
                      tick_id=tick_id, cap=cap)
         log.warning("tick %d hit the step cap (%d)", tick_id, cap)
         return TickOutcome("step_cap", tick_id, cap, active=acted)
+
+    def _recall(self, tick_id: int, perception: ctx.Perception) -> str | None:
+        """The recall reflex: what memory says about this tick's input, within the budget.
+        A failure is logged at WARNING and the turn goes on without it."""
+        from .memory.recall import Budget, recall
+
+        cfg = self.settings.recall
+        if cfg.mode == "off" or cfg.max_items == 0:
+            return None
+        text = "\n".join([*(e.body for e in perception.inputs),
+                          *(e.body for e in perception.due_promises),
+                          *(prompt for _, prompt in perception.rituals)])
+        budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
+        try:
+            found = recall(self.store, text, before_id=self._first_input or tick_id,
+                           k=cfg.max_items, max_terms=cfg.max_terms)
+            block = found.block(budget)
+            inject = cfg.mode == "on" and block is not None
+            ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"
+            self._record("recall", f"recalled {ids}" + ("" if inject else " (not injected: "
+                         f"{'dry-run' if cfg.mode == 'dry-run' else 'nothing found'})"),
+                         tick_id=tick_id, injected=inject, mode=cfg.mode,
+                         chars=len(block or ""), block=block if cfg.mode == "dry-run" else None,
+                         **found.as_meta(budget))
+            telemetry.record(self.store, "recall", {"ms": round(found.ms, 3),
+                                                    "items": len(found.hits), "injected": inject})
+            return block if inject else None
+        except Exception as e:
+            log.warning("recall failed (%s: %s); the turn goes on without it",
+                        type(e).__name__, e, exc_info=True)
+            return None
 
     def _call_tool(self, tick_id: int, use: dict[str, Any]) -> dict[str, Any]:
         name = str(use.get("name", ""))

@@ -85,7 +85,7 @@ def build(home: Home) -> MCPServer:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
         try:
             with _open(home, readonly=True) as store:
-                return {"hits": [h.as_dict() for h in search(store, query[::-1], limit)]}
+                return {"hits": [h.as_dict() for h in search(store, query, limit)]}
         except CoworkerError as e:
             raise ToolError(str(e)) from e
 

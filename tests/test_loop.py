@@ -57,7 +57,7 @@ def test_tool_use_round_trip_ends_in_a_note_event(home: Home, api: FakeMessagesA
                 text("Noted."))
     outcome = tick(make_loop(home))
     assert outcome.kind == "acted" and outcome.steps == 2
-    assert kinds(home, 1) == ["tick", "model_response", "tool_call", "note", "tool_result",
+    assert kinds(home, 1) == ["tick", "recall", "model_response", "tool_call", "note", "tool_result",
                               "model_response", "tick_end"]
     note = events_of(home, "note")[0]
     assert note.body == "parser bugs go to Dana" and note.author_kind == "agent"

@@ -227,31 +227,67 @@ def test_resources_are_memory_md_and_the_memory_map(offline_home: Home):
     assert "## The ladder" in after
 
 
-def test_nothing_but_protocol_reaches_stdout(offline_home: Home, tmp_path: Path,
-                                             caplog: Any):
+CALLS = [("memory_walk", {"query": "billing invoice"}), ("memory_walk", {"query": "kubernetes"}),
+         ("memory_search", {"query": "billing"}), ("memory_recall", {"text": "billing rounding"}),
+         ("pins_list", {}), ("tell", {"text": "hi"}), ("tell", {"text": ""})]
+URIS = ["memory://MEMORY.md", "memory://memory-map.md"]
+
+
+def test_the_client_parses_every_reply_and_the_server_logs_no_traceback(
+        offline_home: Home, tmp_path: Path, caplog: Any):
     seed(offline_home)
 
     async def body(s: ClientSession):
         await s.list_tools()
         await s.list_resources()
-        for name, args in [("memory_walk", {"query": "parser bugs"}),
-                           ("memory_walk", {"query": "kubernetes"}),
-                           ("memory_search", {"query": "billing"}),
-                           ("memory_recall", {"text": "billing rounding"}),
-                           ("pins_list", {}), ("tell", {"text": "hi"}), ("tell", {"text": ""})]:
+        for name, args in CALLS:
             await s.call_tool(name, args)
-        for uri in ("memory://MEMORY.md", "memory://memory-map.md"):
+        for uri in URIS:
             await s.read_resource(uri)
         return (await s.call_tool("pins_list", {})).structured_content
     errfile = tmp_path / "server-stderr.txt"
     with caplog.at_level(logging.DEBUG, logger="mcp.client"), errfile.open("w") as errlog:
         last = talk(offline_home, body, errlog=errlog)
     assert last["pins"]  # the session was still healthy at the end
-    unparsed = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert unparsed == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     err = errfile.read_text(encoding="utf-8")
     assert "Traceback" not in err
-    assert "coworker mcp: serving" in err  # the server's logs go to stderr
+    assert "coworker mcp: serving" in err  # the server's own logs go to stderr
+
+
+def test_stdout_carries_only_json_rpc_until_the_server_exits(offline_home: Home):
+    """Raw JSON-RPC over the pipes, then EOF: whatever the server wrote to stdout, even a
+    stray print flushed only at exit, must be one JSON-RPC message a line."""
+    seed(offline_home)
+    params = server_params(offline_home)
+    requests: list[dict[str, Any]] = [
+        {"method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"method": "tools/list"}, {"method": "resources/list"},
+        *({"method": "tools/call", "params": {"name": n, "arguments": a}} for n, a in CALLS),
+        *({"method": "resources/read", "params": {"uri": u}} for u in URIS)]
+    proc = subprocess.Popen([params.command, *params.args], env=params.env, cwd=params.cwd,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    replies = []
+    try:
+        for i, req in enumerate(requests, 1):
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, **req}) + "\n")
+            proc.stdin.flush()
+            replies.append(json.loads(proc.stdout.readline()))
+            if i == 1:
+                proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.close()
+        rest, err = proc.stdout.read(), proc.stderr.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [r["id"] for r in replies] == list(range(1, len(requests) + 1))
+    assert all(r["jsonrpc"] == "2.0" and "result" in r for r in replies)
+    assert [r["result"]["isError"] for r in replies[3:3 + len(CALLS)]] == [False] * 6 + [True]
+    assert rest == "", f"not protocol, on stdout: {rest[:200]!r}"
+    assert "Traceback" not in err
 
 
 def test_an_uninitialised_home_fails_loudly_before_serving(tmp_path: Path):

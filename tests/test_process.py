@@ -123,7 +123,7 @@ def test_sigterm_stops_at_a_step_boundary(running: Home, api: FakeMessagesAPI):
     seen = kinds(running)
     # the step in flight completed (response, tool call, result), then the loop stopped
     tail = seen[seen.index("tick", seen.index("message")):]
-    assert tail == ["tick", "model_response", "tool_call", "note", "tool_result", "tick_end",
+    assert tail == ["tick", "recall", "model_response", "tool_call", "note", "tool_result", "tick_end",
                     "stop"]
     with Store.open(running.db_path) as store:
         assert ev.tail(store, 1, kind="tick_end")[0].meta["outcome"] == "stopped"

@@ -12,6 +12,7 @@ from ..store import Store
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
+from .cards import BOOKKEEPING_KINDS
 from .terms import query_terms
 
 
@@ -30,7 +31,7 @@ class Hit:
 
 
 # The loop's own bookkeeping is not memory worth finding: it only echoes the query back.
-BOOKKEEPING = ("tick", "tick_end", "start", "stop", "tool_call")
+BOOKKEEPING = tuple(sorted(BOOKKEEPING_KINDS))
 
 
 def search(store: Store, query: str, limit: int = 10) -> list[Hit]:

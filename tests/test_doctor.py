@@ -1,0 +1,392 @@
+"""`coworker doctor`: a healthy home passes every check; each link broken on purpose fails
+exactly its own check, with a line that says what to do, and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from rituals import reflect
+from runtime import doctor, process
+from runtime.home import Home
+from runtime.settings import file_hash
+from runtime.store import Event, Store
+from runtime.store import events as ev
+from runtime.store import tags
+
+from .conftest import coworker, write_config
+from .fakeapi import FakeMessagesAPI, error
+
+NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "model"]
+
+
+def by_name(checks: list[doctor.Check]) -> dict[str, doctor.Check]:
+    return {c.name: c for c in checks}
+
+
+def failed(checks: list[doctor.Check]) -> list[str]:
+    return [c.name for c in checks if not c.ok]
+
+
+def lived_in(home: Home) -> Home:
+    """A home with a history: old events archived, a sealed ladder, tags, a reflect run."""
+    start = datetime.now(UTC) - timedelta(days=60)
+    with Store.open(home.db_path) as store:
+        ev.append_many(store, [
+            Event(kind="message", actor="owner", author_kind="user",
+                  body=f"parser bug {i}: unicode crash in the tokenizer",
+                  ts=(start + timedelta(hours=3 * i)).isoformat().replace("+00:00", "Z"))
+            for i in range(150)])
+        ev.append(store, Event(kind="note", body="billing is owned by Dana", actor="coworker",
+                               author_kind="agent"))
+    reflect.run(home, home.settings())
+    with Store.open(home.db_path) as store:
+        tags.add(store, "event", 3, ["tokenizer-bug"])  # archived by now
+        tags.add(store, "event", 151, ["ownership"])    # still hot
+        tags.add(store, "rollup", 1, ["parser"])
+        assert store.scalar("SELECT COUNT(*) FROM events_archive")
+        assert store.scalar("SELECT COUNT(*) FROM rollups")
+    return home
+
+
+def dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+# a healthy home -----------------------------------------------------------------------------
+def test_a_healthy_home_passes_every_check_and_doctor_changes_nothing(offline_home: Home):
+    home = lived_in(offline_home)
+    before = dump(home.db_path), home.config_path.read_bytes(), home.memory_md.read_bytes()
+    checks = doctor.run_checks(home)
+    assert [c.name for c in checks] == NAMES
+    assert failed(checks) == [], doctor.render(checks)
+    assert doctor.exit_code(checks) == 0
+    lines = doctor.render(checks).splitlines()
+    assert len(lines) == len(NAMES)
+    assert all(line.startswith("ok   ") for line in lines)
+    c = by_name(checks)
+    assert "not running" in c["config in use"].detail
+    assert "last run" in c["rituals"].detail and "next window" in c["rituals"].detail
+    assert "inputs are recorded only" in c["model"].detail  # a choice, not a failure
+    assert (dump(home.db_path), home.config_path.read_bytes(),
+            home.memory_md.read_bytes()) == before
+
+
+def test_a_fresh_home_without_a_database_is_healthy(offline_home: Home):
+    assert not offline_home.db_path.exists()
+    checks = doctor.run_checks(offline_home)
+    assert failed(checks) == [], doctor.render(checks)
+    assert not offline_home.db_path.exists()  # doctor did not create it
+
+
+def test_probe_model_false_calls_nothing(home: Home, api: FakeMessagesAPI):
+    checks = doctor.run_checks(home, probe_model=False)
+    assert [c.name for c in checks] == NAMES[:-1]
+    assert api.requests == []
+
+
+def test_one_crashing_check_never_stops_the_others(offline_home: Home, monkeypatch):
+    def boom(home: Home) -> int:
+        raise RuntimeError("pidfile exploded")
+
+    monkeypatch.setattr(doctor.process, "running_pid", boom)
+    checks = doctor.run_checks(lived_in(offline_home))
+    assert [c.name for c in checks] == NAMES
+    assert failed(checks) == ["config in use"]
+    assert "RuntimeError: pidfile exploded" in by_name(checks)["config in use"].detail
+    assert doctor.exit_code(checks) == 1
+
+
+# config --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, says", [
+    ("[coworker\nname = 1\n", "not valid TOML"),
+    ("[coworker]\ntick_seconds = 0\n", "[coworker] tick_seconds"),
+    ("[logging]\nlevle = \"INFO\"\n", "unknown key [logging] levle"),
+])
+def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Home, text, says):
+    lived_in(offline_home)
+    offline_home.config_path.write_text(text, encoding="utf-8")
+    checks = doctor.run_checks(offline_home)
+    c = by_name(checks)
+    assert not c["config"].ok
+    assert says in c["config"].detail and "fix" in c["config"].detail
+    # What needs the settings says so instead of guessing; the rest is still checked.
+    assert set(failed(checks)) == {"config", "rituals", "logging", "model"}
+    for name in ("rituals", "logging", "model"):
+        assert c[name].detail == doctor.NOT_CHECKED
+    assert doctor.exit_code(checks) == 1
+
+
+def test_a_missing_role_file_fails_the_config_check(offline_home: Home):
+    write_config(offline_home.root, coworker={"role": "role.md"})
+    c = by_name(doctor.run_checks(offline_home))["config"]
+    assert not c.ok and "role.md" in c.detail and "create it" in c.detail
+
+
+# the running process ---------------------------------------------------------------------------
+def wait_for(pred, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := pred():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def runfile_hash(home: Home) -> str | None:
+    return process.read_runfile(home).get("config_hash")
+
+
+def test_the_running_process_uses_the_config_on_disk(offline_home: Home):
+    home = offline_home
+    write_config(home.root, coworker={"tick_seconds": 300, "max_tick_seconds": 600})
+    r = coworker("start")
+    assert r.returncode == 0, r.stderr
+    try:
+        pid = process.running_pid(home)
+        wait_for(lambda: runfile_hash(home) == file_hash(home.config_path))
+        c = by_name(doctor.run_checks(home))["config in use"]
+        assert c.ok and f"pid {pid}" in c.detail
+
+        # An edit the loop has not applied yet (its next tick is minutes away).
+        write_config(home.root, coworker={"tick_seconds": 300, "max_tick_seconds": 900})
+        checks = doctor.run_checks(home)
+        assert failed(checks) == ["config in use"]
+        c = by_name(checks)["config in use"]
+        assert f"pid {pid}" in c.detail and "older config.toml" in c.detail
+        assert "coworker tell" in c.detail and "coworker stop && coworker start" in c.detail
+
+        # Woken, the loop applies it, and the check agrees again.
+        assert coworker("tell", "wake up").returncode == 0
+        wait_for(lambda: runfile_hash(home) == file_hash(home.config_path))
+        assert by_name(doctor.run_checks(home))["config in use"].ok
+
+        # A bad edit: the loop keeps its last good config but records the bad file's hash as
+        # seen, so run.json alone would say "in use". Doctor is not fooled.
+        home.config_path.write_text("[coworker\n", encoding="utf-8")
+        assert coworker("tell", "wake up again").returncode == 0
+        wait_for(lambda: runfile_hash(home) == file_hash(home.config_path))
+        checks = doctor.run_checks(home)
+        c = by_name(checks)["config in use"]
+        assert not c.ok and "last good config" in c.detail and f"pid {pid}" in c.detail
+        assert not by_name(checks)["config"].ok
+    finally:
+        coworker("stop")
+
+
+# the database ----------------------------------------------------------------------------------
+def corrupt(path: Path, how: str) -> None:
+    for suffix in ("-wal", "-shm"):
+        assert not Path(f"{path}{suffix}").exists()  # every connection closed, WAL folded in
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if how == "garbage over page 2":
+            f.seek(4096)
+            f.write(os.urandom(4096))
+        elif how == "truncated to half":
+            f.truncate(size // 2)
+        else:  # "header overwritten"
+            f.write(os.urandom(100))
+
+
+@pytest.mark.parametrize("how, also_unchecked", [
+    ("garbage over page 2", set()),
+    ("truncated to half", {"fts", "rituals"}),
+    ("header overwritten", {"fts", "rituals"}),
+])
+def test_a_corrupted_database_fails_integrity_with_a_recovery_line(offline_home: Home, how,
+                                                                    also_unchecked):
+    home = lived_in(offline_home)
+    corrupt(home.db_path, how)
+    checks = doctor.run_checks(home)
+    c = by_name(checks)
+    assert set(failed(checks)) == {"database"} | also_unchecked, doctor.render(checks)
+    assert "damaged" in c["database"].detail and ".recover" in c["database"].detail
+    assert "coworker doctor says more" not in c["database"].detail.replace("`", "")
+    for name in also_unchecked:
+        assert c[name].detail == doctor.DB_NOT_CHECKED
+    assert "Traceback" not in doctor.render(checks)
+
+
+def test_a_database_deleted_under_a_running_loop_fails(offline_home: Home):
+    home = offline_home
+    write_config(home.root, coworker={"tick_seconds": 300, "max_tick_seconds": 600})
+    assert coworker("start").returncode == 0
+    try:
+        assert by_name(doctor.run_checks(home))["database"].ok
+        home.db_path.unlink()
+        c = by_name(doctor.run_checks(home))["database"]
+        assert not c.ok and "is gone" in c.detail and "coworker stop && coworker start" in c.detail
+    finally:
+        coworker("stop")
+
+
+# the FTS indexes -------------------------------------------------------------------------------
+@pytest.mark.parametrize("table, bogus", [
+    ("events_fts", "INSERT INTO events_fts(rowid, body, kind, actor, tags) "
+                   "VALUES (99999, 'x', 'y', 'z', NULL)"),
+    ("events_fts", "INSERT INTO events_fts(events_fts, rowid, body, kind, actor, tags) "
+                   "VALUES ('delete', 151, 'wrong', 'values', 'here', NULL)"),
+    ("rollups_fts", "INSERT INTO rollups_fts(rowid, title, body, terms, level, vocab, tags) "
+                    "VALUES (99999, 'x', 'y', 'z', 1, NULL, NULL)"),
+])
+def test_fts_out_of_sync_fails_and_its_rebuild_line_fixes_it(offline_home: Home, table, bogus):
+    home = lived_in(offline_home)
+    conn = raw(home.db_path)
+    conn.execute(bogus)
+    conn.close()
+    checks = doctor.run_checks(home)
+    assert failed(checks) == ["fts"], doctor.render(checks)
+    detail = by_name(checks)["fts"].detail
+    rebuild = f"INSERT INTO {table}({table}) VALUES('rebuild')"
+    assert table in detail and rebuild in detail
+    assert detail.count("out of sync") == 1  # only the broken index is named
+    # The line it gives is the fix.
+    conn = raw(home.db_path)
+    conn.execute(rebuild)
+    conn.close()
+    assert failed(doctor.run_checks(home)) == []
+
+
+# rituals ---------------------------------------------------------------------------------------
+def iso(delta: timedelta) -> str:
+    return (datetime.now(UTC) - delta).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize("status, age, ok, says", [
+    ("running", timedelta(hours=7), False, "never finished"),
+    ("running", timedelta(hours=1), True, "running now"),
+    ("ok", timedelta(days=20), False, "nobody ran it"),
+    ("ok", timedelta(days=2), True, "last run"),
+    ("failed", timedelta(days=2), True, "failed"),
+    ("registered", timedelta(days=30), False, "never run since it was scheduled"),
+    ("registered", timedelta(days=3), True, "never run yet"),
+])
+def test_reflect_ran_when_it_should_have(offline_home: Home, status, age, ok, says):
+    home = offline_home
+    with Store.open(home.db_path):
+        pass
+    conn = raw(home.db_path)
+    conn.execute("INSERT INTO ritual_runs(ritual, started_at, status) VALUES ('reflect', ?, ?)",
+                 (iso(age), status))
+    conn.close()
+    checks = doctor.run_checks(home)
+    c = by_name(checks)["rituals"]
+    assert c.ok is ok, c.detail
+    assert says in c.detail
+    assert failed(checks) == ([] if ok else ["rituals"])
+    if not ok:
+        assert "coworker reflect" in c.detail
+
+
+def test_rituals_in_the_configured_zone_are_listed(offline_home: Home):
+    path = write_config(offline_home.root, coworker={"timezone": "Europe/Berlin"})
+    with path.open("a", encoding="utf-8") as f:
+        f.write('[[rituals.custom]]\nname = "standup"\ncron = "0 9 * * mon-fri"\n'
+                'prompt = "standup"\n')
+    c = by_name(doctor.run_checks(offline_home))["rituals"]
+    assert c.ok and "2 ritual(s) scheduled" in c.detail and "Europe/Berlin" in c.detail
+
+
+# logging ---------------------------------------------------------------------------------------
+def test_logging_at_error_hides_warnings(offline_home: Home):
+    write_config(offline_home.root, logging={"level": "ERROR"})
+    checks = doctor.run_checks(offline_home)
+    assert failed(checks) == ["logging"]
+    detail = by_name(checks)["logging"].detail
+    assert "ERROR" in detail and 'level = "INFO"' in detail and "[logging]" in detail
+
+
+def test_logging_level_from_the_environment_names_the_variable(offline_home: Home, monkeypatch):
+    monkeypatch.setenv("COWORKER_LOGGING__LEVEL", "ERROR")
+    checks = doctor.run_checks(offline_home)
+    assert failed(checks) == ["logging"]
+    assert "COWORKER_LOGGING__LEVEL" in by_name(checks)["logging"].detail
+
+
+def test_a_log_file_that_cannot_be_written_fails(offline_home: Home):
+    offline_home.log_path.mkdir(parents=True)  # unwritable even for root
+    checks = doctor.run_checks(offline_home)
+    assert failed(checks) == ["logging"]
+    assert "cannot write" in by_name(checks)["logging"].detail
+
+
+# the model -------------------------------------------------------------------------------------
+def test_a_healthy_endpoint_answers_the_probe(home: Home, api: FakeMessagesAPI):
+    checks = doctor.run_checks(home)
+    assert failed(checks) == [], doctor.render(checks)
+    assert doctor.exit_code(checks) == 0
+    assert "answered" in by_name(checks)["model"].detail
+    assert len(api.requests) == 1
+    body = api.bodies[0]
+    assert body["messages"] == [{"role": "user", "content": "ping"}]
+    assert body["max_tokens"] == 1024 and body["model"] == "fake-model"
+
+
+def test_an_endpoint_answering_500_fails_once_without_retries(home: Home, api: FakeMessagesAPI):
+    api.enqueue(error(500))
+    checks = doctor.run_checks(home)
+    assert failed(checks) == ["model"]
+    detail = by_name(checks)["model"].detail
+    assert "HTTP 500" in detail and "fake-model" in detail and api.url in detail
+    assert len(api.requests) == 1  # config says max_retries 3; the probe asks once
+    assert doctor.exit_code(checks) == 1
+
+
+def test_an_endpoint_that_is_down_says_to_check_base_url(offline_home: Home):
+    write_config(offline_home.root, "http://127.0.0.1:9")
+    t0 = time.monotonic()
+    c = by_name(doctor.run_checks(offline_home))["model"]
+    assert not c.ok and "base_url" in c.detail
+    assert time.monotonic() - t0 < 10
+
+
+def test_an_api_key_refused_says_where_to_set_it(home: Home, api: FakeMessagesAPI):
+    api.enqueue(error(401, "authentication_error"))
+    c = by_name(doctor.run_checks(home))["model"]
+    assert not c.ok and "ANTHROPIC_API_KEY" in c.detail
+
+
+# the command -----------------------------------------------------------------------------------
+def test_cli_doctor_on_a_healthy_home_exits_0(offline_home: Home):
+    lived_in(offline_home)
+    r = coworker("doctor")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == [f"ok   {n}" for n in NAMES]
+
+
+def test_cli_doctor_reports_every_failure_and_exits_1(offline_home: Home):
+    lived_in(offline_home)
+    write_config(offline_home.root, logging={"level": "ERROR"})
+    r = coworker("doctor")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == len(NAMES)
+    assert [line for line in lines if line.startswith("FAIL")] == [
+        line for line in lines if line.startswith("FAIL logging: ")]
+    assert any(line.startswith("FAIL logging: ") for line in lines)
+
+
+def test_cli_doctor_with_a_broken_config_still_checks_the_rest(offline_home: Home):
+    lived_in(offline_home)
+    offline_home.config_path.write_text("[coworker\n", encoding="utf-8")
+    r = coworker("doctor")
+    assert r.returncode == 1, r.stdout + r.stderr  # a verdict, not a usage error (2)
+    assert "Traceback" not in r.stdout + r.stderr
+    assert "FAIL config: config.toml: not valid TOML" in r.stdout
+    assert "ok   database: " in r.stdout and "ok   fts: " in r.stdout
