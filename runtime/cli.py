@@ -817,6 +817,49 @@ def tag(item: str, words: tuple[str, ...]) -> None:
               f"{kind} {num} already has those tags")
 
 
+@cli.command()
+@click.option("--keep", type=click.Path(path_type=Path, file_okay=False),
+              help="Build the demo home in this folder and keep it (default: a temporary one).")
+def demo(keep: Path | None) -> None:
+    """Your first five minutes: two weeks of generated triage work, reflected, then walked.
+
+    Offline, no key, no coworker home needed. Prints the memory map, a walk that finds its
+    way down to the raw events, and one that refuses.
+
+    \b
+    Examples:
+      coworker demo
+      coworker demo --keep /tmp/demo-home    # then: COWORKER_HOME=/tmp/demo-home coworker status
+    """
+    import tempfile
+
+    from .demo import build
+    from .memory import walk as walker
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = keep or Path(tmp) / "demo-home"
+        if keep and (keep / "config.toml").exists():
+            raise UsageError(f"{keep} is already a coworker home; give an empty folder")
+        d = build(root)
+        r = d.reflect
+        sealed = ", ".join(f"level {k}: {v}" for k, v in sorted(r["sealed"].items()))
+        out.print(f"A coworker with two weeks of triage behind it ({d.imported} events), in "
+                  f"{root}.")
+        out.print(f"reflect: archived {r['archived']} events older than a week, sealed {sealed} "
+                  f"in {r['seconds']:.2f} s.\n")
+        lines = d.home.memory_map.read_text(encoding="utf-8").splitlines()
+        shown = lines[:60]
+        out.print("\n".join(shown))
+        if len(lines) > len(shown):
+            out.print(f"... ({len(lines) - len(shown)} more lines in {d.home.memory_map})")
+        threshold = d.home.settings().memory.walk_threshold
+        with Store.open(d.home.db_path, readonly=True) as store:
+            for q in (d.found_query, d.refused_query):
+                out.print(f"\n$ coworker walk {q}")
+                _print_walk(store, q, walker.walk(store, q, threshold=threshold))
+        out.print("\nNext: `coworker init` in a folder of your own, then `coworker run`.")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn errors into one line and an exit code."""
     try:

@@ -153,6 +153,11 @@ def _database(home: Home) -> Check:
         reason = str(e.__cause__ or e) if isinstance(e, CoworkerError) else str(e)
         return Check(name, False, _damaged(home, reason))
     if result != "ok":
+        if " index " in f" {result} ":  # only an index disagrees with its table: rebuild it
+            db = shlex.quote(str(home.db_path))
+            return Check(name, False, f"database {home.db_path} has an index out of step with "
+                                      f"its table (integrity_check: {result}): rebuild the "
+                                      f"indexes: sqlite3 {db} REINDEX")
         return Check(name, False, _damaged(home, f"integrity_check: {result}"))
     return Check(name, True, f"{home.db_path} opens and passes integrity_check")
 

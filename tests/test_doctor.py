@@ -191,6 +191,13 @@ def test_the_running_process_uses_the_config_on_disk(offline_home: Home):
 def corrupt(path: Path, how: str) -> None:
     for suffix in ("-wal", "-shm"):
         assert not Path(f"{path}{suffix}").exists()  # every connection closed, WAL folded in
+    if how == "an index out of step":  # the table and its index disagree, silently
+        conn = raw(path)
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_schema SET sql = 'CREATE INDEX events_ts ON events(kind)' "
+                     "WHERE name = 'events_ts'")
+        conn.close()
+        return
     size = path.stat().st_size
     with path.open("r+b") as f:
         if how == "garbage over page 2":
@@ -219,6 +226,19 @@ def test_a_corrupted_database_fails_integrity_with_a_recovery_line(offline_home:
     for name in also_unchecked:
         assert c[name].detail == doctor.DB_NOT_CHECKED
     assert "Traceback" not in doctor.render(checks)
+
+
+def test_an_index_out_of_step_with_its_table_fails_and_reindex_fixes_it(offline_home: Home):
+    home = lived_in(offline_home)
+    corrupt(home.db_path, "an index out of step")
+    checks = doctor.run_checks(home)
+    assert failed(checks) == ["database"], doctor.render(checks)
+    detail = by_name(checks)["database"].detail
+    assert "missing from index events_ts" in detail and detail.endswith(" REINDEX")
+    conn = raw(home.db_path)  # the line it gives is the fix
+    conn.execute("REINDEX")
+    conn.close()
+    assert failed(doctor.run_checks(home)) == []
 
 
 def test_a_database_deleted_under_a_running_loop_fails(offline_home: Home):

@@ -256,8 +256,10 @@ def test_the_client_parses_every_reply_and_the_server_logs_no_traceback(
 
 
 def test_stdout_carries_only_json_rpc_until_the_server_exits(offline_home: Home):
-    """Raw JSON-RPC over the pipes, then EOF: whatever the server wrote to stdout, even a
-    stray print flushed only at exit, must be one JSON-RPC message a line."""
+    """Raw JSON-RPC over the pipes, then EOF: over the process's whole life stdout holds the
+    replies and nothing else. (While serving, mcp 2.x points fd 1 at stderr, so a stray print
+    in a tool lands there; what this guards is output before and after `run()`: imports,
+    startup logging, shutdown.)"""
     seed(offline_home)
     params = server_params(offline_home)
     requests: list[dict[str, Any]] = [

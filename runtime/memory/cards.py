@@ -117,7 +117,9 @@ class Distinctive:
 
 
 def title_from(cards: Sequence[str], fallback: str) -> str:
-    return ", ".join(cards[:3]) if cards else fallback
+    """The three best cards, words before numbers (a title of ticket numbers says little)."""
+    ordered = [c for c in cards if not c.isdigit()] + [c for c in cards if c.isdigit()]
+    return ", ".join(ordered[:3]) if ordered else fallback
 
 
 def cite(pairs: Sequence[tuple[int, str]], max_chars: int = 600) -> str:
