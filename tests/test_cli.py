@@ -64,3 +64,38 @@ def test_unknown_command_and_bad_option_are_usage_errors(offline_home):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     r = coworker("log", "-n", "zero")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_the_systemd_unit_runs_the_foreground_loop_and_stops_it_cleanly():
+    import configparser
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # keys are case-sensitive in systemd units
+    unit.read(REPO / "contrib" / "systemd" / "coworker.service")
+    service = unit["Service"]
+    assert service["ExecStart"].endswith("/coworker run")
+    assert service["KillSignal"] == "SIGTERM" and service["Restart"] == "on-failure"
+    assert "COWORKER_HOME=" in service["Environment"]
+    assert unit["Install"]["WantedBy"] == "default.target"
+
+
+def test_log_file_rotates_and_json_lines_parse(isolated_home):
+    import logging
+
+    from runtime import logs
+    from runtime.home import Home
+
+    home = Home.locate(isolated_home)
+    home.init()
+    logs.setup(home, "INFO", "json", stderr=False)
+    try:
+        handler = logging.getLogger().handlers[0]
+        handler.maxBytes = 2000  # rotate soon, to see it happen
+        for i in range(100):
+            logging.getLogger("test").info("line %d %s", i, "x" * 40)
+    finally:
+        logs.setup(home, "INFO", "text", stderr=False)
+    rotated = sorted(p.name for p in home.state.glob("coworker.log*"))
+    assert rotated[:2] == ["coworker.log", "coworker.log.1"] and len(rotated) <= 4
+    last = (home.state / "coworker.log.1").read_text().splitlines()[-1]
+    assert json.loads(last)["msg"].startswith("line ")
