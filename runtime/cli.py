@@ -860,6 +860,24 @@ def demo(keep: Path | None) -> None:
         out.print("\nNext: `coworker init` in a folder of your own, then `coworker run`.")
 
 
+@cli.command()
+def mcp() -> None:
+    """Serve this coworker's memory over MCP (stdio): memory_walk, memory_search,
+    memory_recall, pins_list and tell, with MEMORY.md and the memory map as resources.
+
+    Point your MCP client at it (absolute paths; clients do not see your shell's PATH):
+    {"mcpServers": {"coworker": {"command": "/path/to/.venv/bin/coworker", "args": ["mcp"],
+    "env": {"COWORKER_HOME": "/path/to/your/coworker"}}}}
+
+    \b
+    Example:
+      COWORKER_HOME=~/my-coworker coworker mcp
+    """
+    from .mcp_server import serve
+
+    serve(_home())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn errors into one line and an exit code."""
     try:

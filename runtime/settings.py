@@ -123,6 +123,19 @@ class RecallSection(Section):
     max_terms: int = Field(8, ge=1, le=32, description="search terms taken from the new input")
 
 
+class SemanticSection(Section):
+    enabled: bool = Field(False, description="the semantic channel: embeddings fused with lexical")
+    provider: Literal["http", "local"] = Field(
+        "http", description='"http": an Ollama-style server (/api/embed); "local": in process')
+    url: str = Field("http://127.0.0.1:11434", description="the embedding server (provider http)")
+    model: str = Field("all-minilm", description="embedding model name (http) or a local folder")
+    timeout_s: float = Field(2.0, gt=0, description="a slower embedding falls back to lexical")
+    gate: float = Field(
+        0.6, ge=0, le=1,
+        description="ask the semantic channel only when lexical covers less of the query")
+    batch_chars: int = Field(8000, ge=100, description="backfill batch size, in characters")
+
+
 class ContextSection(Section):
     recent_events: int = Field(20, ge=0, le=500, description="raw events in the staircase")
     staircase_chars: int = Field(8000, ge=0, description="character budget of the staircase")
@@ -184,6 +197,7 @@ class Settings(BaseSettings):
     memory: MemorySection = Field(default_factory=MemorySection)
     recall: RecallSection = Field(default_factory=RecallSection)
     context: ContextSection = Field(default_factory=ContextSection)
+    semantic: SemanticSection = Field(default_factory=SemanticSection)
     rituals: RitualsSection = Field(default_factory=RitualsSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
 

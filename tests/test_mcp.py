@@ -29,12 +29,11 @@ from runtime.store import pins as pn
 from .conftest import write_config
 
 TOOLS = ["memory_recall", "memory_search", "memory_walk", "pins_list", "tell"]
-SERVE = "from runtime.mcp_server import serve; from runtime.home import Home; serve(Home.locate())"
 
 
 def server_params(home: Home) -> StdioServerParameters:
     """How an MCP client starts the server: the one line to change for `coworker mcp`."""
-    return StdioServerParameters(command=sys.executable, args=["-c", SERVE],
+    return StdioServerParameters(command=sys.executable, args=["-m", "runtime.cli", "mcp"],
                                  env={**os.environ, "COWORKER_HOME": str(home.root)},
                                  cwd=str(home.root))
 

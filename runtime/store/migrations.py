@@ -311,6 +311,26 @@ def m008_add_vocab_and_tags(db: sqlite3.Connection) -> None:
     )
 
 
+def m009_create_vectors(db: sqlite3.Connection) -> None:
+    # Embeddings live in the same file as the text they embed: one backup, one truth.
+    # text_hash lets the integrity check and the backfill see a vector that no longer fits.
+    _script(
+        db,
+        """
+        CREATE TABLE vectors (
+            item_kind TEXT NOT NULL CHECK (item_kind IN ('event', 'rollup')),
+            item_id INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            text_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (item_kind, item_id, model)
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -320,6 +340,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_index_rollup_level,
     m007_index_rollup_coverage,
     m008_add_vocab_and_tags,
+    m009_create_vectors,
 ]
 
 
