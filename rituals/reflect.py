@@ -51,6 +51,7 @@ class ReflectReport:
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
     index_seconds: float = 0.0
+    embedded: str = "semantic channel off"
     map_bytes: int = 0
 
     def as_stats(self) -> dict[str, Any]:
@@ -71,6 +72,21 @@ def _peak_rss_mb() -> float:
 
 # [(rollup id, text)] -> [{"text", "source_events", "confidence"}]
 Lessons = Callable[[Sequence[tuple[int, str]]], list[dict[str, Any]]]
+
+
+def _embed(settings: Settings, store: Store) -> str:
+    """Backfill vectors for the semantic channel, when it is on; a failure is loud, not fatal."""
+    from runtime.memory import embed as em
+
+    embedder = em.make_embedder(settings.semantic)
+    if embedder is None:
+        return "semantic channel off"
+    try:
+        return f"{em.backfill(store, embedder, settings.semantic.batch_chars)} events embedded"
+    except Exception as e:
+        log.warning("embedding backfill failed (%s: %s); recall stays lexical for new events",
+                    type(e).__name__, e)
+        return f"backfill failed: {type(e).__name__}"
 
 
 def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | None,
@@ -133,6 +149,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         report.summary_fallbacks = sealed.summary_fallbacks
         report.null_spans = sealed.null_spans
         report.promotions = _promote(home, settings, store, lessons, now)
+        report.embedded = _embed(settings, store)
         t_idx = time.monotonic()
         arch.optimize_indexes(store)
         report.index_seconds = round(time.monotonic() - t_idx, 3)

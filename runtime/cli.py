@@ -388,8 +388,7 @@ def rituals(as_json: bool) -> None:
     rows = []
     with _store(home, readonly=True) as store:
         for d in definitions(settings):
-            runs = [r for r in rr.recent(store, 200) if r.ritual == d.name and r.status != REGISTERED]
-            last = runs[0] if runs else None
+            last = rr.last(store, d.name, exclude_status=REGISTERED)
             nxt = next_run(d, tz)
             rows.append({"name": d.name, "cron": d.cron, "timezone": tz,
                          "prompt": d.prompt, "next_run": nxt.isoformat() if nxt else None,
@@ -745,8 +744,10 @@ def eval_group() -> None:
 @eval_group.command(name="locomo")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True)
-@click.option("--channels", type=click.Choice(["lexical", "bm25"]), default="lexical",
-              show_default=True, help="lexical: the loop's recall path; bm25: plain FTS5 bm25 "
+@click.option("--channels", type=click.Choice(["lexical", "hybrid", "bm25"]),
+              default="lexical", show_default=True,
+              help="lexical: the loop's recall path; hybrid: fused with the semantic channel "
+              "([semantic] of this home, else all-MiniLM in process); bm25: plain FTS5 bm25 "
               "over the turns (the baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -876,6 +877,79 @@ def mcp() -> None:
     from .mcp_server import serve
 
     serve(_home())
+
+
+@cli.command()
+@click.option("--no-model", is_flag=True, help="Skip the one tiny model call.")
+def doctor(no_model: bool) -> None:
+    """Check every link that fails silently; each line says ok or what to do.
+
+    Config parses; the running process uses the config on disk; the database opens and passes
+    integrity_check; the FTS indexes are in sync; rituals are scheduled and ran when they
+    should have; logging is at a level a person sees; the model endpoint answers. Exit 1 when
+    any check fails. It changes nothing.
+
+    \b
+    Example:
+      coworker doctor
+    """
+    from . import doctor as dr
+
+    home = Home.locate()
+    if not home.is_initialised():
+        home.require()  # the one-line "run coworker init" error, exit 2
+    checks = dr.run_checks(home, probe_model=not no_model)
+    out.print(dr.render(checks))
+    raise click.exceptions.Exit(dr.exit_code(checks))
+
+
+@cli.command()
+@click.option("--backfill", is_flag=True, help="Embed every event that has no vector yet.")
+@click.option("--check", "check", is_flag=True,
+              help="Recompute a sample of stored vectors and compare (integrity check).")
+@click.option("--sample", type=click.IntRange(min=1), default=20, show_default=True)
+def embed(backfill: bool, check: bool, sample: int) -> None:
+    """The semantic channel's vectors: backfill them, or check a sample against the embedder.
+
+    Needs [semantic] enabled = true in config.toml (provider "http" for an Ollama-style server,
+    or "local" with the optional extra: pip install -e '.[semantic]').
+
+    \b
+    Examples:
+      coworker embed --backfill
+      coworker embed --check
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress
+
+    from .memory import embed as em
+    from .store import vectors as vs
+
+    home = _home()
+    settings = home.settings()
+    embedder = em.make_embedder(settings.semantic)
+    if embedder is None:
+        raise UsageError("the semantic channel is off: set [semantic] enabled = true in "
+                         "config.toml (and its provider, url, model)")
+    if not (backfill or check):
+        raise UsageError("say what to do: coworker embed --backfill, or --check")
+    with _store(home) as store:
+        if backfill:
+            total = len(vs.missing_events(store, embedder.name, sorted(em.BOOKKEEPING_KINDS),
+                                          0, 10**9))
+            with Progress("embedding", BarColumn(), MofNCompleteColumn(), console=err,
+                          transient=True) as bar:
+                task = bar.add_task("embed", total=total)
+                done = em.backfill(store, embedder, settings.semantic.batch_chars,
+                                   progress=lambda n: bar.advance(task, n))
+            out.print(f"embedded {done} events with {embedder.name}; "
+                      f"{vs.count(store, embedder.name)} vectors in all")
+        if check:
+            checked, agree, bad = em.integrity(store, embedder, sample)
+            out.print(f"integrity: {agree}/{checked} stored vectors match a fresh embedding")
+            if bad:
+                raise CoworkerError(f"{len(bad)} vectors no longer match their text or model "
+                                    f"(events {bad[:10]}): run coworker embed --backfill after "
+                                    "deleting them, or check [semantic] model")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,8 @@ def build(root: Path) -> Demo:
     src = write_jsonl(root / "two-weeks.jsonl", EVENTS, seed=7, start=start)
     first = json.loads(src.read_text(encoding="utf-8").splitlines()[0])
     # "Ticket #101: the parser crashes on unicode input. Can you look?" -> a query from it
-    words = first["body"].split(": ", 1)[1].replace("the ", "").rstrip(". Can you look?")
+    words = first["body"].split(": ", 1)[1].replace("the ", "").removesuffix(" Can you look?")
+    words = words.rstrip(".")
     with Store.open(home.db_path) as store:
         report = import_file(store, src)
         reflected = reflect(home, home.settings(), store)

@@ -84,7 +84,7 @@ def _guarded(name: str, fn: Callable[[], Check]) -> Check:
         return Check(name, False, str(e))
     except Exception as e:  # a check that crashes is a failed check, never a traceback
         return Check(name, False, f"the check itself failed ({type(e).__name__}: {e}); "
-                                  "please report this with the line above")
+                                  "please report it")
 
 
 # the checks ----------------------------------------------------------------------------------
@@ -94,9 +94,12 @@ def _config(home: Home) -> tuple[Check, Settings | None]:
         return Check(name, False, f"no config.toml in {home.root}: run `coworker init` there"), None
     try:
         settings = home.settings()
-        settings.role_text(home.root)  # a role file that went missing fails the first tick
     except ConfigError as e:
         return Check(name, False, str(e)), None
+    try:
+        settings.role_text(home.root)  # a role file that went missing fails every model turn
+    except ConfigError as e:
+        return Check(name, False, str(e)), settings
     return Check(name, True, f"{home.config_path} parses"), settings
 
 
@@ -149,8 +152,10 @@ def _database(home: Home) -> Check:
         with Store.open(home.db_path, readonly=True) as store:
             result = store.integrity_check()
     except (CoworkerError, sqlite3.DatabaseError) as e:
-        # StoreError's text points at doctor; here is the "more" it promises.
         reason = str(e.__cause__ or e) if isinstance(e, CoworkerError) else str(e)
+        if not any(w in reason for w in ("malformed", "not a database", "corrupt")):
+            raise  # locked, unreadable: its own text says what to do
+        # StoreError's text for damage points at doctor; here is the "more" it promises.
         return Check(name, False, _damaged(home, reason))
     if result != "ok":
         if " index " in f" {result} ":  # only an index disagrees with its table: rebuild it
@@ -180,7 +185,7 @@ def _fts(home: Home) -> Check:
     with store:
         for table in ("events_fts", "rollups_fts"):
             try:
-                store.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+                store.fts_integrity(table)
             except sqlite3.DatabaseError as e:
                 if "not a database" in str(e):
                     return Check(name, False, DB_NOT_CHECKED)

@@ -89,6 +89,7 @@ class Loop:
         self.interval = float(settings.coworker.tick_seconds)
         self.stats = LoopStats()
         self.config_hash = file_hash(home.config_path)
+        self._bad_hash_seen: str | None = None
         self._wakeup = asyncio.Event()
         self._stop_reason: str | None = None
         self._started_epoch = time.time()
@@ -262,7 +263,7 @@ class Loop:
     def reload_config(self) -> None:
         """Apply an edited config.toml; a bad edit keeps the last good config, loudly."""
         new_hash = file_hash(self.home.config_path)
-        if new_hash == self.config_hash:
+        if new_hash in (self.config_hash, self._bad_hash_seen):
             return
         try:
             new = self.home.settings()
@@ -270,7 +271,9 @@ class Loop:
             log.error("config.toml changed but is INVALID, still running on the last good "
                       "config: %s", e)
             self._record("config_error", str(e))
-            self.config_hash = new_hash  # report once per bad edit, not every tick
+            # report once per bad edit; config_hash stays the applied file's, so `status`
+            # and doctor see that the file on disk is not the one in use
+            self._bad_hash_seen = new_hash
             return
         old_flat, new_flat = self.settings.flat(), new.flat()
         changed = {k: [old_flat.get(k), v] for k, v in new_flat.items() if old_flat.get(k) != v}
@@ -472,10 +475,24 @@ class Loop:
         log.warning("tick %d hit the step cap (%d)", tick_id, cap)
         return TickOutcome("step_cap", tick_id, cap, active=acted)
 
+    def _semantic(self) -> tuple[Any, Any] | None:
+        """(embedder, vectors) when the semantic channel is on; vectors reload when they grew."""
+        from .memory import embed as em
+        from .store import vectors as vs
+
+        embedder = em.make_embedder(self.settings.semantic)
+        if embedder is None:
+            return None
+        n = vs.count(self.store, embedder.name)
+        cached = getattr(self, "_matrix", None)
+        if cached is None or cached[0] != (embedder.name, n):
+            self._matrix = ((embedder.name, n), em.Matrix.load(self.store, embedder.name))
+        return embedder, self._matrix[1]
+
     def _recall(self, tick_id: int, perception: ctx.Perception) -> str | None:
         """The recall reflex: what memory says about this tick's input, within the budget.
         A failure is logged at WARNING and the turn goes on without it."""
-        from .memory.recall import Budget, recall
+        from .memory.recall import Budget, recall, recall_hybrid
 
         cfg = self.settings.recall
         if cfg.mode == "off" or cfg.max_items == 0:
@@ -485,8 +502,15 @@ class Loop:
                           *(prompt for _, prompt in perception.rituals)])
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         try:
-            found = recall(self.store, text, before_id=self._first_input or tick_id,
-                           k=cfg.max_items, max_terms=cfg.max_terms)
+            before = self._first_input or tick_id
+            semantic = self._semantic()
+            if semantic is None:
+                found = recall(self.store, text, before_id=before, k=cfg.max_items,
+                               max_terms=cfg.max_terms)
+            else:
+                found = recall_hybrid(self.store, text, embedder=semantic[0], matrix=semantic[1],
+                                      gate=self.settings.semantic.gate, before_id=before,
+                                      k=cfg.max_items, max_terms=cfg.max_terms)
             block = found.block(budget)
             inject = cfg.mode == "on" and block is not None
             ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"

@@ -15,9 +15,8 @@ from rituals import reflect
 from runtime import doctor, process
 from runtime.home import Home
 from runtime.settings import file_hash
-from runtime.store import Event, Store
+from runtime.store import Event, Store, tags
 from runtime.store import events as ev
-from runtime.store import tags
 
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
@@ -132,7 +131,9 @@ def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Hom
 
 def test_a_missing_role_file_fails_the_config_check(offline_home: Home):
     write_config(offline_home.root, coworker={"role": "role.md"})
-    c = by_name(doctor.run_checks(offline_home))["config"]
+    checks = doctor.run_checks(offline_home)
+    assert failed(checks) == ["config"]  # the settings themselves load: the rest is checked
+    c = by_name(checks)["config"]
     assert not c.ok and "role.md" in c.detail and "create it" in c.detail
 
 
@@ -174,14 +175,15 @@ def test_the_running_process_uses_the_config_on_disk(offline_home: Home):
         wait_for(lambda: runfile_hash(home) == file_hash(home.config_path))
         assert by_name(doctor.run_checks(home))["config in use"].ok
 
-        # A bad edit: the loop keeps its last good config but records the bad file's hash as
-        # seen, so run.json alone would say "in use". Doctor is not fooled.
+        # A bad edit: the loop keeps its last good config, and says so; run.json keeps the
+        # applied file's hash, so status and doctor both see the file on disk is not in use.
         home.config_path.write_text("[coworker\n", encoding="utf-8")
         assert coworker("tell", "wake up again").returncode == 0
-        wait_for(lambda: runfile_hash(home) == file_hash(home.config_path))
+        wait_for(lambda: "config_error" in coworker("log", "--kind", "config_error").stdout)
+        assert runfile_hash(home) != file_hash(home.config_path)
         checks = doctor.run_checks(home)
         c = by_name(checks)["config in use"]
-        assert not c.ok and "last good config" in c.detail and f"pid {pid}" in c.detail
+        assert not c.ok and f"pid {pid}" in c.detail
         assert not by_name(checks)["config"].ok
     finally:
         coworker("stop")

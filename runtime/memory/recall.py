@@ -19,9 +19,10 @@ Pure of side effects: it reads the store and returns what it found; the loop wri
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ from ..store import rollups as rl
 from ..store import tags as tg
 from .cards import BOOKKEEPING_KINDS, Distinctive, content_words, stem
 from .terms import words
+
+log = logging.getLogger(__name__)
 
 K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
 EPISODE_WEIGHT = 1.2  # share of the (normalised) episode score added to each of its events
@@ -58,6 +61,8 @@ class Recall:
     terms: list[str]
     hits: list[Hit] = field(default_factory=list)
     ms: float = 0.0
+    channel: str = "lexical"  # lexical, hybrid, or why the semantic channel was not used
+    coverage: float | None = None
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
@@ -65,23 +70,24 @@ class Recall:
             return None
         head = ("Recalled from your memory for this turn (older events; may be stale; cite the "
                 "ids if you use them):")
-        lines, used = [], 0
+        lines, used = [], len(head)  # the whole block, header and newlines, is in the budget
         for h in self.hits[: budget.max_items]:
             e = h.event
             text = " ".join(e.body.split())
             prefix = f"- [event {e.id} · {e.ts[:16]} · {e.kind} · {e.actor}] "
-            room = min(budget.item_chars, budget.total_chars - used) - len(prefix)
+            room = min(budget.item_chars, budget.total_chars - used - 1) - len(prefix)
             if room <= 20:
                 break
             if len(text) > room:
                 text = text[: room - 1] + "…"
             line = prefix + text
             lines.append(line)
-            used += len(line)
+            used += len(line) + 1
         return head + "\n" + "\n".join(lines) if lines else None
 
     def as_meta(self, budget: Budget) -> dict[str, Any]:
-        return {"terms": self.terms, "ms": round(self.ms, 3),
+        return {"terms": self.terms, "ms": round(self.ms, 3), "channel": self.channel,
+                "coverage": self.coverage,
                 "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
                            "episode": h.episode, "source": h.event.source}
                           for h in self.hits[: budget.max_items]]}
@@ -169,3 +175,70 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     result.ms = (time.perf_counter() - t0) * 1000
     return result
 
+
+
+RRF_K = 60
+
+
+def lexical_coverage(result: Recall, top: int = 3) -> float:
+    """Share of the query's terms found in the bodies of the top lexical hits. Tags (keywords
+    the owner added) do not count: they are not evidence that the text itself matches."""
+    if not result.terms:
+        return 0.0
+    q = {stem(t) for t in result.terms}
+    have: set[str] = set()
+    for h in result.hits[:top]:
+        have.update(stem(w) for w in words(h.event.body))
+    return len(q & have) / len(q)
+
+
+def rrf(*rankings: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: score(id) = sum over rankings of 1 / (k + rank)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
+                  gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
+                  scorer: Distinctive | None = None) -> Recall:
+    """Lexical recall, fused with the semantic channel when lexical coverage is weak.
+
+    The semantic channel is asked only when the top lexical hits cover less than `gate` of
+    the query; a failed or slow embedding (a cold model, a dead server) falls back to the
+    lexical result with a WARNING."""
+    from . import embed as em
+
+    t0 = time.perf_counter()
+    lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
+                 scorer=scorer)
+    lex.coverage = round(lexical_coverage(lex), 4)
+    if embedder is None or matrix is None or lex.coverage >= gate:
+        lex.hits = lex.hits[:k]
+        lex.channel = "lexical" if embedder is None else "lexical (coverage above the gate)"
+        lex.ms = (time.perf_counter() - t0) * 1000
+        return lex
+    vec, _, why = em.timed_embed(embedder, text)  # type: ignore[arg-type]
+    if vec is None:
+        log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
+        lex.hits = lex.hits[:k]
+        lex.channel = "lexical (semantic failed)"
+        lex.ms = (time.perf_counter() - t0) * 1000
+        return lex
+    sem_ids = matrix.nearest(vec, max(k, 20), before_id)  # type: ignore[attr-defined]
+    by_id = {int(h.event.id or 0): h for h in lex.hits}
+    fused = rrf([int(h.event.id or 0) for h in lex.hits], sem_ids)
+    hits: list[Hit] = []
+    for item, score in fused[:k]:
+        if item in by_id:
+            hits.append(Hit(by_id[item].event, score, by_id[item].episode))
+        else:
+            e = ev.get(store, item)
+            if e is not None and e.kind not in BOOKKEEPING_KINDS:
+                hits.append(Hit(e, score, None))
+    lex.hits = hits
+    lex.channel = "hybrid"
+    lex.ms = (time.perf_counter() - t0) * 1000
+    return lex

