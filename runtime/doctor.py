@@ -66,6 +66,7 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
     ]
     if probe_model:
         steps.append(("model", lambda: _model(settings)))
+    steps.append(("semantic", lambda: _semantic(settings)))
     return [_guarded(name, fn) for name, fn in steps]
 
 
@@ -313,3 +314,20 @@ def _model(settings: Settings | None) -> Check:
     except ModelError as e:
         return Check(name, False, f"{where}: {e}")
     return Check(name, True, f"{where} answered in {time.monotonic() - t0:.2f} s")
+
+
+def _semantic(settings: Settings | None) -> Check:
+    """When the semantic channel is on, it embeds: one short text, within its timeout."""
+    from .memory import embed as em
+
+    name = "semantic"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    embedder = em.make_embedder(settings.semantic)
+    if embedder is None:
+        return Check(name, True, "off")
+    vec, ms, why = em.timed_embed(embedder, "doctor ping")
+    if vec is None:
+        return Check(name, False, f"{embedder.name} does not embed ({why}); recall falls back "
+                                  "to lexical until it does: fix [semantic] or set enabled = false")
+    return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)")

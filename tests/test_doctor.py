@@ -21,7 +21,8 @@ from runtime.store import events as ev
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
-NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "model"]
+NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "model",
+         "semantic"]
 
 
 def by_name(checks: list[doctor.Check]) -> dict[str, doctor.Check]:
@@ -93,7 +94,7 @@ def test_a_fresh_home_without_a_database_is_healthy(offline_home: Home):
 
 def test_probe_model_false_calls_nothing(home: Home, api: FakeMessagesAPI):
     checks = doctor.run_checks(home, probe_model=False)
-    assert [c.name for c in checks] == NAMES[:-1]
+    assert [c.name for c in checks] == [n for n in NAMES if n != "model"]
     assert api.requests == []
 
 
@@ -123,8 +124,8 @@ def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Hom
     assert not c["config"].ok
     assert says in c["config"].detail and "fix" in c["config"].detail
     # What needs the settings says so instead of guessing; the rest is still checked.
-    assert set(failed(checks)) == {"config", "rituals", "logging", "model"}
-    for name in ("rituals", "logging", "model"):
+    assert set(failed(checks)) == {"config", "rituals", "logging", "model", "semantic"}
+    for name in ("rituals", "logging", "model", "semantic"):
         assert c[name].detail == doctor.NOT_CHECKED
     assert doctor.exit_code(checks) == 1
 
@@ -412,3 +413,19 @@ def test_cli_doctor_with_a_broken_config_still_checks_the_rest(offline_home: Hom
     assert "Traceback" not in r.stdout + r.stderr
     assert "FAIL config: config.toml: not valid TOML" in r.stdout
     assert "ok   database: " in r.stdout and "ok   fts: " in r.stdout
+
+
+def test_the_semantic_channel_when_on_must_embed(offline_home: Home):
+    from .fakeapi import FakeMessagesAPI
+
+    dead = FakeMessagesAPI().start()
+    url = dead.url
+    dead.stop()
+    write_config(offline_home.root, semantic={"enabled": True, "provider": "http", "url": url,
+                                              "timeout_s": 0.5})
+    checks = doctor.run_checks(offline_home, probe_model=False)
+    assert failed(checks) == ["semantic"]
+    c = by_name(checks)["semantic"]
+    assert "does not embed" in c.detail and "enabled = false" in c.detail
+    write_config(offline_home.root)
+    assert by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"].detail == "off"
