@@ -32,6 +32,9 @@ from .cards import BOOKKEEPING_KINDS
 log = logging.getLogger(__name__)
 
 
+MIN_SIMILARITY = 0.2
+
+
 class EmbedError(CoworkerError):
     """The embedder failed or answered something unusable; the caller falls back to lexical."""
 
@@ -66,7 +69,7 @@ class HttpEmbedder:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 data = json.loads(resp.read())
         except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise EmbedError(f"embedding server {self.url} did not answer ({e}); check "
+            raise EmbedError(f"embedding server {self.url} failed ({e}); check "
                              "[semantic] url, or set [semantic] enabled = false") from e
         except ValueError as e:
             raise EmbedError(f"embedding server {self.url} answered something that is not "
@@ -155,22 +158,22 @@ def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
         if progress:
             progress(len(batch))
 
+    batch: list[tuple[int, str]] = []
+    size = 0
     while True:
         todo = vs.missing_events(store, embedder.name, sorted(BOOKKEEPING_KINDS), after)
         if not todo:
+            if batch:  # the remainder goes only when the history is exhausted
+                flush(batch)
+                done += len(batch)
             return done
-        batch: list[tuple[int, str]] = []
-        size = 0
         for item in todo:
             batch.append(item)
             size += len(item[1])
-            if size >= batch_chars:  # batches sized by text volume, not by count
+            if size >= batch_chars:  # batches sized by text volume, not by count or page
                 flush(batch)
                 done += len(batch)
                 batch, size = [], 0
-        if batch:
-            flush(batch)
-            done += len(batch)
         after = todo[-1][0]
 
 
@@ -190,10 +193,18 @@ class Matrix:
         rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in got])
         return cls(ids, rows)
 
-    def nearest(self, query: np.ndarray, k: int, before_id: int | None = None) -> list[int]:
+    def nearest(self, query: np.ndarray, k: int, before_id: int | None = None,
+                min_sim: float = MIN_SIMILARITY) -> list[int]:
+        """The k most similar events (cosine), none below `min_sim`: when nothing is close,
+        the semantic side says nothing rather than filling recall with strangers."""
         if not len(self.ids):
             return []
+        if query.shape[0] != self.rows.shape[1]:
+            raise EmbedError(f"the embedder now gives {query.shape[0]} dimensions, the stored "
+                             f"vectors have {self.rows.shape[1]}: the model changed; run "
+                             "coworker embed --check, then --backfill")
         sims = self.rows @ query
+        sims = np.where(sims >= min_sim, sims, -np.inf)
         if before_id is not None:
             sims = np.where(self.ids < before_id, sims, -np.inf)
         k = min(k, len(self.ids))

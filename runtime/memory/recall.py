@@ -227,7 +227,14 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         lex.channel = "lexical (semantic failed)"
         lex.ms = (time.perf_counter() - t0) * 1000
         return lex
-    sem_ids = matrix.nearest(vec, max(k, 20), before_id)  # type: ignore[attr-defined]
+    try:
+        sem_ids = matrix.nearest(vec, max(k, 20), before_id)  # type: ignore[attr-defined]
+    except em.EmbedError as e:
+        log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
+        lex.hits = lex.hits[:k]
+        lex.channel = "lexical (semantic failed)"
+        lex.ms = (time.perf_counter() - t0) * 1000
+        return lex
     by_id = {int(h.event.id or 0): h for h in lex.hits}
     fused = rrf([int(h.event.id or 0) for h in lex.hits], sem_ids)
     hits: list[Hit] = []

@@ -65,7 +65,9 @@ class _Scorer:
 
 
 def _node_text(r: rl.Rollup) -> str:
-    return f"{r.title} {r.body} {r.terms}"
+    # An episode's card includes its whole vocabulary: a word said anywhere in the span is a
+    # way in, not only the eight most distinctive ones.
+    return f"{r.title} {r.body} {r.terms} {r.vocab}"
 
 
 def _refusal(reason: str, tokens: list[str], best: list[str], n: int) -> dict[str, Any]:
@@ -96,7 +98,8 @@ def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None 
     entry_level = 0
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
-                  for r, s in rl.fts_search(store, match, caps.scan, level=level)]
+                  for r, s in rl.fts_search(store, match, caps.scan, level=level,
+                                            columns="title body terms vocab tags")]
         scored = [t for t in scored if t[1]]
         if not scored:
             continue

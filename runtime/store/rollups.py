@@ -30,12 +30,14 @@ class Rollup:
     terms: str
     method: str
     created_at: str = ""
+    vocab: str = ""  # a level-1 episode's whole vocabulary (m008); empty before and above
 
 
 def _from_row(r: Any) -> Rollup:
     return Rollup(r["id"], r["level"], r["parent_id"], r["source_range"], r["first_event"],
                   r["last_event"], r["first_ts"], r["last_ts"], r["title"], r["body"],
-                  r["terms"], r["method"], r["created_at"])
+                  r["terms"], r["method"], r["created_at"],
+                  (r["vocab"] or "") if "vocab" in r.keys() else "")
 
 
 def get(store: Store, rollup_id: int) -> Rollup | None:

@@ -1,0 +1,666 @@
+"""The semantic channel (issue 6, item 3): the HTTP embedder, backfill, integrity, the gate,
+fusion, the cold-model fallback, the loop, reflect and `coworker embed`.
+
+The embedder under test talks real HTTP to `EmbedServer` below: an Ollama-style `/api/embed`
+server on 127.0.0.1 with deterministic vectors (a hashed bag of words after a small synonym
+table, so "automobile" and "car" land on the same words). It records every request, and can be
+told to delay (a cold model), to fail with 500, to answer garbage, or to switch its model.
+Ticks run in process against the local Messages API (tests/fakeapi.py); the CLI is the real
+`coworker` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import re
+import socket
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rituals import reflect as rf
+from runtime.home import Home
+from runtime.loop import Loop, TickOutcome
+from runtime.memory import embed as em
+from runtime.memory.cards import BOOKKEEPING_KINDS
+from runtime.memory.embed import EmbedError, HttpEmbedder, Matrix
+from runtime.memory.recall import lexical_coverage, recall, recall_hybrid, rrf
+from runtime.store import Event, Store, archive
+from runtime.store import events as ev
+from runtime.store import tags as tg
+from runtime.store import vectors as vs
+
+from .conftest import coworker, write_config
+from .fakeapi import FakeMessagesAPI, text
+
+# --- a real embedding server -------------------------------------------------------------------
+
+DIM = 64
+SYNONYMS = {
+    "automobile": "car", "automobiles": "car", "cars": "car", "vehicle": "car",
+    "physician": "doctor", "physicians": "doctor", "doctors": "doctor", "medic": "doctor",
+    "purchase": "buy", "purchased": "buy", "purchasing": "buy", "bought": "buy",
+    "buying": "buy", "acquire": "buy",
+    "told": "say", "said": "say", "says": "say",
+}
+STOP = frozenset(
+    "a an the to of in on at for and or but is are was were be been we i you he she it they "
+    "our my your his her its their this that these those when will would should could can do "
+    "did does what which who how with about from by as so if then than next new".split())
+
+
+def vector(text: str, salt: str = "", dim: int = DIM) -> list[float]:
+    """A hashed bag of words (synonyms folded, stopwords dropped), unit length."""
+    v = [0.0] * dim
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        if w in STOP:
+            continue
+        w = SYNONYMS.get(w, w)
+        h = hashlib.sha256((salt + "|" + w).encode()).digest()
+        v[h[0] % dim] += 1.0 if h[1] & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v] if n else v
+
+
+class EmbedServer:
+    """Ollama-style `POST /api/embed` {"model", "input": [...]} -> {"embeddings": [[...]]}."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.delay = 0.0  # seconds before answering: a cold model
+        self.fail: int | None = None  # answer this HTTP status instead
+        self.garbage = False  # answer 200 with a body that is not JSON
+        self.short = False  # answer one embedding fewer than asked for
+        self.dim = DIM  # a model switched to another dimension
+        self.salt = ""  # "switch model": the same name now returns different vectors
+        self.lock = threading.Lock()
+        self._stopped = False
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    payload = json.loads(raw)
+                except ValueError:
+                    payload = {}
+                with srv.lock:
+                    srv.requests.append({"path": self.path, "model": payload.get("model"),
+                                         "inputs": list(payload.get("input") or [])})
+                    delay, fail, garbage, salt = srv.delay, srv.fail, srv.garbage, srv.salt
+                    short, dim = srv.short, srv.dim
+                if delay:
+                    time.sleep(delay)
+                if self.path != "/api/embed":
+                    status, data = 404, b'{"error": "not found"}'
+                elif fail:
+                    status, data = fail, b'{"error": "model crashed"}'
+                elif garbage:
+                    status, data = 200, b"<html>surely not json</html>"
+                else:
+                    status = 200
+                    rows = [vector(t, salt, dim) for t in payload.get("input") or []]
+                    data = json.dumps({"model": payload.get("model"),
+                                       "embeddings": rows[:-1] if short else rows}).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client timed out and hung up
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def inputs(self) -> list[str]:
+        return [t for r in self.requests for t in r["inputs"]]
+
+    def start(self) -> EmbedServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.server.shutdown()
+            self.server.server_close()
+
+
+@pytest.fixture
+def embed_server() -> EmbedServer:
+    server = EmbedServer().start()
+    yield server
+    server.stop()
+
+
+def closed_port_url() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def seed(home: Home, bodies: list[str], kind: str = "note", ts: str | None = None) -> list[int]:
+    with Store.open(home.db_path) as store:
+        return ev.append_many(store, [
+            Event(kind=kind, body=b, actor="coworker", author_kind="agent",
+                  **({"ts": ts} if ts else {})) for b in bodies])
+
+
+def tell(home: Home, body: str) -> int:
+    with Store.open(home.db_path) as store:
+        return ev.append(store, Event(kind="message", body=body, actor="owner",
+                                      author_kind="user", meta={"via": "tell"}))
+
+
+def tick(loop: Loop) -> TickOutcome:
+    async def go():
+        loop._make_model()
+        try:
+            return await loop.tick()
+        finally:
+            if loop.model is not None:
+                await loop.model.close()
+    return asyncio.run(go())
+
+
+def events_of(home: Home, kind: str) -> list[Event]:
+    with Store.open(home.db_path) as store:
+        return ev.tail(store, 1000, kind=kind)
+
+
+def semantic_cfg(url: str, **kw: Any) -> dict[str, Any]:
+    return {"enabled": True, "provider": "http", "url": url, **kw}
+
+
+def backfill_with_settings(home: Home) -> int:
+    settings = home.settings()
+    embedder = em.make_embedder(settings.semantic)
+    assert embedder is not None, "[semantic] enabled = true did not make an embedder"
+    with Store.open(home.db_path) as store:
+        return em.backfill(store, embedder, settings.semantic.batch_chars)
+
+
+def tamper(home: Home, item_id: int, **cols: Any) -> None:
+    raw = sqlite3.connect(home.db_path)
+    sets = ", ".join(f"{k} = ?" for k in cols)
+    cur = raw.execute(f"UPDATE vectors SET {sets} WHERE item_kind = 'event' AND item_id = ?",
+                      (*cols.values(), item_id))
+    assert cur.rowcount == 1, f"no stored vector for event {item_id} to tamper with"
+    raw.commit()
+    raw.close()
+
+
+def f32(text_: str, salt: str = "") -> bytes:
+    return np.asarray(vector(text_, salt), dtype=np.float32).tobytes()
+
+
+PARAPHRASED = "The physician told Dana to rest for two weeks after the surgery."
+CAR = "We plan to purchase an automobile in spring, probably an electric one."
+DISTRACTORS = [
+    "The printer on floor three is out of toner again.",
+    "Zeppelin deployment broke the staging cluster on Tuesday.",
+    "Lunch order for the team offsite: pizza and salad.",
+    "Quarterly billing export finished without errors.",
+]
+
+
+# --- the HTTP embedder -------------------------------------------------------------------------
+
+def test_http_embedder_round_trip(embed_server: EmbedServer):
+    e = HttpEmbedder(embed_server.url + "/", "all-minilm", 2.0)  # a trailing slash is fine
+    assert e.name == "http:all-minilm"
+    texts = ["I will purchase an automobile", "buy a car", "the printer is out of toner"]
+    got = e.embed(texts)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32, type(got)
+    assert got.shape == (3, DIM), got.shape
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(got[0], np.asarray(vector(texts[0]), dtype=np.float32), atol=1e-6)
+    assert float(got[0] @ got[1]) > 0.99, "synonyms did not land together"
+    assert float(got[0] @ got[2]) < 0.5
+    assert embed_server.requests == [{"path": "/api/embed", "model": "all-minilm",
+                                      "inputs": texts}], embed_server.requests
+
+
+@pytest.mark.parametrize("how", ["500", "refused", "not json", "one embedding short"])
+def test_http_embedder_failures_raise_embed_error_with_a_hint(embed_server: EmbedServer, how):
+    url = embed_server.url
+    if how == "500":
+        embed_server.fail = 500
+    elif how == "refused":
+        url = closed_port_url()
+    elif how == "not json":
+        embed_server.garbage = True
+    else:
+        embed_server.short = True
+    e = HttpEmbedder(url, "all-minilm", 2.0)
+    texts = ["one", "two"]
+    with pytest.raises(EmbedError) as info:
+        e.embed(texts)
+    msg = str(info.value)
+    assert url in msg, f"the error does not name the server: {msg}"
+    if how == "not json":
+        assert "JSON" in msg, msg
+    elif how == "one embedding short":
+        assert "one embedding per input" in msg, msg
+    else:
+        assert "[semantic] url" in msg, f"no hint what to check: {msg}"
+
+
+def test_http_embedder_times_out_on_a_cold_model(embed_server: EmbedServer):
+    embed_server.delay = 1.5
+    e = HttpEmbedder(embed_server.url, "all-minilm", timeout_s=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(EmbedError) as info:
+        e.embed(["anything at all"])
+    took = time.monotonic() - t0
+    assert took < 1.2, f"the 0.3 s timeout took {took:.2f} s"
+    assert "[semantic]" in str(info.value), str(info.value)
+    assert len(embed_server.requests) == 1
+
+
+# --- backfill ----------------------------------------------------------------------------------
+
+def _content_and_bookkeeping(home: Home) -> tuple[list[int], list[int], dict[int, str]]:
+    """Archived and hot content events of varied length, interleaved with bookkeeping."""
+    bodies = {}
+    old = seed(home, [f"Old note {i}: " + "archived words " * (5 + 7 * i) for i in range(3)],
+               ts="2024-01-10T09:00:00.000Z")
+    with Store.open(home.db_path) as store:
+        assert archive.move_older_than(store, "2024-06-01T00:00:00.000Z") == 3
+    content = list(old)
+    bookkeeping = []
+    for i in range(24):
+        body = f"Note {i} about topic{i}: " + "lorem ipsum dolor " * (3 + (i * 5) % 31)
+        content += seed(home, [body], kind=["note", "message", "model_response"][i % 3])
+        if i % 4 == 0:
+            bookkeeping += seed(home, [f"tick {i} started"], kind="tick")
+            bookkeeping += seed(home, [f"recalled #{i}"], kind="recall")
+            bookkeeping += seed(home, [f"tool_x({i})"], kind="tool_call")
+    seed(home, [""], kind="note")  # nothing to embed
+    with Store.open(home.db_path) as store:
+        for r in store.query("SELECT id, body FROM history"):
+            bodies[int(r[0])] = str(r[1])
+    assert {"tick", "recall", "tool_call"} <= BOOKKEEPING_KINDS
+    return content, bookkeeping, bodies
+
+
+def test_backfill_embeds_every_content_event_once_in_batches_by_volume(
+        offline_home: Home, embed_server: EmbedServer):
+    content, bookkeeping, bodies = _content_and_bookkeeping(offline_home)
+    e = HttpEmbedder(embed_server.url, "all-minilm", 2.0)
+    progress: list[int] = []
+    with Store.open(offline_home.db_path) as store:
+        done = em.backfill(store, e, batch_chars=1000, progress=progress.append)
+    assert done == len(content), (done, len(content))
+    assert embed_server.inputs == [bodies[i] for i in content], (
+        "each content event (hot and archived) must be sent exactly once, in id order; "
+        "bookkeeping kinds and empty bodies never")
+    batches = [r["inputs"] for r in embed_server.requests]
+    assert len(batches) > 3, f"only {len(batches)} batches: the volume rule was not exercised"
+    for n, b in enumerate(batches):
+        chars = sum(len(t) for t in b)
+        if n < len(batches) - 1:
+            assert chars >= 1000, f"batch {n} has {chars} characters, under batch_chars 1000"
+        assert chars - len(b[-1]) < 1000, f"batch {n} ran on past 1000 characters ({chars})"
+    assert progress == [len(b) for b in batches], progress
+    assert sum(progress) == done
+
+    # a second backfill has nothing to do
+    with Store.open(offline_home.db_path) as store:
+        assert em.backfill(store, e, batch_chars=1000, progress=progress.append) == 0
+    assert len(embed_server.requests) == len(batches), "the second backfill embedded again"
+
+    raw = sqlite3.connect(offline_home.db_path)
+    rows = raw.execute("SELECT item_kind, item_id, model, dim, vector, text_hash FROM vectors "
+                       "ORDER BY item_id").fetchall()
+    raw.close()
+    assert [r[1] for r in rows] == content, "vectors for exactly the content events"
+    assert not set(bookkeeping) & {r[1] for r in rows}
+    for kind, item_id, model, dim, blob, digest in rows:
+        assert (kind, model, dim, len(blob)) == ("event", "http:all-minilm", DIM, DIM * 4)
+        assert digest == hashlib.sha256(bodies[item_id].encode()).hexdigest()[:16]
+        assert np.allclose(np.frombuffer(blob, dtype=np.float32),
+                           np.asarray(vector(bodies[item_id]), dtype=np.float32), atol=1e-6)
+
+
+def test_backfill_batches_stay_sized_by_volume_across_pages(offline_home: Home,
+                                                             embed_server: EmbedServer):
+    """More events than one page of `vectors.missing_events` (500): a short batch may only
+    come at the very end, not at every page boundary."""
+    bodies = [f"short event number {i:04d} with a few words" for i in range(620)]
+    seed(offline_home, bodies)
+    e = HttpEmbedder(embed_server.url, "all-minilm", 5.0)
+    with Store.open(offline_home.db_path) as store:
+        assert em.backfill(store, e, batch_chars=8000) == 620
+    assert embed_server.inputs == bodies
+    sizes = [sum(len(t) for t in r["inputs"]) for r in embed_server.requests]
+    short = [(n, s) for n, s in enumerate(sizes[:-1]) if s < 8000]
+    assert not short, (
+        f"batches {short} are under batch_chars 8000 though more events followed (sizes "
+        f"{sizes}): runtime/memory/embed.py backfill flushes the partial batch at the end of "
+        "every 500-event page of vectors.missing_events; carry `batch`/`size` over to the "
+        "next page and flush the remainder only when no events are left")
+
+
+# --- the integrity check -----------------------------------------------------------------------
+
+def _backfilled(home: Home, server: EmbedServer) -> tuple[list[int], HttpEmbedder]:
+    ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS,
+                      *(f"Meeting notes {i}: agenda item {i} moved." for i in range(6))])
+    e = HttpEmbedder(server.url, "all-minilm", 2.0)
+    with Store.open(home.db_path) as store:
+        assert em.backfill(store, e) == len(ids)
+    return ids, e
+
+
+def test_integrity_all_agree_after_a_fresh_backfill(offline_home: Home,
+                                                    embed_server: EmbedServer):
+    ids, e = _backfilled(offline_home, embed_server)
+    with Store.open(offline_home.db_path) as store:
+        checked, agree, bad = em.integrity(store, e, sample=50)
+        assert (checked, agree, bad) == (len(ids), len(ids), []), (checked, agree, bad)
+        # a sample smaller than the table checks that many
+        assert em.integrity(store, e, sample=4)[:2] == (4, 4)
+    assert [len(r["inputs"]) for r in embed_server.requests] == [len(ids), len(ids), 4]
+
+
+@pytest.mark.parametrize("what", ["vector", "text_hash"])
+def test_integrity_detects_a_tampered_vector(offline_home: Home, embed_server: EmbedServer,
+                                             what: str):
+    ids, e = _backfilled(offline_home, embed_server)
+    victim = ids[1]
+    if what == "vector":  # another event's vector under this id
+        tamper(offline_home, victim, vector=f32(DISTRACTORS[0]))
+    else:  # the text it was computed from is not this event's text
+        tamper(offline_home, victim, text_hash="0123456789abcdef")
+    with Store.open(offline_home.db_path) as store:
+        checked, agree, bad = em.integrity(store, e, sample=50)
+    assert bad == [victim], f"tampered event {victim} not (only) flagged: {bad}"
+    assert (checked, agree) == (len(ids), len(ids) - 1)
+
+
+def test_integrity_detects_a_switched_model(offline_home: Home, embed_server: EmbedServer):
+    ids, e = _backfilled(offline_home, embed_server)
+    embed_server.salt = "another-model"  # the server now serves other vectors under that name
+    with Store.open(offline_home.db_path) as store:
+        checked, agree, bad = em.integrity(store, e, sample=50)
+    assert (checked, agree) == (len(ids), 0), (checked, agree, bad)
+    assert sorted(bad) == ids
+
+
+# --- fusion ------------------------------------------------------------------------------------
+
+def test_rrf_exact_scores_with_k_60():
+    got = rrf([1, 2, 3], [3, 1, 4])
+    want = [(1, 1 / 61 + 1 / 62), (3, 1 / 63 + 1 / 61), (2, 1 / 62), (4, 1 / 63)]
+    assert [i for i, _ in got] == [i for i, _ in want], got
+    for (_, s), (_, w) in zip(got, want, strict=True):
+        assert s == pytest.approx(w, rel=1e-12, abs=0), (got, want)
+    # equal fused scores: the smaller id first, deterministically
+    assert rrf([5, 6], [6, 5]) == [(5, 1 / 61 + 1 / 62), (6, 1 / 62 + 1 / 61)]
+    assert rrf([7], k=1) == [(7, 0.5)]
+    assert rrf() == []
+
+
+# --- the gate ----------------------------------------------------------------------------------
+
+def _hybrid(home: Home, e: HttpEmbedder, query: str, gate: float = 0.6):
+    with Store.open(home.db_path) as store:
+        matrix = Matrix.load(store, e.name)
+        return recall_hybrid(store, query, embedder=e, matrix=matrix, gate=gate)
+
+
+def test_gate_a_well_covered_query_does_not_call_the_embedder(offline_home: Home,
+                                                              embed_server: EmbedServer):
+    ids, e = _backfilled(offline_home, embed_server)
+    before = len(embed_server.requests)
+    got = _hybrid(offline_home, e, "zeppelin deployment staging cluster")
+    assert len(embed_server.requests) == before, "the embedder was asked although lexical " \
+        "covers the whole query"
+    assert got.channel.startswith("lexical") and "failed" not in got.channel, got.channel
+    assert got.coverage == 1.0, got.coverage
+    assert got.hits and got.hits[0].event.id == ids[3], [h.event.id for h in got.hits]
+
+
+def test_gate_a_paraphrase_asks_the_embedder_and_finds_it(offline_home: Home,
+                                                          embed_server: EmbedServer):
+    ids, e = _backfilled(offline_home, embed_server)
+    query = "When will we buy the car?"
+    with Store.open(offline_home.db_path) as store:
+        assert recall(store, query).hits == [], "the query must share no words with the log"
+    before = len(embed_server.requests)
+    got = _hybrid(offline_home, e, query)
+    assert len(embed_server.requests) == before + 1, "the semantic channel was not asked"
+    assert embed_server.requests[-1]["inputs"] == [query]
+    assert got.channel == "hybrid", got.channel
+    assert got.coverage == 0.0
+    assert got.hits and got.hits[0].event.id == ids[1], (
+        f"the paraphrased event {ids[1]} is not first: {[h.event.id for h in got.hits]}")
+    assert got.hits[0].score == pytest.approx(1 / 61)
+
+
+def test_gate_a_tag_only_match_is_not_lexical_coverage(offline_home: Home,
+                                                       embed_server: EmbedServer):
+    ids, e = _backfilled(offline_home, embed_server)
+    target = ids[5]  # "Quarterly billing export finished without errors."
+    with Store.open(offline_home.db_path) as store:
+        assert tg.add(store, "event", target, ["outage"]) == ["outage"]
+        lex = recall(store, "outage")
+        assert [h.event.id for h in lex.hits] == [target], "the tag did not make it findable"
+        assert lexical_coverage(lex) == 0.0, "a keyword counted as evidence of the text"
+    before = len(embed_server.requests)
+    got = _hybrid(offline_home, e, "outage")
+    assert len(embed_server.requests) == before + 1, (
+        "a tag-only match kept the semantic channel from being asked")
+    assert got.channel == "hybrid" and got.coverage == 0.0, (got.channel, got.coverage)
+    assert target in [h.event.id for h in got.hits]
+
+
+def test_a_cold_model_falls_back_to_lexical_with_a_warning(offline_home: Home,
+                                                           embed_server: EmbedServer, caplog):
+    ids, _ = _backfilled(offline_home, embed_server)
+    cold = HttpEmbedder(embed_server.url, "all-minilm", timeout_s=0.3)
+    embed_server.delay = 1.5
+    query = "zeppelin car"  # half covered: under the gate
+    with caplog.at_level(logging.WARNING):
+        t0 = time.monotonic()
+        got = _hybrid(offline_home, cold, query)
+        took = time.monotonic() - t0
+    assert got.channel == "lexical (semantic failed)", got.channel
+    assert [h.event.id for h in got.hits] == [ids[3]], [h.event.id for h in got.hits]
+    assert took < 1.2, f"a 0.3 s embedding timeout held recall for {took:.2f} s"
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING
+              and "semantic channel unavailable" in r.getMessage()]
+    assert warned, [r.getMessage() for r in caplog.records]
+
+
+def test_a_model_switched_to_another_dimension_falls_back_to_lexical(
+        offline_home: Home, embed_server: EmbedServer, caplog):
+    """The server's model changed under the same name, and with it the vector size: the
+    semantic channel is unusable until a new backfill, and lexical recall must carry on."""
+    ids, e = _backfilled(offline_home, embed_server)
+    embed_server.dim = 32
+    with caplog.at_level(logging.WARNING):
+        try:
+            got = _hybrid(offline_home, e, "zeppelin car")
+        except ValueError as exc:
+            pytest.fail(
+                f"recall_hybrid raised {type(exc).__name__} ({str(exc)[:80]}...) on a query "
+                "vector of another dimension than the stored ones, so the loop loses the whole "
+                "recall (lexical too): runtime/memory/recall.py recall_hybrid calls "
+                "matrix.nearest unguarded; check vec.shape[0] == matrix.rows.shape[1] (or catch "
+                "the error) and fall back to lexical with the WARNING, as for a timeout")
+    assert got.channel == "lexical (semantic failed)", got.channel
+    assert [h.event.id for h in got.hits] == [ids[3]]
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessagesAPI,
+                                                    embed_server: EmbedServer):
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99))
+    ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
+    assert backfill_with_settings(home) == len(ids)
+    msg = tell(home, "When will we buy the car? Dana asked again.")
+    api.enqueue(text("Noted."))
+    outcome = tick(Loop(home, home.settings()))
+    assert outcome.kind == "no_action", outcome
+    [rec] = events_of(home, "recall")
+    assert rec.meta["channel"] == "hybrid", rec.meta
+    assert isinstance(rec.meta["coverage"], float) and rec.meta["coverage"] < 0.99, rec.meta
+    got = [i["id"] for i in rec.meta["items"]]
+    assert ids[1] in got and msg not in got, got
+    assert any(r["inputs"] and "buy the car" in r["inputs"][0]
+               for r in embed_server.requests), "the loop never asked the embedding server"
+    assert f"[event {ids[1]} " in json.dumps(api.bodies[-1]["messages"][-1])
+
+
+@pytest.mark.parametrize("how", ["down", "cold"])
+def test_a_tick_survives_the_embedding_server_failing(home: Home, api: FakeMessagesAPI,
+                                                      embed_server: EmbedServer, caplog, how):
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99,
+                                                           timeout_s=0.3))
+    ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
+    assert backfill_with_settings(home) == len(ids)
+    if how == "down":
+        embed_server.stop()
+    else:
+        embed_server.delay = 1.5
+    tell(home, "When will we buy the car? And the zeppelin staging cluster?")
+    api.enqueue(text("Nothing to add."))
+    with caplog.at_level(logging.WARNING):
+        outcome = tick(Loop(home, home.settings()))
+    assert outcome.kind == "no_action", f"the tick did not survive the embedder: {outcome}"
+    assert len(api.bodies) == 1, "the model was not called"
+    assert events_of(home, "tick_failed") == []
+    assert [e.meta["outcome"] for e in events_of(home, "tick_end")] == ["no_action"]
+    [rec] = events_of(home, "recall")
+    assert rec.meta["channel"] == "lexical (semantic failed)", rec.meta
+    assert ids[3] in [i["id"] for i in rec.meta["items"]], rec.meta["items"]
+    assert any("semantic channel unavailable" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
+
+
+# --- reflect -----------------------------------------------------------------------------------
+
+def _old_history(home: Home) -> list[int]:
+    start = NOW - timedelta(days=60)
+    events = [Event(kind="note", body=f"Old note {i}: the zeppelin rollout step {i} is done.",
+                    actor="coworker", author_kind="agent",
+                    ts=iso(start + timedelta(minutes=40 * i))) for i in range(12)]
+    events += [Event(kind="tick", body=f"tick {i}", actor="coworker", author_kind="system",
+                     ts=iso(start + timedelta(minutes=40 * i + 1))) for i in range(4)]
+    events += [Event(kind="message", body="A recent message about buying a car.",
+                     actor="owner", author_kind="user", ts=iso(NOW - timedelta(hours=1)))]
+    with Store.open(home.db_path) as store:
+        ids = ev.append_many(store, events)
+    return [i for i, e in zip(ids, events, strict=True) if e.kind != "tick"]
+
+
+def test_reflect_backfills_when_the_channel_is_on(isolated_home, embed_server: EmbedServer):
+    home = Home.locate(isolated_home)
+    home.init()
+    write_config(home.root, semantic=semantic_cfg(embed_server.url))
+    content = _old_history(home)
+    with Store.open(home.db_path) as store:
+        report = rf.reflect(home, home.settings(), store, now=NOW)
+        assert report.archived == 16, report
+        assert report.embedded == f"{len(content)} events embedded", report.embedded
+        assert sorted(i for i, _ in vs.all_for(store, "http:all-minilm")) == content
+        again = rf.reflect(home, home.settings(), store, now=NOW)
+        assert again.embedded == "0 events embedded", again.embedded
+    assert len(embed_server.inputs) == len(content)
+
+
+def test_reflect_embeds_nothing_when_off_and_survives_a_dead_server(isolated_home,
+                                                                    embed_server: EmbedServer):
+    home = Home.locate(isolated_home)
+    home.init()
+    write_config(home.root, semantic={"url": embed_server.url})  # enabled defaults to false
+    _old_history(home)
+    with Store.open(home.db_path) as store:
+        assert rf.reflect(home, home.settings(), store, now=NOW).embedded == \
+            "semantic channel off"
+    assert embed_server.requests == []
+    write_config(home.root, semantic=semantic_cfg(closed_port_url()))
+    with Store.open(home.db_path) as store:
+        report = rf.reflect(home, home.settings(), store, now=NOW)
+    assert report.embedded == "backfill failed: EmbedError", report.embedded
+
+
+# --- coworker embed ----------------------------------------------------------------------------
+
+def test_cli_embed_backfill_then_check(offline_home: Home, embed_server: EmbedServer):
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    ids = seed(offline_home, [PARAPHRASED, CAR, *DISTRACTORS])
+    seed(offline_home, ["tick 1"], kind="tick")
+    r = coworker("embed", "--backfill")
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    n = len(ids)
+    assert f"embedded {n} events with http:all-minilm; {n} vectors in all" in r.stdout, r.stdout
+    assert embed_server.inputs == [PARAPHRASED, CAR, *DISTRACTORS]
+    r = coworker("embed", "--check")
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert f"integrity: {n}/{n} stored vectors match a fresh embedding" in r.stdout, r.stdout
+    r = coworker("embed", "--backfill")
+    assert r.returncode == 0 and f"embedded 0 events with http:all-minilm; {n} vectors" \
+        in r.stdout, r.stdout
+
+    tamper(offline_home, ids[2], vector=f32(CAR))
+    r = coworker("embed", "--check")
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert f"integrity: {n - 1}/{n}" in r.stdout, r.stdout
+    assert str(ids[2]) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("args", [["--backfill"], ["--check"], []])
+def test_cli_embed_with_the_channel_off_exits_2_with_one_line(offline_home: Home,
+                                                             embed_server: EmbedServer, args):
+    write_config(offline_home.root, semantic={"url": embed_server.url})
+    r = coworker("embed", *args)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "[semantic] enabled = true" in lines[0], r.stderr
+    assert embed_server.requests == []
+
+
+def test_cli_embed_without_an_action_exits_2(offline_home: Home, embed_server: EmbedServer):
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    r = coworker("embed")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "--backfill" in r.stderr, r.stderr
