@@ -84,6 +84,21 @@ def offline_home(isolated_home: Path) -> Home:
     return h
 
 
+def run_tick(loop) -> object:  # noqa: ANN001 - a runtime.loop.Loop
+    """One tick of `loop` in its own event loop (the HTTP client is bound to the event loop
+    that made it, so each asyncio.run makes its own and closes it)."""
+    import asyncio
+
+    async def go():  # noqa: ANN202
+        loop._make_model()
+        try:
+            return await loop.tick()
+        finally:
+            if loop.model is not None:
+                await loop.model.close()
+    return asyncio.run(go())
+
+
 def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run the real `coworker` command in a subprocess."""

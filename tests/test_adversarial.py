@@ -25,7 +25,6 @@ Regenerate the table in docs/safety.md with:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -37,13 +36,14 @@ from typing import Any
 import pytest
 
 from runtime.home import Home
-from runtime.loop import Loop, TickOutcome
+from runtime.loop import Loop
 from runtime.memory import gate
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import promotions as pr
 from runtime.store import rollups as rl
 
+from .conftest import run_tick as _tick
 from .conftest import write_config
 from .fakeapi import FakeMessagesAPI, text, tool_use
 
@@ -359,16 +359,6 @@ def _seen_in(request: dict[str, Any], marker: str) -> bool:
     body = json.loads(request["raw"])
     return marker.lower() in " ".join(" ".join(_strings(body)).split()).lower()
 
-
-def _tick(loop: Loop) -> TickOutcome:
-    async def go() -> TickOutcome:
-        loop._make_model()
-        try:
-            return await loop.tick()
-        finally:
-            if loop.model is not None:
-                await loop.model.close()
-    return asyncio.run(go())
 
 
 def run_transcript(home: Home, api: FakeMessagesAPI, t: Transcript) -> Outcome:

@@ -15,6 +15,7 @@ from runtime.loop import Loop, TickOutcome
 from runtime.store import Event, Store, pins, telemetry
 from runtime.store import events as ev
 
+from .conftest import run_tick as tick
 from .conftest import write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 
@@ -28,17 +29,6 @@ def tell(home: Home, body: str) -> int:
 def make_loop(home: Home, **kw) -> Loop:
     return Loop(home, home.settings(), **kw)
 
-
-def tick(loop: Loop) -> TickOutcome:
-    """One tick in its own event loop (the HTTP client is bound to the loop that made it)."""
-    async def go():
-        loop._make_model()
-        try:
-            return await loop.tick()
-        finally:
-            if loop.model is not None:
-                await loop.model.close()
-    return asyncio.run(go())
 
 
 def kinds(home: Home, after: int = 0) -> list[str]:

@@ -6,7 +6,6 @@ Ticks are driven in process against the real anthropic client and the local Mess
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
@@ -21,7 +20,7 @@ from runtime.evaluate import (
     question_metrics,
 )
 from runtime.home import Home
-from runtime.loop import Loop, TickOutcome
+from runtime.loop import Loop
 from runtime.memory.cards import stem
 from runtime.memory.recall import extract_terms, recall
 from runtime.store import Event, Store, archive
@@ -29,6 +28,7 @@ from runtime.store import events as ev
 from runtime.store import rollups as rl
 
 from .conftest import coworker, write_config
+from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, text, tool_use
 
 HEAD = "Recalled from your memory for this turn"
@@ -50,16 +50,6 @@ def seed(home: Home, bodies: list[str], ts: str | None = None, kind: str = "note
                   **({"ts": ts} if ts else {}))
             for b in bodies])
 
-
-def tick(loop: Loop) -> TickOutcome:
-    async def go():
-        loop._make_model()
-        try:
-            return await loop.tick()
-        finally:
-            if loop.model is not None:
-                await loop.model.close()
-    return asyncio.run(go())
 
 
 def events_of(home: Home, kind: str) -> list[Event]:

@@ -11,7 +11,6 @@ Ticks run in process against the local Messages API (tests/fakeapi.py); the CLI 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -30,7 +29,7 @@ import pytest
 
 from rituals import reflect as rf
 from runtime.home import Home
-from runtime.loop import Loop, TickOutcome
+from runtime.loop import Loop
 from runtime.memory import embed as em
 from runtime.memory.cards import BOOKKEEPING_KINDS
 from runtime.memory.embed import EmbedError, HttpEmbedder, Matrix
@@ -41,6 +40,7 @@ from runtime.store import tags as tg
 from runtime.store import vectors as vs
 
 from .conftest import coworker, write_config
+from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, text
 
 # --- a real embedding server -------------------------------------------------------------------
@@ -186,16 +186,6 @@ def tell(home: Home, body: str) -> int:
         return ev.append(store, Event(kind="message", body=body, actor="owner",
                                       author_kind="user", meta={"via": "tell"}))
 
-
-def tick(loop: Loop) -> TickOutcome:
-    async def go():
-        loop._make_model()
-        try:
-            return await loop.tick()
-        finally:
-            if loop.model is not None:
-                await loop.model.close()
-    return asyncio.run(go())
 
 
 def events_of(home: Home, kind: str) -> list[Event]:
