@@ -163,13 +163,3 @@ def config_in_use(home: Home, runfile: dict[str, Any]) -> bool | None:
     if running is None:
         return None
     return running == file_hash(home.config_path)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
