@@ -62,7 +62,33 @@ def error(status: int, kind: str = "api_error", msg: str = "scripted failure",
                     headers or {})
 
 
-class FakeMessagesAPI:
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 with a start/stop lifecycle; subclasses give the
+    handler. Shared by the Messages API server here and the embedding server of the tests."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._stopped = False
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self):  # noqa: ANN201 - returns the subclass instance
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class FakeMessagesAPI(LocalServer):
     def __init__(self, default: dict[str, Any] | None = None) -> None:
         self.queue: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
@@ -105,22 +131,7 @@ class FakeMessagesAPI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeMessagesAPI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
     def enqueue(self, *items: dict[str, Any] | Scripted) -> None:
         with self.lock:

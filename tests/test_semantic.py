@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from runtime.store import vectors as vs
 
 from .conftest import coworker, write_config
 from .conftest import run_tick as tick
-from .fakeapi import FakeMessagesAPI, text
+from .fakeapi import FakeMessagesAPI, LocalServer, text
 
 # --- a real embedding server -------------------------------------------------------------------
 
@@ -72,7 +72,7 @@ def vector(text: str, salt: str = "", dim: int = DIM) -> list[float]:
     return [x / n for x in v] if n else v
 
 
-class EmbedServer:
+class EmbedServer(LocalServer):
     """Ollama-style `POST /api/embed` {"model", "input": [...]} -> {"embeddings": [[...]]}."""
 
     def __init__(self) -> None:
@@ -84,7 +84,6 @@ class EmbedServer:
         self.dim = DIM  # a model switched to another dimension
         self.salt = ""  # "switch model": the same name now returns different vectors
         self.lock = threading.Lock()
-        self._stopped = False
         srv = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -126,28 +125,12 @@ class EmbedServer:
                 except OSError:  # the client timed out and hung up
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        self._serve(Handler)
 
     @property
     def inputs(self) -> list[str]:
         return [t for r in self.requests for t in r["inputs"]]
 
-    def start(self) -> EmbedServer:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self.server.shutdown()
-            self.server.server_close()
 
 
 @pytest.fixture
