@@ -92,8 +92,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
 
         def bare(q: str) -> list:
             match = ev.fts_query(query_tokens(q))
-            return store.query("SELECT rowid FROM events_fts WHERE events_fts MATCH ? "
-                               "ORDER BY rank LIMIT 10", (match,)) if match else []
+            return ev.bare_match(store, match, 10) if match else []
 
         bare_ms, _ = _time(bare, qs)
     refused = sum(1 for w in walks if w["refused"])

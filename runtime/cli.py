@@ -233,8 +233,7 @@ def tell(text: tuple[str, ...]) -> None:
         raise UsageError('nothing to tell: coworker tell "your message"')
     home = _home()
     with _store(home) as store:
-        event_id = ev.append(store, Event(kind="message", body=message, actor="owner",
-                                          author_kind="user", meta={"via": "tell"}))
+        event_id = ev.append(store, Event.owner_message(message, "tell"))
     pid = process.wake(home)
     if pid is None:
         out.print(f"recorded as event {event_id}; no coworker is running, it reads this when "

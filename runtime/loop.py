@@ -319,13 +319,9 @@ class Loop:
                 continue
             digest = hashlib.sha256(raw).hexdigest()[:16]
             text = raw.decode("utf-8", errors="replace").strip()
-            already = self.store.scalar(
-                "SELECT id FROM events WHERE kind = 'message' AND "
-                "json_extract(meta, '$.inbox_sha') = ? AND json_extract(meta, '$.file') = ?",
-                (digest, entry.name))
-            if already is None and text:
-                self._record("message", text, actor="owner", author_kind="user",
-                             via="inbox", file=entry.name, inbox_sha=digest)
+            if text and not ev.inbox_file_seen(self.store, digest, entry.name):
+                ev.append(self.store, Event.owner_message(text, "inbox", file=entry.name,
+                                                          inbox_sha=digest))
             target = done / entry.name
             if target.exists():
                 target = done / f"{int(time.time())}-{entry.name}"

@@ -133,8 +133,7 @@ def build(home: Home) -> MCPServer:
             raise ToolError('nothing to tell: pass the message as `text`')
         try:
             with _open(home) as store:
-                event_id = ev.append(store, Event(kind="message", body=message, actor="owner",
-                                                  author_kind="user", meta={"via": "mcp"}))
+                event_id = ev.append(store, Event.owner_message(message, "mcp"))
         except CoworkerError as e:
             raise ToolError(str(e)) from e
         pid = process.wake(home)

@@ -111,10 +111,7 @@ def details_not_in(text: str, sources: list[Event]) -> list[str]:
 def load_memory(store: Store, home: Home) -> MemoryFile:
     """MEMORY.md with its id floor: the highest entry id ever recorded, so struck ids retire."""
     memory = MemoryFile.load(home.memory_md)
-    used = store.query(
-        "SELECT entry_id FROM promotions WHERE entry_id IS NOT NULL UNION ALL "
-        "SELECT json_extract(meta, '$.entry_id') FROM events WHERE kind = 'memory_strike'")
-    nums = [int(str(r[0])[1:]) for r in used if r[0] and re.fullmatch(r"m\d+", str(r[0]))]
+    nums = [int(i[1:]) for i in pr.entry_ids_ever_used(store) if re.fullmatch(r"m\d+", i)]
     memory.floor = max(nums, default=0)
     return memory
 

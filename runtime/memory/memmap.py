@@ -15,6 +15,7 @@ from pathlib import Path
 from ..store import Store
 from ..store import decisions as dec
 from ..store import events as ev
+from ..store import promotions as pr
 from ..store import rituals as rr
 from ..store import rollups as rl
 
@@ -47,7 +48,7 @@ def _line(r: rl.Rollup, depth: int) -> str:
 
 
 def render(store: Store, name: str = "coworker") -> str:
-    rows = [rl._from_row(r) for r in store.query("SELECT * FROM rollups ORDER BY id")]
+    rows = rl.all_(store)
     kids: dict[int, list[rl.Rollup]] = defaultdict(list)
     roots: list[rl.Rollup] = []
     for r in rows:
@@ -64,13 +65,12 @@ def render(store: Store, name: str = "coworker") -> str:
         "## Waiting for your review",
         "",
     ]
-    queued = store.query(
-        "SELECT id, text, confidence, reason FROM promotions WHERE status = 'queued' ORDER BY id")
+    queued = sorted(pr.listing(store, "queued", limit=10**6), key=lambda p: p.id)
     if queued:
         for q in queued:
-            conf = "?" if q["confidence"] is None else f"{q['confidence']:.2f}"
-            out.append(f"- promotion #{q['id']} (confidence {conf}): {first_sentence(q['text'])}"
-                       f" — queued because {q['reason'] or 'gated'}")
+            conf = "?" if q.confidence is None else f"{q.confidence:.2f}"
+            out.append(f"- promotion #{q.id} (confidence {conf}): {first_sentence(q.text)}"
+                       f" — queued because {q.reason or 'gated'}")
         out.append("")
         out.append("Review with `coworker promotions`, then `approve ID` or `reject ID`.")
     else:

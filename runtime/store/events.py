@@ -41,6 +41,12 @@ class Event:
         if self.author_kind not in AUTHOR_KINDS:
             raise ValueError(f"author_kind must be one of {AUTHOR_KINDS}, not {self.author_kind!r}")
 
+    @classmethod
+    def owner_message(cls, body: str, via: str, **meta: Any) -> Event:
+        """A message from the owner (tell, the inbox, MCP): the input a tick perceives."""
+        return cls(kind="message", body=body, actor="owner", author_kind="user",
+                   meta={"via": via, **meta})
+
     def to_row(self) -> tuple:
         meta = json.dumps(self.meta, ensure_ascii=False, sort_keys=True) if self.meta else None
         return (self.ts, self.kind, self.actor, self.author_kind, self.body, meta, self.tick_id)
@@ -246,6 +252,21 @@ def span(store: Store, first: int, last: int) -> list[Event]:
         f"SELECT {COLUMNS}, source FROM history WHERE id BETWEEN ? AND ? ORDER BY id",
         (first, last))
     return [Event.from_row(r) for r in rows]
+
+
+def bare_match(store: Store, match: str, limit: int = 10) -> list[int]:
+    """One plain FTS5 MATCH ranked by bm25: the floor benchmarks compare against."""
+    rows = store.query("SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rank "
+                       "LIMIT ?", (match, limit))
+    return [int(r[0]) for r in rows]
+
+
+def inbox_file_seen(store: Store, digest: str, name: str) -> bool:
+    """Whether an inbox file with this name and content hash is already an owner message
+    (a crash between recording it and moving it must not record it twice)."""
+    return store.scalar(
+        "SELECT 1 FROM events WHERE kind = 'message' AND json_extract(meta, '$.inbox_sha') = ? "
+        "AND json_extract(meta, '$.file') = ?", (digest, name)) is not None
 
 
 def fts_search(store: Store, match: str, limit: int = 10,

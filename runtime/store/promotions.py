@@ -59,6 +59,14 @@ def listing(store: Store, status: str | None = None, limit: int = 200) -> list[P
     return [_from_row(r) for r in rows]
 
 
+def entry_ids_ever_used(store: Store) -> list[str]:
+    """Every MEMORY.md entry id the store has recorded (applied, approved, or struck)."""
+    rows = store.query(
+        "SELECT entry_id FROM promotions WHERE entry_id IS NOT NULL UNION ALL "
+        "SELECT json_extract(meta, '$.entry_id') FROM events WHERE kind = 'memory_strike'")
+    return [str(r[0]) for r in rows if r[0]]
+
+
 def decide(store: Store, promotion_id: int, status: str, reason: str | None,
            entry_id: str | None = None) -> None:
     with store.transaction() as db:

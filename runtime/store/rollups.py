@@ -45,6 +45,10 @@ def get(store: Store, rollup_id: int) -> Rollup | None:
     return _from_row(rows[0]) if rows else None
 
 
+def all_(store: Store) -> list[Rollup]:
+    return [_from_row(r) for r in store.query("SELECT * FROM rollups ORDER BY id")]
+
+
 def newest_per_level(store: Store) -> list[Rollup]:
     """The newest rollup at each level, coarsest first: the top of the context's staircase."""
     rows = store.query(
