@@ -51,6 +51,9 @@ class CoworkerSection(Section):
         1800, ge=1, description="the interval doubles after quiet ticks up to this many seconds"
     )
     max_steps_per_tick: int = Field(8, ge=1, le=100, description="model calls per tick, at most")
+    max_inputs_per_turn: int = Field(
+        10, ge=1, le=1000, description="inputs (messages, due promises, rituals) one turn takes; "
+        "the rest wait for the next tick")
     timezone: str = Field("UTC", description="IANA time zone for rituals, e.g. Europe/Berlin")
 
     @field_validator("timezone")
@@ -239,6 +242,30 @@ class Settings(BaseSettings):
             for key, v in value.items():
                 out[f"{section}.{key}"] = v
         return out
+
+
+# Secrets known to this process (the model's API key, configured secret values). Everything
+# the coworker writes (events, logs, errors, doctor output) passes through `redact` first.
+_SECRETS: set[str] = set()
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 6
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value so `redact` hides it; short values are ignored (they would
+    redact ordinary words)."""
+    if value and len(value.strip()) >= MIN_SECRET_CHARS:
+        _SECRETS.add(value.strip())
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret replaced by [redacted]."""
+    if not _SECRETS or not text:
+        return text
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def file_hash(path: Path) -> str | None:

@@ -15,10 +15,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..settings import redact
 from .db import Store
 from .migrations import AUTHOR_KINDS
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
+
+# The kinds the loop reads as its own state. Import refuses them (an imported `tick` or
+# `promise` would steer the loop), and the loop reads them only from rows it wrote itself.
+LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
+                    "ritual_due", "input_set_aside")
 
 
 def now_iso() -> str:
@@ -43,13 +49,34 @@ class Event:
 
     @classmethod
     def owner_message(cls, body: str, via: str, **meta: Any) -> Event:
-        """A message from the owner (tell, the inbox, MCP): the input a tick perceives."""
+        """A message from the owner (tell, the inbox): the input a tick perceives, in the
+        owner's own words."""
         return cls(kind="message", body=body, actor="owner", author_kind="user",
                    meta={"via": via, **meta})
 
+    @classmethod
+    def agent_message(cls, body: str, client: str | None = None, **meta: Any) -> Event:
+        """A message from another agent over MCP: an input the loop wakes for, never the
+        owner's words (actor `mcp` or `mcp:<client name>`, author_kind `agent`)."""
+        actor = f"mcp:{client}" if client else "mcp"
+        return cls(kind="message", body=body, actor=actor, author_kind="agent",
+                   meta={"via": "mcp", **meta})
+
+    @property
+    def imported(self) -> bool:
+        return bool(self.meta.get("imported"))
+
+    @property
+    def owners_words(self) -> bool:
+        """Written by the owner through one of the owner's own doors (tell, CLI, inbox); an
+        imported line never is, whatever author_kind it claims."""
+        return self.author_kind == "user" and self.actor == "owner" and not self.imported
+
     def to_row(self) -> tuple:
-        meta = json.dumps(self.meta, ensure_ascii=False, sort_keys=True) if self.meta else None
-        return (self.ts, self.kind, self.actor, self.author_kind, self.body, meta, self.tick_id)
+        meta = (redact(json.dumps(self.meta, ensure_ascii=False, sort_keys=True))
+                if self.meta else None)
+        return (self.ts, self.kind, redact(self.actor), self.author_kind, redact(self.body),
+                meta, self.tick_id)
 
     @classmethod
     def from_row(cls, row: Any) -> Event:

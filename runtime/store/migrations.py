@@ -331,6 +331,99 @@ def m009_create_vectors(db: sqlite3.Connection) -> None:
     )
 
 
+def m010_create_inputs_and_ledgers(db: sqlite3.Connection) -> None:
+    # Issue 10: nothing told is lost, nothing old is replayed, nobody else speaks as the owner.
+    # - `inputs`: what a tick must deliver to a model turn (owner and agent messages, due
+    #   promises, due rituals). An input stays pending until a completed turn consumes it, in
+    #   the same transaction as that turn's `tick_end`; the cursor in the `tick` event is no
+    #   longer read. Imported events never get a row: history is never input.
+    # - `side_effects`: a live side effect is recorded under its tool_use id before it runs,
+    #   so a replayed turn finds the record and does not run it again.
+    # - `import_keys`: one stable key per imported line, so importing a file twice adds nothing.
+    # - `redactions`: the one audited exception to append-only. An event's body (and a sealed
+    #   rollup's text that quotes it) may be overwritten only with the marker of a redaction
+    #   row written in the same transaction.
+    kinds = ", ".join(f"'{k}'" for k in AUTHOR_KINDS)
+    _script(
+        db,
+        f"""
+        CREATE TABLE inputs (
+            event_id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('message', 'promise', 'ritual')),
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'consumed', 'set_aside')),
+            failures INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            tick_id INTEGER,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX inputs_status ON inputs(status, event_id);
+        INSERT INTO inputs(event_id, kind, status, created_at, updated_at)
+            SELECT id, 'message', 'pending', ts, ts FROM events
+             WHERE kind = 'message' AND author_kind IN ({kinds})
+               AND id > COALESCE((SELECT CAST(json_extract(meta, '$.cursor') AS INTEGER)
+                                    FROM events WHERE kind = 'tick' AND json_valid(meta)
+                                   ORDER BY id DESC LIMIT 1), 0)
+               AND (meta IS NULL OR NOT json_valid(meta)
+                    OR json_extract(meta, '$.imported') IS NULL);
+        CREATE TABLE side_effects (
+            key TEXT PRIMARY KEY,
+            tool TEXT NOT NULL,
+            tick_id INTEGER,
+            input TEXT,
+            status TEXT NOT NULL CHECK (status IN ('started', 'done', 'failed')),
+            result TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE TABLE import_keys (
+            key TEXT PRIMARY KEY,
+            event_id INTEGER NOT NULL,
+            source TEXT
+        );
+        CREATE TABLE redactions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            item_kind TEXT NOT NULL CHECK (item_kind IN ('event', 'rollup')),
+            item_id INTEGER NOT NULL,
+            marker TEXT NOT NULL,
+            why TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            ts TEXT NOT NULL
+        );
+        CREATE INDEX redactions_item ON redactions(item_kind, item_id);
+        DROP TRIGGER events_no_update;
+        CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        WHEN NOT (new.id = old.id AND new.ts = old.ts AND new.kind = old.kind
+                  AND new.actor = old.actor AND new.author_kind = old.author_kind
+                  AND new.tick_id IS old.tick_id
+                  AND EXISTS (SELECT 1 FROM redactions WHERE item_kind = 'event'
+                                 AND item_id = old.id AND marker = new.body)) BEGIN
+            SELECT RAISE(ABORT, 'events are append-only: write a new event instead');
+        END;
+        DROP TRIGGER events_archive_no_update;
+        CREATE TRIGGER events_archive_no_update BEFORE UPDATE ON events_archive
+        WHEN NOT (new.id = old.id AND new.ts = old.ts AND new.kind = old.kind
+                  AND new.actor = old.actor AND new.author_kind = old.author_kind
+                  AND new.tick_id IS old.tick_id
+                  AND EXISTS (SELECT 1 FROM redactions WHERE item_kind = 'event'
+                                 AND item_id = old.id AND marker = new.body)) BEGIN
+            SELECT RAISE(ABORT, 'the archive is append-only');
+        END;
+        DROP TRIGGER rollups_sealed;
+        CREATE TRIGGER rollups_sealed BEFORE UPDATE ON rollups
+        WHEN (old.parent_id IS NOT NULL AND new.parent_id IS NOT old.parent_id)
+          OR new.level IS NOT old.level OR new.source_range IS NOT old.source_range
+          OR ((new.title IS NOT old.title OR new.body IS NOT old.body
+               OR new.terms IS NOT old.terms OR new.vocab IS NOT old.vocab)
+              AND NOT EXISTS (SELECT 1 FROM redactions WHERE item_kind = 'rollup'
+                                 AND item_id = old.id)) BEGIN
+            SELECT RAISE(ABORT, 'a sealed rollup never changes (only parent_id, once)');
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -341,6 +434,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m007_index_rollup_coverage,
     m008_add_vocab_and_tags,
     m009_create_vectors,
+    m010_create_inputs_and_ledgers,
 ]
 
 
