@@ -19,10 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, process
-from .errors import CoworkerError, UsageError
+from .errors import CoworkerError, StoreBusy, UsageError
 from .home import Home
 from .store import Event, Store
 from .store import events as ev
+from .store import inputs as inputs_store
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -183,6 +184,11 @@ def status(as_json: bool) -> None:
         counts = ev.counts(store)
         by_kind = ev.counts_by_kind(store)
         walks = telemetry.walk_stats(store, week_ago)
+        inputs = inputs_store.counts(store)
+        aside = [{"id": i.id, "kind": i.kind, "body": i.event.body[:200],
+                  "failures": i.failures, "error": i.last_error}
+                 for i in inputs_store.listing(store, "set_aside")]
+        last_failure = inputs_store.last_failure(store)
     data = {
         "home": str(home.root),
         "running": pid is not None,
@@ -197,6 +203,9 @@ def status(as_json: bool) -> None:
         "events": counts,
         "events_by_kind": by_kind,
         "walks_7d": walks,
+        "inputs": inputs,
+        "set_aside": aside,
+        "last_failure": last_failure,
     }
     if as_json:
         out.print_json(json.dumps(data))
@@ -215,6 +224,15 @@ def status(as_json: bool) -> None:
         out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}")
     kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
+    out.print(f"inputs: {inputs['pending']} pending, {inputs['consumed']} consumed, "
+              f"{inputs['set_aside']} set aside")
+    for a in aside:
+        out.print(f"  set aside: #{a['id']} ({a['kind']}, {a['failures']} failed turns: "
+                  f"{a['error']}) {' '.join(a['body'].split())[:80]}; `coworker retry "
+                  f"{a['id']}` puts it back", markup=False)
+    if last_failure:
+        out.print(f"last failure: {_ago(last_failure['at'])} on input #{last_failure['input']}: "
+                  f"{last_failure['error']}", markup=False)
     out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
     home.settings()  # a broken config.toml is reported after the status, as one line, exit 2
 
@@ -232,14 +250,75 @@ def tell(text: tuple[str, ...]) -> None:
     if not message:
         raise UsageError('nothing to tell: coworker tell "your message"')
     home = _home()
-    with _store(home) as store:
-        event_id = ev.append(store, Event.owner_message(message, "tell"))
+    try:
+        with Store.open(home.db_path, busy_timeout_ms=TELL_BUSY_MS) as store:
+            event_id = inputs_store.add_message(store, Event.owner_message(message, "tell"))
+    except StoreBusy as e:
+        # never lose a message: the inbox is read at the next tick, whatever holds the database
+        path = _to_inbox(home, message)
+        pid = process.wake(home)
+        err.print(f"the database is busy ({str(e).split(' (')[0]}); your message is saved as "
+                  f"{path} and the coworker reads it at its next tick"
+                  + (f" (woke pid {pid})" if pid else ""), markup=False)
+        return
     pid = process.wake(home)
     if pid is None:
         out.print(f"recorded as event {event_id}; no coworker is running, it reads this when "
                   "it starts (`coworker start`)")
     else:
         out.print(f"recorded as event {event_id}; woke the coworker (pid {pid})")
+
+
+TELL_BUSY_MS = 2000
+
+
+def _to_inbox(home: Home, message: str) -> Path:
+    """Write a told message into state/inbox/ atomically (a dot-file the loop ignores, then a
+    rename), so the loop never reads half of it."""
+    import os
+    import secrets
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    name = f"tell-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.txt"
+    home.inbox.mkdir(parents=True, exist_ok=True)
+    tmp = home.inbox / f".{name}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(message + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    target = home.inbox / name
+    os.replace(tmp, target)
+    return target
+
+
+@cli.command()
+@click.argument("ids", nargs=-1, type=click.IntRange(min=1))
+def retry(ids: tuple[int, ...]) -> None:
+    """Put inputs that were set aside (3 failed turns in a row) back in line.
+
+    Without IDs, every set-aside input; `coworker status` lists them. Exit 1 when none of
+    them was set aside.
+
+    \b
+    Examples:
+      coworker retry
+      coworker retry 117
+    """
+    home = _home()
+    with _store(home) as store:
+        back = inputs_store.retry(store, list(ids) if ids else None)
+        if back:
+            ev.append(store, Event(kind="input_retry", body=f"owner put back input(s) "
+                                   f"{', '.join(map(str, back))}", actor="owner",
+                                   author_kind="user", meta={"inputs": back}))
+    if not back:
+        from .memory.memorymd import Refused
+
+        raise Refused("nothing to retry: " + (f"input(s) {', '.join(map(str, ids))} are not set "
+                      "aside" if ids else "no input is set aside") + " (`coworker status`)")
+    pid = process.wake(home)
+    out.print(f"put back {len(back)} input(s): {', '.join(f'#{i}' for i in back)}; "
+              + ("woke the coworker" if pid else "the coworker takes them when it runs"))
 
 
 @cli.command(name="log")

@@ -39,5 +39,17 @@ class StoreError(CoworkerError):
     """The database cannot be opened or written (locked past the busy timeout, corrupt, read-only)."""
 
 
+class StoreBusy(StoreError):
+    """Another process held the write lock past the busy timeout (an import, a reflect)."""
+
+
 class ModelError(CoworkerError):
-    """The model endpoint failed after retries, or answered something we cannot use."""
+    """The model endpoint failed after retries, or answered something we cannot use.
+
+    `blames_input` is true when the request itself was refused (a 400 such as "prompt too
+    long"): retrying the same inputs will fail again, so the loop counts it against them. An
+    outage, a timeout, garbage or a bad key is not the inputs' fault."""
+
+    def __init__(self, message: str, *, blames_input: bool = False) -> None:
+        super().__init__(message)
+        self.blames_input = blames_input

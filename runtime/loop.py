@@ -1,11 +1,14 @@
 """The tick and its lifecycle: perceive, decide, act, record.
 
-Owns the loop's life (start, ticks, sleep that a wake-up cuts short, clean stop at a step
-boundary on SIGTERM/SIGINT, a crash logged apart from a stop), perception (owner messages,
-inbox files, due promises, due rituals) and its hash, the quiet tick (no model call, no event,
-a telemetry count), the interval that doubles after quiet or no-op ticks, hot config reload,
-and the turn: model call, tool calls, step cap, every step an event. A failed model call fails
-the tick, never the loop. It calls context, model, tools and memory; it never speaks SQL.
+Owns the loop's life (start, ticks, sleep that a wake-up cuts short, a stop on SIGTERM/SIGINT
+that cancels an in-flight model call, a crash logged apart from a stop), perception (pending
+inputs: messages, inbox files, due promises, due rituals) and its hash, the quiet tick (no
+model call, no event, a telemetry count), the interval that doubles after quiet, no-op or
+failed ticks, hot config reload, and the turn: model call, tool calls, step cap, every step an
+event. An input is consumed only by a turn that completed (ADR-0012); a failed or killed turn
+leaves it pending, and the next attempt replays what the last one recorded, so a live side
+effect never runs twice. A failed model call fails the tick, never the loop. It calls context,
+model, tools and memory; it never speaks SQL.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,19 +31,27 @@ from . import context as ctx
 from . import process
 from .errors import ConfigError, ModelError
 from .home import Home
-from .model import Model
+from .model import Model, Reply
 from .scheduler import BUILTIN, Scheduler, definitions, register_and_find_missed
 from .settings import Settings, file_hash
 from .store import Event, Store, now_iso, telemetry
 from .store import events as ev
+from .store import inputs as inputs_store
 from .store import promises as promises_store
 from .store import rituals as ritual_runs
+from .store import turns
 from .tools import Registry, ToolContext, default_registry
 
 log = logging.getLogger(__name__)
 
 INBOX_SUFFIXES = (".txt", ".md", ".eml", "")
+INBOX_FOLDERS = ("done", "rejected")
 POLL_S = 0.5
+
+
+def _printable(name: str) -> str:
+    """A file name as text: undecodable bytes (kept as surrogates by os) become U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class RunState(enum.Enum):
@@ -51,11 +63,12 @@ class RunState(enum.Enum):
 
 @dataclass
 class TickOutcome:
-    kind: str  # quiet, acted, no_action, no_model, failed, step_cap, stopped
+    kind: str  # quiet, acted, no_action, no_model, failed, step_cap, stopped, ritual
     tick_id: int | None = None
     steps: int = 0
     detail: str = ""
     active: bool = False  # owner input or an action: resets the interval
+    blames_input: bool = False  # a failure the inputs cause (a 400, a bug), counted against them
 
     @property
     def quiet(self) -> bool:
@@ -82,6 +95,7 @@ class Loop:
         self.registry = registry or default_registry()
         self.scheduler: Scheduler | None = None
         self._pending_rituals: list[str] = []
+        self._resume: turns.Attempt | None = None
         self._first_input: int | None = None
         self.state = RunState.STOPPED
         self.store = Store.open(home.db_path)
@@ -95,6 +109,9 @@ class Loop:
         self._started_epoch = time.time()
         self._next_tick_epoch: float | None = None
         self._warned_no_model = False
+        self._idle_digest: str | None = None  # no model: the inputs already reported
+        self._call: asyncio.Future[Reply] | None = None  # the model call in flight
+        self._more_pending = False
         self._make_model()
 
     # signals -----------------------------------------------------------------------------
@@ -109,6 +126,9 @@ class Loop:
             self._stop_reason = reason
         self.state = RunState.STOPPING
         self._wakeup.set()
+        if self._call is not None and not self._call.done():
+            # a hung or slow model call must not hold the stop: its inputs stay pending
+            self._call.cancel()
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -210,14 +230,19 @@ class Loop:
         self.stats.history.append(outcome.kind)
         base = float(self.settings.coworker.tick_seconds)
         cap = float(self.settings.coworker.max_tick_seconds)
-        if outcome.active:
+        if outcome.kind == "failed":
+            self.interval = min(max(self.interval, base) * 2, cap)
+        elif outcome.active:
             self.interval = base
-        elif outcome.kind in ("quiet", "no_action", "no_model", "failed"):
+        elif outcome.kind in ("quiet", "no_action", "no_model"):
             self.interval = min(self.interval * 2, cap)
         self._next_tick_epoch = time.time() + self.interval
         self._write_runfile(running=True)
 
     async def _sleep(self, seconds: float) -> None:
+        if self._more_pending:  # a turn takes at most max_inputs_per_turn; go on at once
+            self._more_pending = False
+            return
         due = promises_store.next_due(self.store)
         if due:
             until_due = (datetime.fromisoformat(due.replace("Z", "+00:00"))
@@ -301,52 +326,123 @@ class Loop:
     def _inbox_files(self) -> list[os.DirEntry[str]]:
         try:
             with os.scandir(self.home.inbox) as it:
-                return sorted((e for e in it if e.is_file() and not e.name.startswith(".")),
-                              key=lambda e: e.name)
+                return sorted((e for e in it if not e.name.startswith(".")
+                               and e.name not in INBOX_FOLDERS), key=lambda e: e.name)
         except FileNotFoundError:
             return []
 
+    def _reject_inbox(self, entry: os.DirEntry[str], why: str) -> None:
+        """Move a bad inbox entry aside (the entry itself, never what a link points at)."""
+        rejected = self.home.inbox / "rejected"
+        rejected.mkdir(parents=True, exist_ok=True)
+        shown = _printable(entry.name)
+        target = rejected / f"{int(time.time())}-{shown}"
+        try:
+            os.replace(entry.path, target)
+        except OSError as e:
+            log.error("inbox entry %r is not readable as a message (%s) and could not be moved "
+                      "aside (%s); remove it by hand", shown, why, e)
+            return
+        log.warning("inbox entry %r is not read as a message: %s; moved to %s", shown, why,
+                    target)
+
     def _take_inbox(self) -> None:
-        """Each file in state/inbox/ becomes an owner message, then moves to inbox/done/."""
+        """Each regular file in state/inbox/ owned by this user becomes an owner message (an
+        input), then moves to inbox/done/. Anything else (a link, a folder, another user's
+        file, a name that is not UTF-8, an unreadable file) is moved to inbox/rejected/."""
         done = self.home.inbox / "done"
         done.mkdir(parents=True, exist_ok=True)
         for entry in self._inbox_files():
             path = self.home.inbox / entry.name
+            if _printable(entry.name) != entry.name:
+                self._reject_inbox(entry, "its name is not UTF-8 text")
+                continue
             try:
-                raw = path.read_bytes()
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._reject_inbox(entry, "not a regular file (a link, folder or device)")
+                continue
+            if st.st_uid != os.geteuid():
+                self._reject_inbox(entry, f"owned by uid {st.st_uid}, not by you")
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                with os.fdopen(fd, "rb") as f:
+                    raw = f.read()
             except OSError as e:
-                log.warning("inbox file %s unreadable: %s", path, e)
+                self._reject_inbox(entry, f"unreadable ({e.strerror or e})")
                 continue
             digest = hashlib.sha256(raw).hexdigest()[:16]
             text = raw.decode("utf-8", errors="replace").strip()
             if text and not ev.inbox_file_seen(self.store, digest, entry.name):
-                ev.append(self.store, Event.owner_message(text, "inbox", file=entry.name,
-                                                          inbox_sha=digest))
+                inputs_store.add_message(self.store, Event.owner_message(
+                    text, "inbox", file=entry.name, inbox_sha=digest))
             target = done / entry.name
             if target.exists():
                 target = done / f"{int(time.time())}-{entry.name}"
             os.replace(path, target)
 
-    def _cursor(self) -> int:
-        last = ev.last_of_kind(self.store, "tick")
-        return int(last.meta.get("cursor", 0)) if last else 0
+    def _queue_due(self) -> None:
+        """Promises that fell due and rituals the scheduler marked become inputs."""
+        for p in promises_store.due(self.store, now_iso()):
+            inputs_store.add(self.store, Event(
+                kind="promise_due", body=p.body, actor="coworker", author_kind="system",
+                meta={"promise_id": p.id, "made": p.ts, "due": p.meta.get("due")}), "promise")
+        prompts = {d.name: d.prompt or "" for d in definitions(self.settings)}
+        due, self._pending_rituals = self._pending_rituals, []
+        for name in due:
+            if inputs_store.pending_ritual(self.store, name):
+                continue
+            inputs_store.add(self.store, Event(
+                kind="ritual_due", body=f"ritual {name} is due", actor="coworker",
+                author_kind="system", meta={"ritual": name, "prompt": prompts.get(name, "")}),
+                "ritual")
+
+    def _batch(self) -> tuple[list[inputs_store.Input], turns.Attempt | None]:
+        """This turn's inputs, and the unfinished attempt it replays (if any).
+
+        An attempt that did not complete (killed, stopped, failed) and whose inputs are all
+        still pending is taken up again with exactly those inputs, so its recorded steps can be
+        replayed. After a failure its inputs caused, the oldest input goes alone, so a poison
+        input is set aside by itself and the inputs behind it go on."""
+        pending = inputs_store.pending(self.store)
+        if not pending:
+            return [], None
+        by_id = {i.id: i for i in pending}
+        last = turns.last_attempt(self.store)
+        if (last is not None and last.outcome in turns.RESUMABLE and last.inputs
+                and all(i in by_id for i in last.inputs)):
+            batch = [by_id[i] for i in last.inputs]
+            if len(batch) == 1 or all(i.failures == 0 for i in batch):
+                return batch, last
+        if pending[0].failures > 0:
+            return [pending[0]], None
+        cap = self.settings.coworker.max_inputs_per_turn
+        self._more_pending = len(pending) > cap
+        return pending[:cap], None
 
     def perceive(self) -> ctx.Perception:
         self._take_inbox()
-        cursor = self._cursor()
-        prompts = {d.name: d.prompt or "" for d in definitions(self.settings)}
-        due, self._pending_rituals = self._pending_rituals, []
-        return ctx.Perception(
-            inputs=ev.since(self.store, cursor, kinds=["message"]),
-            due_promises=promises_store.due(self.store, now_iso()),
-            rituals=[(name, prompts.get(name, "")) for name in due],
-        )
+        self._queue_due()
+        batch, self._resume = self._batch()
+        p = ctx.Perception(input_ids=[i.id for i in batch])
+        for item in batch:
+            e = item.event
+            if item.kind == "message":
+                p.inputs.append(e)
+            elif item.kind == "promise":
+                p.due_promises.append(e)
+            else:
+                name = str(e.meta.get("ritual", ""))
+                p.rituals.append((name, str(e.meta.get("prompt") or "")))
+                p.ritual_inputs[name] = item.id
+        return p
 
     @staticmethod
     def fingerprint(p: ctx.Perception) -> str:
-        payload = json.dumps({"inputs": [e.id for e in p.inputs],
-                              "promises": [e.id for e in p.due_promises],
-                              "rituals": p.rituals}, sort_keys=True)
+        payload = json.dumps({"inputs": p.input_ids, "rituals": p.rituals}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     # the tick ----------------------------------------------------------------------------
@@ -361,50 +457,81 @@ class Loop:
             telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
             return TickOutcome("quiet")
         digest = self.fingerprint(perception)
-        self._first_input = min((e.id or 0 for e in perception.inputs), default=None)
-        cursor = max([self._cursor(), *[e.id or 0 for e in perception.inputs]])
+        builtin_due = [n for n, _ in perception.rituals if n in BUILTIN]
+        if self.model is None and not builtin_due:
+            if digest == self._idle_digest:  # already reported; they wait for a model
+                self.stats.quiet_ticks += 1
+                telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
+                return TickOutcome("quiet")
+            self._idle_digest = digest
+        resume = self._resume
+        self._first_input = min(perception.input_ids, default=None)
         tick_id = self._record(
             "tick", f"tick: {len(perception.inputs)} message(s), "
-            f"{len(perception.due_promises)} promise(s) due, {len(perception.rituals)} ritual(s)",
-            cursor=cursor, perception=digest, inputs=[e.id for e in perception.inputs],
-            promises=[e.id for e in perception.due_promises],
+            f"{len(perception.due_promises)} promise(s) due, {len(perception.rituals)} ritual(s)"
+            + (f"; takes up tick {resume.tick_id} again" if resume else ""),
+            perception=digest, inputs=perception.input_ids,
+            resumes=resume.tick_id if resume else None,
             rituals=[n for n, _ in perception.rituals])
-        for p in perception.due_promises:
-            self._record("promise_due", p.body, tick_id=tick_id, promise_id=p.id)
         for e in perception.inputs:
             self._remember(e, tick_id)
-        for name, _ in perception.rituals:
-            if name in BUILTIN:
-                await self._run_builtin(name, tick_id)
+        for name in builtin_due:
+            await self._run_builtin(name, tick_id, perception.ritual_inputs[name])
         perception.rituals = [(n, p) for n, p in perception.rituals if n not in BUILTIN]
+        turn_inputs = [i for i in perception.input_ids
+                       if i not in {perception.ritual_inputs[n] for n in builtin_due}]
         runs = [(n, ritual_runs.start(self.store, n)) for n, _ in perception.rituals]
         active = bool(perception.inputs)
         if perception.empty():
             outcome = TickOutcome("ritual", tick_id, detail="built-in rituals only")
         elif self.model is None:
             outcome = TickOutcome("no_model", tick_id, active=active,
-                                  detail="inputs recorded; no model configured")
+                                  detail="inputs wait for a model; none is configured")
         else:
             try:
-                outcome = await self._turn(tick_id, perception)
+                outcome = await self._turn(tick_id, perception, resume)
             except ModelError as e:
                 log.error("tick %d failed: %s", tick_id, e)
                 self._record("tick_failed", str(e), tick_id=tick_id)
-                outcome = TickOutcome("failed", tick_id, detail=str(e))
+                outcome = TickOutcome("failed", tick_id, detail=str(e),
+                                      blames_input=e.blames_input)
             except Exception as e:  # a bug in a turn fails the tick, not the loop
                 log.exception("tick %d failed unexpectedly", tick_id)
                 self._record("tick_failed", f"{type(e).__name__}: {e}", tick_id=tick_id)
-                outcome = TickOutcome("failed", tick_id, detail=str(e))
-            outcome.active = outcome.active or active
+                outcome = TickOutcome("failed", tick_id, detail=f"{type(e).__name__}: {e}",
+                                      blames_input=True)
+            outcome.active = outcome.active or (active and outcome.kind != "failed")
         for _name, run_id in runs:
             status = "skipped" if outcome.kind == "no_model" else (
-                "failed" if outcome.kind == "failed" else "ok")
+                "ok" if outcome.kind in turns.COMPLETED else outcome.kind)
             ritual_runs.finish(self.store, run_id, status,
                                {"tick_id": tick_id, "outcome": outcome.kind,
                                 "steps": outcome.steps})
-        self._record("tick_end", f"tick {tick_id}: {outcome.kind}", tick_id=tick_id,
-                     outcome=outcome.kind, steps=outcome.steps)
+        end = Event(kind="tick_end", body=f"tick {tick_id}: {outcome.kind}", actor="coworker",
+                    author_kind="system", tick_id=tick_id,
+                    meta={"outcome": outcome.kind, "steps": outcome.steps,
+                          "inputs": turn_inputs})
+        if outcome.kind in turns.COMPLETED:
+            inputs_store.finish_turn(self.store, tick_id, turn_inputs, end)
+            return outcome
+        if outcome.kind == "failed" and turn_inputs:
+            self._count_failure(tick_id, turn_inputs, outcome)
+        ev.append(self.store, end)
         return outcome
+
+    def _count_failure(self, tick_id: int, ids: list[int], outcome: TickOutcome) -> None:
+        """A failure the inputs caused counts against them (3 in a row: set aside); an outage
+        counts against nothing and the inputs simply wait."""
+        if not outcome.blames_input:
+            inputs_store.note_error(self.store, ids, outcome.detail)
+            return
+        for event_id in inputs_store.fail(self.store, ids, outcome.detail):
+            log.warning("input %d failed %d turns in a row and is SET ASIDE (last: %s); the "
+                        "inputs behind it go on. `coworker retry %d` puts it back", event_id,
+                        inputs_store.MAX_FAILURES, outcome.detail, event_id)
+            self._record("input_set_aside", f"input {event_id} set aside after "
+                         f"{inputs_store.MAX_FAILURES} failed turns: {outcome.detail}",
+                         tick_id=tick_id, input_id=event_id)
 
     def _remember(self, e: Event, tick_id: int) -> None:
         """An owner message beginning "remember" goes to the promotion gate. A memory failure
@@ -413,17 +540,18 @@ class Loop:
 
         try:
             cand = gate.from_owner_message(e)
-            if cand is None:
+            if cand is None or e.id is None or turns.gated(self.store, e.id):
                 return
             verdict = gate.consider(self.store, self.home, self.settings, cand)
-            self._record("promotion", verdict.describe(), tick_id=tick_id,
+            self._record("promotion", verdict.describe(), tick_id=tick_id, input_id=e.id,
                          promotion_id=verdict.promotion_id, status=verdict.status)
         except Exception as exc:
             log.warning("could not pass owner message %s through the promotion gate (%s: %s); "
                         "the turn goes on without it", e.id, type(exc).__name__, exc)
 
-    async def _run_builtin(self, name: str, tick_id: int) -> None:
-        """Run a built-in ritual (reflect) in a worker thread with its own connection."""
+    async def _run_builtin(self, name: str, tick_id: int, input_id: int) -> None:
+        """Run a built-in ritual (reflect) in a worker thread with its own connection. Its
+        input is consumed when it ran to its end; a failure counts against it like a turn's."""
         from rituals import reflect
 
         try:
@@ -432,38 +560,67 @@ class Loop:
             log.error("ritual %s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
             self._record("ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
                          ritual=name)
+            self._count_failure(tick_id, [input_id], TickOutcome(
+                "failed", tick_id, detail=f"{type(e).__name__}: {e}", blames_input=True))
             return
         self._record("ritual", f"{name}: archived {report.archived}, sealed "
                      f"{report.sealed or 'nothing'} in {report.seconds:.1f} s",
                      tick_id=tick_id, ritual=name, stats=report.as_stats())
+        inputs_store.consume(self.store, [input_id], tick_id)
 
-    async def _turn(self, tick_id: int, perception: ctx.Perception) -> TickOutcome:
+    async def _turn(self, tick_id: int, perception: ctx.Perception,
+                    resume: turns.Attempt | None = None) -> TickOutcome:
+        """Model calls and tool calls until the model ends its turn or the step cap. Taking up
+        an unfinished attempt again, the steps it recorded are replayed (its responses and its
+        tool results) instead of asked and run again; only what it never recorded is new."""
         assert self.model is not None
         prefix = ctx.build_prefix(self.home, self.settings, self.store, self.registry)
         messages: list[dict[str, Any]] = [ctx.first_message(
             ctx.staircase(self.store, self.settings, before_id=tick_id),
             ctx.inputs_text(perception))]
+        recorded = turns.responses(self.store, resume.tick_id) if resume else []
+        done = turns.tool_results(self.store, resume.tick_id) if resume else {}
         acted = False
         tail = self._recall(tick_id, perception)
         cap = self.settings.coworker.max_steps_per_tick
         for step in range(1, cap + 1):
-            # the recall block rides at the tail of each call, never in the history
-            reply = await self.model.create(system=prefix.system, tools=prefix.tools,
-                                            messages=ctx.with_tail(messages, tail))
+            if step <= len(recorded):
+                reply = Reply(content=recorded[step - 1], stop_reason="replayed",
+                              model="replayed", attempts=0)
+            else:
+                # the recall block rides at the tail of each call, never in the history
+                self._call = asyncio.ensure_future(self.model.create(
+                    system=prefix.system, tools=prefix.tools,
+                    messages=ctx.with_tail(messages, tail)))
+                try:
+                    reply = await self._call
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if self.stopping and task is not None and not task.cancelling():
+                        log.warning("tick %d: the model call in flight was cancelled by %s; "
+                                    "its inputs stay pending", tick_id, self._stop_reason)
+                        return TickOutcome("stopped", tick_id, step - 1, active=True,
+                                           detail=self._stop_reason or "")
+                    raise
+                finally:
+                    self._call = None
             self._record("model_response", reply.text, tick_id=tick_id, author_kind="agent",
                          actor="coworker", step=step, model=reply.model,
                          stop_reason=reply.stop_reason, usage=reply.usage,
-                         attempts=reply.attempts, tool_calls=len(reply.tool_uses))
+                         attempts=reply.attempts, tool_calls=len(reply.tool_uses),
+                         content=reply.content,
+                         replayed_from=resume.tick_id if step <= len(recorded) and resume
+                         else None)
             if not reply.tool_uses:
                 kind = "acted" if acted else "no_action"
                 return TickOutcome(kind, tick_id, step, active=acted)
             messages.append({"role": "assistant", "content": reply.content})
             results = []
             for use in reply.tool_uses:
-                results.append(self._call_tool(tick_id, use))
+                results.append(self._call_tool(tick_id, use, done))
                 acted = True
             messages.append({"role": "user", "content": results})
-            if self.stopping:  # a step boundary: stop cleanly here
+            if self.stopping:  # a step boundary: stop here; the inputs stay pending
                 return TickOutcome("stopped", tick_id, step, active=True,
                                    detail=self._stop_reason or "")
         self._record("step_cap", f"step cap of {cap} model calls reached; tick ends here",
@@ -523,15 +680,25 @@ class Loop:
                         type(e).__name__, e, exc_info=True)
             return None
 
-    def _call_tool(self, tick_id: int, use: dict[str, Any]) -> dict[str, Any]:
+    def _call_tool(self, tick_id: int, use: dict[str, Any],
+                   done: dict[str, tuple[str, bool]] | None = None) -> dict[str, Any]:
+        """Run one tool call; a call whose result an earlier attempt recorded is not run again,
+        its recorded result is used."""
+        from .tools import ToolResult
+
         name = str(use.get("name", ""))
         raw = use.get("input")
+        use_id = use.get("id") if isinstance(use.get("id"), str) else None
         self._record("tool_call", f"{name}({json.dumps(raw, ensure_ascii=False)[:2000]})",
                      tick_id=tick_id, author_kind="agent", actor="coworker", tool=name,
-                     input=raw, tool_use_id=use.get("id"))
-        tctx = ToolContext(store=self.store, home_root=self.home.root, settings=self.settings,
-                           tick_id=tick_id, live=self.live, first_input_id=self._first_input)
-        result = self.registry.dispatch(tctx, name, raw)
+                     input=raw, tool_use_id=use_id)
+        if use_id is not None and done and use_id in done:
+            result = ToolResult(*done[use_id])
+        else:
+            tctx = ToolContext(store=self.store, home_root=self.home.root,
+                               settings=self.settings, tick_id=tick_id, live=self.live,
+                               first_input_id=self._first_input, tool_use_id=use_id)
+            result = self.registry.dispatch(tctx, name, raw)
         if result.is_error:
             log.warning("tool call %s came back as an error: %s", name, result.text)
         self._record("tool_result", result.text, tick_id=tick_id, author_kind="tool",

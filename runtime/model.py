@@ -8,6 +8,7 @@ translation of every failure into a ModelError that says what to do. It knows no
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
@@ -27,6 +28,10 @@ from .settings import ModelSection
 log = logging.getLogger(__name__)
 
 CACHE_MARK = {"type": "ephemeral"}
+
+
+class CallDeadline(Exception):
+    """One attempt ran past `timeout_s` end to end (a hung or dripping server)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class Reply:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+    if isinstance(exc, CallDeadline | anthropic.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, anthropic.APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
@@ -57,6 +62,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, CallDeadline):
+        return f"took longer than its deadline ({exc})"
     if isinstance(exc, anthropic.APITimeoutError):
         return "timed out"
     if isinstance(exc, anthropic.APIConnectionError):
@@ -126,15 +133,15 @@ class Model:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    msg = await self.client.messages.create(
-                        model=self.cfg.name,
-                        max_tokens=self.cfg.max_tokens,
-                        system=system,
-                        tools=tools,
-                        messages=messages,
-                    )
+                    msg = await self._attempt(system, tools, messages)
         except anthropic.APIStatusError as e:
-            raise ModelError(_status_advice(e, attempts)) from e
+            raise ModelError(_status_advice(e, attempts),
+                             blames_input=e.status_code in (400, 413, 422)) from e
+        except CallDeadline as e:
+            raise ModelError(
+                f"model endpoint {self.cfg.base_url or 'api.anthropic.com'} {describe(e)} "
+                f"after {attempts} attempt(s): the server hangs or answers too slowly; the "
+                "loop retries at the next tick ([model] timeout_s)") from e
         except anthropic.APIConnectionError as e:
             raise ModelError(
                 f"model endpoint {self.cfg.base_url or 'api.anthropic.com'} "
@@ -148,6 +155,23 @@ class Model:
                 "server"
             ) from e
         return _to_reply(msg, attempts)
+
+
+    async def _attempt(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                       messages: list[dict[str, Any]]) -> Any:
+        """One request under a deadline for the whole call: the client's own timeout is per
+        read, so a server that drips a byte a second would otherwise hold the loop for ever."""
+        try:
+            async with asyncio.timeout(self.cfg.timeout_s):
+                return await self.client.messages.create(
+                    model=self.cfg.name,
+                    max_tokens=self.cfg.max_tokens,
+                    system=system,
+                    tools=tools,
+                    messages=messages,
+                )
+        except TimeoutError as e:
+            raise CallDeadline(f"{self.cfg.timeout_s:g} s") from e
 
 
 def _to_reply(msg: Any, attempts: int) -> Reply:

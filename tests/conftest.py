@@ -99,6 +99,15 @@ def run_tick(loop) -> object:  # noqa: ANN001 - a runtime.loop.Loop
     return asyncio.run(go())
 
 
+def tell(home: Home, body: str) -> int:
+    """An owner message as `coworker tell` records it: the event and its pending input."""
+    from runtime.store import Event, Store
+    from runtime.store import inputs
+
+    with Store.open(home.db_path) as store:
+        return inputs.add_message(store, Event.owner_message(body, "tell"))
+
+
 def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run the real `coworker` command in a subprocess."""

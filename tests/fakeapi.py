@@ -53,7 +53,8 @@ class Scripted:
     status: int = 200
     body: Any = None  # dict -> JSON; str/bytes -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
+    delay: float = 0.0  # seconds before answering (a large one: a hung server)
+    drip: float = 0.0  # seconds between the body's bytes (a dripping server)
 
 
 def error(status: int, kind: str = "api_error", msg: str = "scripted failure",
@@ -129,7 +130,16 @@ class FakeMessagesAPI(LocalServer):
                         self.send_header(k, v)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not item.drip:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(item.drip)
+                except OSError:  # the client gave up: that is the point of the drip
+                    pass
 
         self._serve(Handler)
 

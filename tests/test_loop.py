@@ -15,15 +15,12 @@ from runtime.loop import Loop, TickOutcome
 from runtime.store import Event, Store, pins, telemetry
 from runtime.store import events as ev
 
+from .conftest import tell
 from .conftest import run_tick as tick
 from .conftest import write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 
 
-def tell(home: Home, body: str) -> int:
-    with Store.open(home.db_path) as store:
-        return ev.append(store, Event(kind="message", body=body, actor="owner",
-                                      author_kind="user", meta={"via": "tell"}))
 
 
 def make_loop(home: Home, **kw) -> Loop:

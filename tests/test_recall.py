@@ -27,6 +27,7 @@ from runtime.store import Event, Store, archive
 from runtime.store import events as ev
 from runtime.store import rollups as rl
 
+from .conftest import tell
 from .conftest import coworker, write_config
 from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, text, tool_use
@@ -36,10 +37,6 @@ HEAD = "Recalled from your memory for this turn"
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def tell(home: Home, body: str) -> int:
-    with Store.open(home.db_path) as store:
-        return ev.append(store, Event(kind="message", body=body, actor="owner",
-                                      author_kind="user", meta={"via": "tell"}))
 
 
 def seed(home: Home, bodies: list[str], ts: str | None = None, kind: str = "note") -> list[int]:

@@ -39,6 +39,7 @@ from runtime.store import events as ev
 from runtime.store import tags as tg
 from runtime.store import vectors as vs
 
+from .conftest import tell
 from .conftest import coworker, write_config
 from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, LocalServer, text
@@ -164,10 +165,6 @@ def seed(home: Home, bodies: list[str], kind: str = "note", ts: str | None = Non
                   **({"ts": ts} if ts else {})) for b in bodies])
 
 
-def tell(home: Home, body: str) -> int:
-    with Store.open(home.db_path) as store:
-        return ev.append(store, Event(kind="message", body=body, actor="owner",
-                                      author_kind="user", meta={"via": "tell"}))
 
 
 

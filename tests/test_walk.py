@@ -14,6 +14,7 @@ from runtime.home import Home
 from runtime.memory.walk import Caps, query_tokens, walk
 from runtime.store import Event, Store, archive, telemetry
 from runtime.store import events as ev
+from runtime.store import inputs
 from runtime.store import rollups as rl
 
 from .conftest import coworker, write_config
@@ -233,8 +234,8 @@ def test_tool_door_refusal_is_a_normal_result_the_tick_carries_on_from(
 
     write_config(ladder_home.root, api.url)
     with Store.open(ladder_home.db_path) as store:
-        ev.append(store, Event(kind="message", body="what about kubernetes?", actor="owner",
-                               author_kind="user"))
+        inputs.add_message(store, Event(kind="message", body="what about kubernetes?",
+                                        actor="owner", author_kind="user"))
     api.enqueue(tool_use("memory_walk", {"query": "kubernetes outage"}, id="w1"),
                 tool_use("memory_walk", {"query": "parser bugs triage"}, id="w2"),
                 text("My memory does not hold kubernetes; parser triage was events 1-10."))

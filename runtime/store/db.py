@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import StoreError
+from ..errors import StoreBusy, StoreError
 from . import migrations
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,8 @@ class Store:
 
     # opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, *, readonly: bool = False, migrate: bool = True) -> Store:
+    def open(cls, path: Path, *, readonly: bool = False, migrate: bool = True,
+             busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Store:
         try:
             if readonly:
                 if not path.exists():
@@ -50,7 +51,7 @@ class Store:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not readonly:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
@@ -65,7 +66,7 @@ class Store:
                 migrations.apply(store)
             except sqlite3.DatabaseError as e:
                 conn.close()
-                raise StoreError(_explain(e, path)) from e
+                raise _error(e, path) from e
         return store
 
     def close(self) -> None:
@@ -90,7 +91,7 @@ class Store:
             try:
                 self.conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {name}")
             except sqlite3.OperationalError as e:
-                raise StoreError(_explain(e, self.path)) from e
+                raise _error(e, self.path) from e
             self._depth += 1
             try:
                 yield self.conn
@@ -109,7 +110,7 @@ class Store:
                 except sqlite3.OperationalError as e:
                     if outer:
                         self.conn.execute("ROLLBACK")
-                    raise StoreError(_explain(e, self.path)) from e
+                    raise _error(e, self.path) from e
 
     def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         try:
@@ -117,7 +118,7 @@ class Store:
                 return self.conn.execute(sql, params)
         except sqlite3.OperationalError as e:
             if _is_lock(e) or "readonly" in str(e):
-                raise StoreError(_explain(e, self.path)) from e
+                raise _error(e, self.path) from e
             raise
         except sqlite3.DatabaseError as e:
             if "malformed" in str(e) or "not a database" in str(e):
@@ -151,6 +152,10 @@ class Store:
             self.conn.backup(dest)
         finally:
             dest.close()
+
+
+def _error(e: sqlite3.Error, path: Path) -> StoreError:
+    return (StoreBusy if _is_lock(e) else StoreError)(_explain(e, path))
 
 
 def _is_lock(e: sqlite3.Error) -> bool:

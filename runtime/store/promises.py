@@ -1,5 +1,7 @@
 """Promises: follow-ups the coworker committed to. A promise is a `promise` event whose meta
-holds `due` (UTC ISO-8601); it is fulfilled when a `promise_due` event names it. Read side only."""
+holds `due` (UTC ISO-8601); when it falls due the loop writes a `promise_due` event naming it,
+which is an input of the next turn. Only promises the loop recorded itself count: an imported
+row is never loop state. Read side only."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from .events import COLUMNS, Event
 _OPEN = """
     FROM events AS p
    WHERE p.kind = 'promise'
+     AND json_extract(p.meta, '$.imported') IS NULL
      AND NOT EXISTS (SELECT 1 FROM events AS d
                       WHERE d.kind = 'promise_due'
                         AND json_extract(d.meta, '$.promise_id') = p.id)

@@ -4,7 +4,9 @@ Owns the Tool record (wire name with underscores, description, a pydantic model 
 whether it has side effects), the schemas sent to the model (sorted, so the cached prefix is
 byte-stable), and dispatch: an unknown tool, input that is not a JSON object, or input that
 does not match the schema comes back as an error tool result; a tool that raises is caught and
-logged and also becomes an error result. A tick never crashes on a tool.
+logged and also becomes an error result. A tick never crashes on a tool. A live side effect
+is written to the side-effect ledger under its tool_use id before it runs, so a replayed turn
+never runs it twice.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from ..settings import Settings
 from ..store import Event, Store
 from ..store import events as ev
+from ..store import side_effects
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class ToolContext:
     tick_id: int | None
     live: bool
     first_input_id: int | None = None  # memory reads ignore this tick's own inputs and steps
+    tool_use_id: str | None = None  # the key of a live side effect in the ledger
 
     def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
                **meta: Any) -> int:
@@ -114,8 +118,25 @@ class Registry:
                 f"dry-run: {name} was not carried out; recorded what it would have done as "
                 f"event {event_id} (the owner runs with --live to let it act)"
             )
+        key = ctx.tool_use_id if tool.side_effect else None
+        if key is not None:
+            earlier = side_effects.begin(ctx.store, key, name, ctx.tick_id,
+                                         params.model_dump(mode="json"))
+            if earlier is not None:
+                log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); "
+                            "not running it again", name, key, earlier.tick_id, earlier.status)
+                return ToolResult(
+                    f"not repeated: {name} (tool_use {key}) was already carried out by an "
+                    f"earlier attempt of this turn ({earlier.status}"
+                    + (f": {earlier.result}" if earlier.result else "") + ")")
+        elif tool.side_effect:
+            log.warning("side effect %s has no tool_use id: it cannot be keyed against a replay",
+                        name)
         try:
-            return ToolResult(tool.run(ctx, params))
+            result = ToolResult(tool.run(ctx, params))
         except Exception as e:  # a tool bug must not end the tick; it goes back as an error
             log.exception("tool %s failed", name)
-            return ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)
+            result = ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)
+        if key is not None:
+            side_effects.finish(ctx.store, key, not result.is_error, result.text)
+        return result

@@ -1,0 +1,87 @@
+"""Turns as recorded: the attempts of the loop (`tick` events) and what each one wrote.
+
+Owns the read side a replayed turn needs: the latest attempt and whether it completed, its
+recorded model responses in order, its recorded tool results by tool_use id, and whether an
+input already went through the promotion gate. Only rows the loop wrote itself are read here:
+an imported row is never loop state. It never writes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .db import Store
+
+COMPLETED = ("acted", "no_action", "step_cap")
+# an attempt that ended so (None: killed, no tick_end) is taken up again with the same inputs
+RESUMABLE = (None, "stopped", "failed")
+
+_OWN = "AND (meta IS NULL OR json_extract(meta, '$.imported') IS NULL)"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    tick_id: int
+    inputs: list[int]
+    outcome: str | None  # None: no tick_end (killed)
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome in COMPLETED
+
+
+def last_attempt(store: Store) -> Attempt | None:
+    rows = store.query(f"SELECT id, meta FROM events WHERE kind = 'tick' {_OWN} "
+                       "ORDER BY id DESC LIMIT 1")
+    if not rows:
+        return None
+    tick_id = int(rows[0]["id"])
+    meta = _meta(rows[0]["meta"])
+    end = store.query(f"SELECT meta FROM events WHERE kind = 'tick_end' AND tick_id = ? {_OWN} "
+                      "ORDER BY id DESC LIMIT 1", (tick_id,))
+    outcome = _meta(end[0]["meta"]).get("outcome") if end else None
+    inputs = [int(i) for i in meta.get("inputs", []) if isinstance(i, int)]
+    return Attempt(tick_id, inputs, outcome)
+
+
+def responses(store: Store, tick_id: int) -> list[list[dict[str, Any]]]:
+    """The content of each model response an attempt recorded, in step order."""
+    rows = store.query(f"SELECT meta FROM events WHERE kind = 'model_response' AND tick_id = ? "
+                       f"{_OWN} ORDER BY id", (tick_id,))
+    out = []
+    for r in rows:
+        content = _meta(r["meta"]).get("content")
+        if not isinstance(content, list):
+            break  # a response recorded without its content cannot be replayed past
+        out.append(content)
+    return out
+
+
+def tool_results(store: Store, tick_id: int) -> dict[str, tuple[str, bool]]:
+    """tool_use id -> (result text, is_error) for every tool result an attempt recorded."""
+    rows = store.query(f"SELECT body, meta FROM events WHERE kind = 'tool_result' AND tick_id = ? "
+                       f"{_OWN} ORDER BY id", (tick_id,))
+    out: dict[str, tuple[str, bool]] = {}
+    for r in rows:
+        meta = _meta(r["meta"])
+        key = meta.get("tool_use_id")
+        if isinstance(key, str):
+            out[key] = (r["body"], bool(meta.get("is_error")))
+    return out
+
+
+def gated(store: Store, input_id: int) -> bool:
+    """Whether this input already went through the promotion gate (a retried turn must not
+    propose the same "remember" twice)."""
+    return store.scalar("SELECT 1 FROM events WHERE kind = 'promotion' "
+                        "AND json_extract(meta, '$.input_id') = ?", (input_id,)) is not None
+
+
+def _meta(raw: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
