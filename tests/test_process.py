@@ -15,6 +15,7 @@ import pytest
 from runtime.home import Home
 from runtime.store import Store
 from runtime.store import events as ev
+from runtime.store import inputs
 
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, text, tool_use
@@ -112,23 +113,35 @@ def test_tell_from_other_processes_while_the_loop_writes(running: Home, api: Fak
     assert "database is locked" not in log and "locked" not in log.lower()
 
 
-def test_sigterm_stops_at_a_step_boundary(running: Home, api: FakeMessagesAPI):
+def test_sigterm_cancels_a_hung_model_call_and_the_message_waits(slow_home: Home,
+                                                                   api: FakeMessagesAPI):
+    """A server that never answers must not hold `coworker stop`: the call in flight is
+    cancelled, no retry starts, and the message stays pending for the next run."""
+    write_config(slow_home.root, api.url, model={"timeout_s": 120.0},
+                 coworker={"tick_seconds": 300, "max_tick_seconds": 600})
+    assert coworker("start").returncode == 0
     wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
     api.got_request.clear()
-    api.enqueue(Scripted(200, tool_use("note", {"text": "halfway"}), delay=1.0))
-    coworker("tell", "work on it")
-    assert api.got_request.wait(5.0)
-    stop = coworker("stop")  # arrives while the model call is in flight
+    api.enqueue(Scripted(200, tool_use("note", {"text": "halfway"}), delay=300.0))
+    told = coworker("tell", "work on it")
+    assert told.returncode == 0, told.stderr
+    assert api.got_request.wait(10.0)
+    stop = coworker("stop", "--timeout", "10")  # arrives while the call hangs
     assert stop.returncode == 0, stop.stderr
-    seen = kinds(running)
-    # the step in flight completed (response, tool call, result), then the loop stopped
+    seen = kinds(slow_home)
     tail = seen[seen.index("tick", seen.index("message")):]
-    assert tail == ["tick", "recall", "model_response", "tool_call", "note", "tool_result", "tick_end",
-                    "stop"]
-    with Store.open(running.db_path) as store:
+    assert tail == ["tick", "recall", "tick_end", "stop"]
+    with Store.open(slow_home.db_path) as store:
         assert ev.tail(store, 1, kind="tick_end")[0].meta["outcome"] == "stopped"
         assert ev.tail(store, 1, kind="stop")[0].meta["reason"] == "SIGTERM"
-    assert len(api.requests) == 1  # no second model call after the stop
+        message = ev.tail(store, 1, kind="message")[0]
+        assert inputs.status_of(store, message.id) == "pending"
+    assert len(api.requests) == 1  # no retry started after the stop
+    api.enqueue(text("Done now."))
+    again = coworker("run", "--once")
+    assert again.returncode == 0, again.stderr
+    with Store.open(slow_home.db_path) as store:
+        assert inputs.status_of(store, message.id) == "consumed"
 
 
 def test_run_in_foreground_stops_on_sigint(slow_home: Home):
