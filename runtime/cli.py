@@ -386,10 +386,13 @@ def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
 def import_cmd(file: Path, skip_bad: bool) -> None:
     """Import historical events from a JSON-lines file, keeping their timestamps.
 
-    One JSON object a line: ts (ISO-8601), kind, actor, author_kind (user, agent, tool,
-    third_party, system, unknown; default unknown), body, meta. All lines go in one
+    One JSON object a line: ts (ISO-8601; without an offset it is read in [coworker]
+    timezone), kind, actor, author_kind (user, agent, tool, third_party, system, unknown;
+    default unknown), body, meta, and an optional id or source_id. All lines go in one
     transaction: a bad line names its number and field and nothing is imported, unless
-    --skip-bad.
+    --skip-bad. Importing a file twice adds nothing. Imported events are history: never input
+    to a tick, never the owner's words. Kinds the loop reads as its state (tick, tick_end,
+    tick_failed, promise, promise_due, recall, ritual_due, input_set_aside) are refused.
 
     \b
     Example:
@@ -406,10 +409,13 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
             console=err, transient=True, disable=size < 5_000_000) as bar:
         task = bar.add_task(f"importing {file.name}", total=size)
         report = import_file(store, file, skip_bad=skip_bad,
-                             progress=lambda n: bar.advance(task, n))
+                             progress=lambda n: bar.advance(task, n),
+                             timezone=home.settings().coworker.timezone)
     span = f" (ids {report.first_id}-{report.last_id})" if report.imported else ""
+    present = (f"; {report.already_present} already present, not imported again"
+               if report.already_present else "")
     out.print(f"imported {report.imported} events{span} in {report.seconds:.2f} s "
-              f"({report.rate:,.0f}/s)")
+              f"({report.rate:,.0f}/s){present}")
     for no, why in report.skipped[:20]:
         err.print(f"skipped line {no}: {why}", markup=False)
     if len(report.skipped) > 20:

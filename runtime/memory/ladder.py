@@ -1,7 +1,9 @@
 """The ladder: sealing rollups, rungs a factor of `fanout` apart.
 
 Level 1 episodes are blocks of about `fanout` events (cut where a new tick starts or after a
-quiet gap, at most 1.5 x fanout), read from events and archive as one history, streamed. Level
+quiet gap, at most 1.5 x fanout), read from events and archive as one history, streamed; and
+always cut where imported history meets live events or another import batch, whatever the
+block's size, so an episode never mixes them and is dated by its own timestamps. Level
 n+1 rollups gather `fanout` unparented level-n rollups, and so on up while a level has enough.
 Only complete blocks seal; a sealed rollup never changes; a rerun with nothing new changes
 nothing; each seal is its own transaction, so an interrupted run leaves whole rungs only.
@@ -86,15 +88,25 @@ def _ts(e: Event) -> float:
 
 
 def _boundary(prev: Event, e: Event) -> bool:
-    return e.kind == "tick" or _ts(e) - _ts(prev) >= GAP_SECONDS
+    # a gap either way: an imported file need not be in time order
+    return e.kind == "tick" or abs(_ts(e) - _ts(prev)) >= GAP_SECONDS
+
+
+def _origin(e: Event) -> tuple[bool, str | None]:
+    """Live, or which import batch: an episode holds events of one origin only."""
+    return (True, e.meta.get("import_batch")) if e.imported else (False, None)
 
 
 def episode_blocks(store: Store, fanout: int, after_id: int) -> Iterator[list[Event]]:
-    """Complete blocks of about `fanout` events after `after_id`, streamed in id order."""
+    """Complete blocks of about `fanout` events after `after_id`, streamed in id order. A
+    change of origin (live to imported, one import batch to another) completes a block at any
+    size: nothing later can join it."""
     block: list[Event] = []
     hard = fanout + fanout // 2
     for e in ev.history_after(store, after_id):
-        if block and ((len(block) >= fanout and _boundary(block[-1], e)) or len(block) >= hard):
+        if block and (_origin(e) != _origin(block[-1])
+                      or (len(block) >= fanout and _boundary(block[-1], e))
+                      or len(block) >= hard):
             yield block
             block = []
         block.append(e)
@@ -140,7 +152,8 @@ def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
         method = "extractive"
     span = _span(store, first, last, f"episode {first}-{last}", report)
     rid = rl.seal(store, level=1, first_event=first, last_event=last, source_range=span,
-                  first_ts=block[0].ts, last_ts=block[-1].ts, title=title, body=body,
+                  first_ts=min(block, key=_ts).ts, last_ts=max(block, key=_ts).ts,
+                  title=title, body=body,
                   terms=" ".join(terms), method=method, vocab=vocabulary(block))
     if rid is not None:
         report.add(1, method)

@@ -147,21 +147,30 @@ def existing_ids(store: Store, ids: Sequence[int]) -> set[int]:
 
 def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | None = None,
          include_archive: bool = True) -> list[Event]:
-    """The newest n events (optionally of one kind), returned oldest first."""
-    table = "history" if include_archive else "(SELECT *, 'hot' AS source FROM events)"
+    """The newest n events by time (ts, then id; optionally of one kind, optionally with
+    id < before_id), returned oldest first. By time, not by id: history imported after live work
+    carries its own old timestamps and must never show as the newest.
+
+    Each table is read newest first by its ts index, at most n rows, and the two are merged
+    here (an ORDER BY over the UNION ALL view would sort the whole archive)."""
     where, params = [], []
     if kind:
         where.append("kind = ?")
         params.append(kind)
     if before_id is not None:
-        where.append("id < ?")
+        # `+id`: not a rowid range (that would read every older event and sort them); the ts
+        # index is walked newest first, and only this tick's own events fail the test.
+        where.append("+id < ?")
         params.append(before_id)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
-    rows = store.query(
-        f"SELECT {COLUMNS}, source FROM {table} {clause} ORDER BY id DESC LIMIT ?",
-        (*params, n),
-    )
-    return [Event.from_row(r) for r in reversed(rows)]
+    tables = [("events", "hot")] + ([("events_archive", "archive")] if include_archive else [])
+    rows = []
+    for table, source in tables:
+        rows += store.query(
+            f"SELECT {COLUMNS}, '{source}' AS source FROM {table} {clause} "
+            "ORDER BY ts DESC, id DESC LIMIT ?", (*params, n))
+    rows.sort(key=lambda r: (r["ts"], r["id"]), reverse=True)
+    return [Event.from_row(r) for r in reversed(rows[:n])]
 
 
 def since(store: Store, after_id: int, kinds: Sequence[str] | None = None) -> list[Event]:
