@@ -534,19 +534,20 @@ class Loop:
                          tick_id=tick_id, input_id=event_id)
 
     def _remember(self, e: Event, tick_id: int) -> None:
-        """An owner message beginning "remember" goes to the promotion gate. A memory failure
-        is logged loudly and never breaks the turn."""
+        """A message beginning "remember" goes to the promotion gate: the owner's may apply,
+        another agent's (MCP) is always queued. A memory failure is logged loudly and never
+        breaks the turn."""
         from .memory import gate
 
         try:
-            cand = gate.from_owner_message(e)
+            cand = gate.from_message(e)
             if cand is None or e.id is None or turns.gated(self.store, e.id):
                 return
             verdict = gate.consider(self.store, self.home, self.settings, cand)
             self._record("promotion", verdict.describe(), tick_id=tick_id, input_id=e.id,
                          promotion_id=verdict.promotion_id, status=verdict.status)
         except Exception as exc:
-            log.warning("could not pass owner message %s through the promotion gate (%s: %s); "
+            log.warning("could not pass message %s through the promotion gate (%s: %s); "
                         "the turn goes on without it", e.id, type(exc).__name__, exc)
 
     async def _run_builtin(self, name: str, tick_id: int, input_id: int) -> None:

@@ -4,8 +4,11 @@ Owns the MCP surface of one home: the tools `memory_walk`, `memory_search`, `mem
 `pins_list` and `tell`, and the resources `memory://MEMORY.md` and `memory://memory-map.md`.
 Each tool call opens a fresh Store and closes it before returning, so the server never holds a
 write lock between calls and a running loop is never blocked by it. The memory tools read
-(`memory_walk` also records one telemetry row, door "mcp"); `tell` appends one owner message
-exactly as `coworker tell` does and wakes a running loop.
+(`memory_walk` also records one telemetry row, door "mcp"). `tell` is how another agent speaks
+to the coworker: it records one message as an input of the loop, as `coworker tell` does, but
+authored by an agent (actor `mcp:<client name>`, or `mcp` when the client gives no name;
+author_kind `agent`), never as the owner, and wakes a running loop. A "remember ..." told this
+way is only ever queued for the owner's review at the promotion gate.
 
 It never prints to stdout (stdout is the protocol; logs go to stderr only), never calls a
 model, never edits or deletes an event, and never changes settings.
@@ -18,6 +21,7 @@ import sys
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
@@ -25,7 +29,7 @@ from . import __version__, process
 from .errors import CoworkerError
 from .home import Home
 from .store import Event, Store
-from .store import events as ev
+from .store import inputs
 from .store import pins as pn
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,19 @@ def _open(home: Home, readonly: bool = False) -> Store:
     return Store.open(home.db_path)
 
 
+def client_name(ctx: Context | None) -> str | None:
+    """The MCP client's own name (clientInfo.name of its initialize request), or None when the
+    session gives none. Only printable text is kept, at most 64 characters."""
+    try:
+        params = ctx.request_context.session.client_params if ctx is not None else None
+    except (AttributeError, ValueError):  # no request context: called outside a session
+        return None
+    info = getattr(params, "client_info", None)
+    name = " ".join(str(getattr(info, "name", "") or "").split())
+    name = "".join(ch for ch in name if ch.isprintable())[:64]
+    return name or None
+
+
 def build(home: Home) -> MCPServer:
     """The server for this home: five tools and two resources, nothing started yet."""
     mcp = MCPServer(
@@ -54,7 +71,7 @@ def build(home: Home) -> MCPServer:
             "stop and say so). Cite event ids when you answer. memory_search is the plain "
             "keyword search; memory_recall is what the coworker itself would recall for a "
             "message; pins_list is what the owner keeps in its context; tell sends it a message "
-            "from the owner."))
+            "from you, another agent: it arrives as an agent's message, never as its owner's."))
 
     @mcp.tool(annotations=READS)
     def memory_walk(query: str) -> dict[str, Any]:
@@ -123,21 +140,24 @@ def build(home: Home) -> MCPServer:
 
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                           idempotentHint=False, openWorldHint=False))
-    def tell(text: str) -> dict[str, Any]:
-        """Send the coworker a message from its owner, as `coworker tell` does: it is recorded
-        as a `message` event and a running coworker wakes and reads it at once (otherwise it
-        reads it when it next starts). Returns {"event_id", "woke_pid"} (woke_pid is null when
-        no coworker is running)."""
+    def tell(text: str, ctx: Context) -> dict[str, Any]:
+        """Send the coworker a message from you, another agent (not from its owner): it is
+        recorded as a `message` event by actor `mcp:<your client name>`, author_kind `agent`,
+        and a running coworker wakes and reads it at once (otherwise when it next starts). It
+        carries no owner authority: a message beginning "remember" is only queued for the
+        owner's review, never written to the coworker's memory. Returns {"event_id",
+        "woke_pid"} (woke_pid is null when no coworker is running)."""
         message = text.strip()
         if not message:
             raise ToolError('nothing to tell: pass the message as `text`')
+        client = client_name(ctx)
         try:
             with _open(home) as store:
-                event_id = ev.append(store, Event.owner_message(message, "mcp"))
+                event_id = inputs.add_message(store, Event.agent_message(message, client))
         except CoworkerError as e:
             raise ToolError(str(e)) from e
         pid = process.wake(home)
-        log.info("tell: recorded event %d; %s", event_id,
+        log.info("tell from %s: recorded event %d; %s", client or "an unnamed client", event_id,
                  "no coworker running" if pid is None else f"woke pid {pid}")
         return {"event_id": event_id, "woke_pid": pid}
 

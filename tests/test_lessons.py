@@ -76,3 +76,29 @@ def test_a_garbage_lessons_answer_is_loud_and_reflect_completes(home: Home,
     with Store.open(home.db_path) as store:
         assert store.scalar("SELECT status FROM ritual_runs WHERE ritual = 'reflect' "
                             "ORDER BY id DESC LIMIT 1") == "ok"
+
+
+def test_a_lesson_that_turns_the_owners_words_around_is_queued_in_auto(home: Home,
+                                                                       api: FakeMessagesAPI):
+    """Reflect's lessons are a model's words: in "auto" one applies only as a verbatim clause
+    of a cited owner message, never as the owner's message turned around."""
+    write_config(home.root, api.url, memory={"memory_promotions": "auto",
+                                             "summary_calls_per_run": 0})
+    ids = history(home)
+    owner = ids[2]  # "Dana owns the parser release checklist."
+    lessons = [
+        {"text": "Dana no longer owns the parser release checklist", "source_events": [owner],
+         "confidence": 0.95},  # the owner's words, inverted: queued
+        {"text": "dana owns the PARSER release checklist!", "source_events": [owner],
+         "confidence": 0.95},  # verbatim but for case and punctuation: applied
+    ]
+    api.enqueue(text(json.dumps(lessons)))
+    report = rf.run(home, home.settings())
+    assert report.promotions == "applied 1, queued 1", report.promotions
+    with Store.open(home.db_path) as store:
+        rows = {p.text: p for p in pr.listing(store, None)}
+    inverted = rows["Dana no longer owns the parser release checklist"]
+    assert (inverted.status, inverted.origin) == ("queued", "reflect")
+    assert "not a verbatim clause of a cited owner message" in inverted.reason
+    memory = home.memory_md.read_text()
+    assert "no longer" not in memory and "dana owns the PARSER release checklist!" in memory

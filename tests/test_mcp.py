@@ -1,4 +1,5 @@
-"""`coworker mcp`: the real server in a subprocess, spoken to over stdio by the `mcp` client."""
+"""`coworker mcp`: the real server in a subprocess, spoken to over stdio by the `mcp` client
+(which introduces itself as CLIENT: `tell` records its messages as that agent's, not the owner's)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import Implementation
 
 from rituals import reflect as rf
 from runtime import process
@@ -24,11 +26,13 @@ from runtime.memory.recall import Budget, recall
 from runtime.memory.walk import walk
 from runtime.store import Event, Store
 from runtime.store import events as ev
+from runtime.store import inputs
 from runtime.store import pins as pn
 
 from .conftest import write_config
 
 TOOLS = ["memory_recall", "memory_search", "memory_walk", "pins_list", "tell"]
+CLIENT = Implementation(name="test-agent", version="1.0")
 
 
 def server_params(home: Home) -> StdioServerParameters:
@@ -41,7 +45,8 @@ def server_params(home: Home) -> StdioServerParameters:
 @contextlib.asynccontextmanager
 async def session(home: Home, errlog: Any = None) -> AsyncIterator[ClientSession]:
     kw = {} if errlog is None else {"errlog": errlog}
-    async with stdio_client(server_params(home), **kw) as (r, w), ClientSession(r, w) as s:
+    async with stdio_client(server_params(home), **kw) as (r, w), \
+            ClientSession(r, w, client_info=CLIENT) as s:
         await s.initialize()
         yield s
 
@@ -87,6 +92,8 @@ def test_it_lists_exactly_the_five_tools(offline_home: Home):
     assert all(t.description and len(t.description) > 60 for t in tools)
     assert by_name["memory_search"].input_schema["required"] == ["query"]
     assert by_name["tell"].input_schema["required"] == ["text"]
+    assert list(by_name["tell"].input_schema["properties"]) == ["text"]  # ctx is not an argument
+    assert "not from its owner" in by_name["tell"].description
 
 
 def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mcp(
@@ -170,7 +177,7 @@ def test_pins_list_lists_the_active_pins(offline_home: Home):
                              "text": "Dana owns billing; ask her before changing invoices."}]}
 
 
-def test_tell_records_an_owner_message_and_wakes_a_running_loop(offline_home: Home):
+def test_tell_records_an_agent_message_as_an_input_and_wakes_a_running_loop(offline_home: Home):
     woken: list[int] = []
     lock = process.PidLock(offline_home)  # this test process plays the running loop
     lock.acquire()
@@ -189,8 +196,12 @@ def test_tell_records_an_owner_message_and_wakes_a_running_loop(offline_home: Ho
     with Store.open(offline_home.db_path, readonly=True) as ro:
         e = ev.get(ro, said.structured_content["event_id"])
         assert ev.total(ro) == 1  # the empty tell recorded nothing
+        assert inputs.status_of(ro, e.id) == "pending"  # an input of the loop's next turn
+    # another agent, named by its own clientInfo, never the owner
     assert (e.kind, e.actor, e.author_kind, e.body, e.meta) == (
-        "message", "owner", "user", "Please triage the parser bugs by Friday", {"via": "mcp"})
+        "message", "mcp:test-agent", "agent", "Please triage the parser bugs by Friday",
+        {"via": "mcp"})
+    assert not e.owners_words
     assert empty.is_error and "nothing to tell" in empty.content[0].text
 
 

@@ -16,7 +16,7 @@ import pytest
 from runtime.context import build_prefix
 from runtime.home import MEMORY_MD_HEADER, Home
 from runtime.memory import gate, memmap
-from runtime.memory.memorymd import MemoryFile, MemoryFileError
+from runtime.memory.memorymd import MemoryFile, MemoryFileError, snapshot
 from runtime.memory.search import search
 from runtime.memory.walk import walk
 from runtime.store import Event, Store
@@ -439,6 +439,53 @@ def test_approve_snapshots_the_file_first_then_applies(offline_home: Home, store
     assert len(snaps(offline_home)) == 1, "a refused approve writes no snapshot"
     run("promotions", "approve", code=2)
     run("promotions", "bogus", code=2)
+
+
+def test_an_interrupted_approve_is_finished_by_approving_again(offline_home: Home,
+                                                               store: Store,
+                                                               queued: dict[str, int]):
+    """`promotions approve` killed between writing MEMORY.md and marking the row: the entry is
+    in the file and the promotion still queued. Approving again finishes it (no second entry,
+    no second snapshot) instead of refusing it as a duplicate of its own entry."""
+    pid = queued["confident"]
+    p = pr.get(store, pid)
+    # the half-done approve: the file change (snapshot first, then the entry), not the row
+    snapshot(offline_home.memory_md, offline_home.snapshots, f"before approving {pid}")
+    after, entry = gate.load_memory(store, offline_home).with_entry(p.text, p.source_events)
+    after.save()
+    written = offline_home.memory_md.read_bytes()
+    assert pr.get(store, pid).status == "queued"
+
+    out = run("promotions", "approve", str(pid)).stdout
+    assert f"[{entry.id}]" in out, out
+    row = pr.get(store, pid)
+    assert (row.status, row.entry_id) == ("approved", entry.id) and row.decided_at
+    assert "interrupted approve" in row.reason
+    assert offline_home.memory_md.read_bytes() == written, "nothing written twice"
+    assert len(snaps(offline_home)) == 1
+    assert "approved, not queued" in refusal("promotions", "approve", str(pid))
+
+
+def test_the_same_text_under_other_sources_or_another_promotions_id_is_still_a_duplicate(
+        offline_home: Home, store: Store, queued: dict[str, int]):
+    settings = offline_home.settings()  # "gated"
+    p = pr.get(store, queued["confident"])
+    twin = gate.consider(store, offline_home, settings,
+                         gate.Candidate(p.text, p.source_events, 0.95, "tool"))
+    assert twin.status == "queued", twin  # the same candidate, queued twice
+    other = put(store, "Dana owns the parser and reviews every change to it, as agreed")
+    after, _ = gate.load_memory(store, offline_home).with_entry(p.text, [other])
+    after.save()  # same text, other sources: not this promotion's entry
+    with pytest.raises(gate.ReviewError, match="duplicates"):
+        gate.approve(store, offline_home, settings, p.id)
+    assert pr.get(store, p.id).status == "queued"
+
+    offline_home.memory_md.write_text("# M\n", encoding="utf-8")
+    first = gate.approve(store, offline_home, settings, p.id)
+    # the twin's text and sources are in the file, under an id the first promotion recorded
+    with pytest.raises(gate.ReviewError, match=f"duplicates \\[{first}\\]"):
+        gate.approve(store, offline_home, settings, twin.promotion_id)
+    assert pr.get(store, twin.promotion_id).status == "queued"
 
 
 def test_reject_records_why(offline_home: Home, store: Store, queued: dict[str, int]):

@@ -1,13 +1,19 @@
 """The promotion gate: what may enter MEMORY.md, and the owner's review of the rest.
 
-One function, `consider`, decides every candidate, whichever door it came through (the
-`memory_propose` tool, an owner message beginning "remember", reflect's lessons):
+One function, `consider`, decides every candidate, whichever door it came through: the model's
+`memory_propose` tool (origin "tool"), reflect's lessons ("reflect"), an owner message beginning
+"remember" ("owner"), a message beginning "remember" told by another agent over MCP ("agent"):
 
 - refused: a cited source event does not exist; too little of the candidate is found in its
   sources (it lost too much of its source text); a duplicate of an existing entry;
-- doubtful, queued: confidence under 0.8; any source not written by the owner (tool output, a
-  pasted or fetched document, another agent, a summary); text that reads as an instruction to
-  the agent ("ignore", "always run", "from now on", commands, URLs to act on);
+- doubtful, queued: confidence under 0.8; any source that is not the owner's own words
+  (`Event.owners_words`: tool output, another agent, a summary, and imported history whatever
+  author_kind it claims); a pasted document; text that reads as an instruction to the agent
+  ("ignore", "always run", "from now on", commands, URLs to act on); a "remember" told by
+  another agent (always: it is never the owner's word); a model or reflect proposal that is not
+  a verbatim clause, or run of clauses, of a cited owner message (the owner's words turned
+  around: "not Bob" made "Bob", "never" dropped), or that leaves out a condition the owner
+  attached to it in the same sentence ("..., but only after review");
 - queued with that reason: MEMORY.md would pass its character budget, or shrink by more than a
   quarter;
 - confident: applied at once when `memory_promotions = "auto"`, queued when "gated"; with "off"
@@ -15,7 +21,8 @@ One function, `consider`, decides every candidate, whichever door it came throug
 
 Every decision is a `promotions` row with its reason. Retrieved text never becomes operational
 authority on its own: only the owner's own words, or the owner's approval, reach MEMORY.md.
-It reads the store and writes MEMORY.md; it never calls a model.
+`approve` finishes an approve that was interrupted after MEMORY.md was written. It reads the
+store and writes MEMORY.md; it never calls a model.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ class Candidate:
     text: str
     source_events: list[int]
     confidence: float
-    origin: str  # tool, owner, reflect
+    origin: str  # tool (memory_propose), reflect, owner ("remember"), agent (MCP "remember")
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,56 @@ PASTED = re.compile(r"```|^\s*>|^(from|subject|to|date):\s|\bhere is\b|\bpasted?
 DETAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|\b[A-Z]{2}\d{2}[A-Z0-9]{6,}\b|"
                     r"\d[\d/.:,-]*\d|\b\d\b|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 PASTED_CHARS = 400
+
+MODEL_ORIGINS = ("tool", "reflect")  # proposals written by a model, not typed by anyone
+AGENT_REASON = "told by another agent over MCP, not by you"
+NOT_VERBATIM = "not a verbatim clause of a cited owner message"
+SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n")
+CLAUSE_END = re.compile(r"[,;:]|\s-+\s|--+|[\u2013\u2014]")
+# A clause that limits the one beside it: leaving it out changes what the owner said.
+QUALIFIER = re.compile(r"^(but|except|excepting|unless|until|till|only|if|provided|providing|"
+                       r"as long as|so long as|without|when|whenever|once|after|before|while|"
+                       r"though|although|even|other than|apart from)\b")
+
+
+def _norm(text: str) -> str:
+    """Lowercase, punctuation dropped, whitespace collapsed: how clauses are compared."""
+    return " ".join(re.sub(r"[\W_]+", " ", text.lower()).split())
+
+
+def clauses(body: str) -> list[tuple[int, str, str]]:
+    """(sentence number, normalised clause, clause as written) for each clause of `body`:
+    split at sentence ends (. ! ? and line breaks), then at , ; : and dashes."""
+    out = []
+    for n, sentence in enumerate(SENTENCE_END.split(body)):
+        for part in CLAUSE_END.split(sentence):
+            if norm := _norm(part):
+                out.append((n, norm, " ".join(part.split())))
+    return out
+
+
+def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
+    """None when `text` is one clause, or a run of consecutive clauses, of one of the owner's
+    messages, and leaves out no clause of the same sentence that qualifies it; else why not."""
+    want = _norm(text)
+    dropped = None
+    for body in owner_bodies:
+        cs = clauses(body)
+        for i in range(len(cs)):
+            for j in range(i, len(cs)):
+                run = " ".join(c[1] for c in cs[i:j + 1])
+                if len(run) > len(want):
+                    break
+                if run != want:
+                    continue
+                beside = [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
+                          and cs[k][0] in (cs[i][0], cs[j][0]) and QUALIFIER.match(cs[k][1])]
+                if not beside:
+                    return None
+                dropped = dropped or cs[beside[0]][2]
+    if dropped is not None:
+        return f"leaves out {dropped!r}, which you said with it in the same sentence"
+    return NOT_VERBATIM
 
 
 def looks_pasted(body: str) -> str | None:
@@ -176,10 +233,16 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
 
     # doubtful --------------------------------------------------------------------------
     doubts = []
+    if cand.origin == "agent":
+        doubts.append(AGENT_REASON)
     if cand.confidence < MIN_CONFIDENCE:
         doubts.append(f"confidence {cand.confidence:.2f} is under {MIN_CONFIDENCE}")
     for s in sources:
-        if s.author_kind != "user":
+        if s.imported:
+            doubts.append(f"source #{s.id} was imported history, not your words")
+        elif not s.owners_words:
+            if cand.origin == "agent" and s.meta.get("via") == "mcp":
+                continue  # the agent's own message: AGENT_REASON says it
             doubts.append(f"source #{s.id} was written by {s.author_kind} ({s.actor}, a "
                           f"{s.kind}), not by you")
         elif cand.origin != "owner" and (why := looks_pasted(s.body)) is not None:
@@ -187,6 +250,10 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
                           "own words")
     if cand.origin != "owner" and (extra := details_not_in(text, sources)):
         doubts.append(f"holds details its cited sources do not: {', '.join(extra[:4])}")
+    owner_bodies = [s.body for s in sources if s.owners_words]
+    if cand.origin in MODEL_ORIGINS and owner_bodies and (
+            problem := verbatim_problem(text, owner_bodies)) is not None:
+        doubts.append(problem)
     if (phrase := reads_as_instruction(text)) is not None:
         doubts.append(f"reads as an instruction to the agent ({phrase!r})")
     after, entry = memory.with_entry(text, ids)
@@ -214,6 +281,11 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
         raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued; only queued "
                           "promotions can be approved")
     memory = load_memory(store, home)
+    if (done := _half_done(store, memory, p)) is not None:
+        # an approve interrupted after MEMORY.md was written: finish it, write nothing
+        pr.decide(store, promotion_id, "approved", "approved by the owner (finished an "
+                  f"interrupted approve: [{done}] was already in MEMORY.md)", done)
+        return done
     for entry in memory.numbered().entries:
         if _overlap(p.text, entry.text) >= DUPLICATE_OVERLAP:
             raise ReviewError(f"promotion {promotion_id} duplicates [{entry.id}]; reject it")
@@ -229,6 +301,18 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
     return str(entry.id)
 
 
+def _half_done(store: Store, memory: MemoryFile, p: pr.Promotion) -> str | None:
+    """The entry an interrupted approve of `p` left in MEMORY.md: exactly its text and its
+    sources, under an id no promotion or strike has recorded. None when there is none."""
+    text, sources = " ".join(p.text.split()), tuple(p.source_events or ())
+    used = set(pr.entry_ids_ever_used(store))
+    for entry in memory.entries:
+        if entry.id and entry.id not in used and entry.text == text and \
+                tuple(entry.sources) == sources:
+            return entry.id
+    return None
+
+
 def reject(store: Store, promotion_id: int, why: str | None) -> None:
     p = pr.get(store, promotion_id)
     if p is None:
@@ -241,11 +325,23 @@ def reject(store: Store, promotion_id: int, why: str | None) -> None:
 REMEMBER = re.compile(r"^\s*remember(?:\s*:|\s+that\b|\b)\s*(?P<text>.+)$", re.I | re.S)
 
 
-def from_owner_message(e: Event) -> Candidate | None:
-    """An owner message beginning "remember" is a candidate in the owner's own words."""
-    if e.author_kind != "user" or e.id is None:
+def from_message(e: Event) -> Candidate | None:
+    """A message beginning "remember": from the owner (tell, the inbox), a candidate in the
+    owner's own words (origin "owner"); from another agent over MCP, a candidate that `consider`
+    always queues (origin "agent"). Anything else, imported history above all, proposes
+    nothing."""
+    if e.id is None or e.kind != "message" or e.imported:
+        return None
+    if e.owners_words:
+        origin = "owner"
+    elif e.author_kind == "agent" and e.meta.get("via") == "mcp":
+        origin = "agent"
+    else:
         return None
     m = REMEMBER.match(e.body)
     if not m:
         return None
-    return Candidate(m["text"].strip().rstrip("."), [e.id], 1.0, "owner")
+    return Candidate(m["text"].strip().rstrip("."), [e.id], 1.0, origin)
+
+
+from_owner_message = from_message  # the loop's name for it
