@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import warnings
 from datetime import UTC, datetime
@@ -16,11 +17,13 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__, process
 from .errors import CoworkerError, StoreBusy, UsageError
-from .home import Home
+from .home import Home, private_umask
+from .settings import redact
 from .store import Event, Store
 from .store import events as ev
 from .store import inputs as inputs_store
@@ -275,7 +278,6 @@ TELL_BUSY_MS = 2000
 def _to_inbox(home: Home, message: str) -> Path:
     """Write a told message into state/inbox/ atomically (a dot-file the loop ignores, then a
     rename), so the loop never reads half of it."""
-    import os
     import secrets
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -321,6 +323,32 @@ def retry(ids: tuple[int, ...]) -> None:
               + ("woke the coworker" if pid else "the coworker takes them when it runs"))
 
 
+@cli.command(name="redact")
+@click.argument("event_id", type=click.IntRange(min=1))
+@click.option("--why", required=True,
+              help="Why it goes (kept in the marker and the audit trail; not secret).")
+def redact_cmd(event_id: int, why: str) -> None:
+    """Take an event's text back out of the history: its body becomes a marker, every sealed
+    rollup that quoted it is rewritten, and the old bytes leave the database file.
+
+    The one audited exception to append-only: a `redaction` event records who, why, which
+    event and which rollups. Backups made before, MEMORY.md and its snapshots are not touched.
+
+    \b
+    Example:
+      coworker redact 117 --why "leaked API key"
+    """
+    from .memory import memmap
+    from .redaction import redact_event
+
+    home = _home()
+    with _store(home) as store:
+        report = redact_event(store, event_id, why)
+        if home.memory_map.exists():  # it quotes rollup titles: rewrite it from the ladder
+            memmap.write(store, home.memory_map, home.settings().coworker.name)
+    out.print(report.line())
+
+
 @cli.command(name="log")
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many events.")
@@ -347,8 +375,9 @@ def log_cmd(n: int, kind: str | None, as_json: bool) -> None:
         return
     for e in events:
         body = " ".join(e.body.split())
-        out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{e.kind}[/bold] "
-                  f"[dim]{e.actor}/{e.author_kind}[/dim] {body[:300]}", markup=True)
+        out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{escape(e.kind)}[/bold] "
+                  f"[dim]{escape(e.actor)}/{e.author_kind}[/dim] {escape(body[:300])}",
+                  markup=True)
 
 
 @cli.command()
@@ -1038,13 +1067,23 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn errors into one line and an exit code."""
+    # state/, the database, logs, run.json, snapshots: 0600/0700, as ssh does (restored after,
+    # so an in-process caller keeps its own umask)
+    old_umask = private_umask()
+    try:
+        return _main(argv)
+    finally:
+        os.umask(old_umask)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Without standalone mode click returns an Exit's code instead of raising it.
         rv = cli.main(args=argv, prog_name="coworker", standalone_mode=False)
         if isinstance(rv, int):
             return rv
     except CoworkerError as e:
-        err.print(f"error: {e}", markup=False)
+        err.print(redact(f"error: {e}"), markup=False)
         return e.exit_code
     except click.ClickException as e:
         e.show()

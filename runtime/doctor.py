@@ -2,10 +2,12 @@
 
 Owns the checks (config parses; the running process uses the config on disk; the database opens
 and passes integrity_check; the FTS indexes agree with their tables; rituals are scheduled and
-reflect ran when it should have; logging is at a level a person sees; the model answers) and
-their one-line verdicts. Each check is isolated: one that fails, or crashes, never stops the
-others. It never changes anything: no migration, no repair, no write to any file; the fix is
-always a line the owner runs.
+reflect ran when it should have; logging is at a level a person sees; no key sits in a file
+others can read, and the coworker's memory is private; the model answers) and their one-line
+verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isolated: one that
+fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
+no write to any file; the fix is always a line the owner runs. What it prints passes through
+`settings.redact`, so a key an endpoint echoes back never reaches the terminal.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import asyncio
 import logging
 import shlex
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from . import process
 from .cron import parse_cron
 from .errors import ConfigError, CoworkerError, ModelError
 from .home import Home
-from .settings import ENV_PREFIX, Settings
+from .settings import ENV_PREFIX, Settings, read_toml, redact, secret_values
 
 # A 'running' reflect row older than this is a run that was killed: reflect takes seconds to
 # minutes even at a million events (docs/benchmarks.md).
@@ -45,6 +49,7 @@ class Check:
     name: str
     ok: bool
     detail: str
+    warn: bool = False  # ok, but worth fixing: printed as WARN, exit code unaffected
 
 
 def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
@@ -63,6 +68,7 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         ("fts", lambda: _fts(home)),
         ("rituals", lambda: _rituals(home, settings)),
         ("logging", lambda: _logging(home, settings)),
+        ("permissions", lambda: _permissions(home)),
     ]
     if probe_model:
         steps.append(("model", lambda: _model(settings)))
@@ -71,7 +77,10 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
 
 
 def render(checks: list[Check]) -> str:
-    return "\n".join(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}" for c in checks)
+    def verdict(c: Check) -> str:
+        return "FAIL" if not c.ok else "WARN" if c.warn else "ok  "
+
+    return redact("\n".join(f"{verdict(c)} {c.name}: {c.detail}" for c in checks))
 
 
 def exit_code(checks: list[Check]) -> int:
@@ -282,6 +291,74 @@ def _logging(home: Home, settings: Settings | None) -> Check:
         return Check(name, False, f"cannot create {path}: {home.state} is not writable; fix its "
                                   "permissions")
     return Check(name, True, f"level {level}, {settings.logging.format} lines to {path}")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return None
+
+
+def _key_file(path: Path, label: str, is_secrets_file: bool) -> str | None:
+    """The FAIL line when `path` holds a key and group or others may read it, else None."""
+    mode = _mode(path)
+    if mode is None or not mode & 0o044:
+        return None
+    try:
+        data = read_toml(path, label)
+    except CoworkerError:
+        data = None  # unreadable or not TOML: the config check says so
+    if data is None:
+        holds = is_secrets_file  # a secrets file is presumed to hold secrets
+    else:
+        holds = bool(data) if is_secrets_file else any(True for _ in secret_values(data))
+    if not holds:
+        return None
+    q = shlex.quote(str(path))
+    where = "a key" if not is_secrets_file else "secrets"
+    fix = (f"chmod 600 {q}" if is_secrets_file else
+           f"chmod 600 {q}, or better move it to state/secrets.toml (mode 600) or the "
+           "ANTHROPIC_API_KEY environment variable")
+    return (f"{label} holds {where} and is readable by group/other (mode {mode:04o}): {fix}")
+
+
+def _permissions(home: Home) -> Check:
+    """FAIL: a key in a file others can read. WARN: state/ not 0700, or the coworker's memory
+    (MEMORY.md, the database, logs, run.json) readable by group/other."""
+    name = "permissions"
+    fails = [line for line in (
+        _key_file(home.config_path, "config.toml", False),
+        _key_file(home.secrets_path, "state/secrets.toml", True),
+    ) if line]
+    loose_dir = None
+    mode = _mode(home.state)
+    if mode is not None and mode & 0o077:
+        loose_dir = f"state/ ({mode:04o})"
+    loose_files = []
+    for path in [home.memory_md, *home.private_files()]:
+        if path == home.secrets_path or not path.is_file():
+            continue
+        mode = _mode(path)
+        if mode is not None and mode & 0o044:
+            loose_files.append((path, mode))
+    warning = ""
+    if loose_dir or loose_files:
+        what = ([loose_dir] if loose_dir else []) + [
+            f"{p.relative_to(home.root)} ({m:04o})" for p, m in loose_files]
+        fixes = []
+        if loose_dir:
+            fixes.append(f"chmod 700 {shlex.quote(str(home.state))}")
+        if loose_files:
+            fixes.append("chmod 600 " + " ".join(shlex.quote(str(p)) for p, _ in loose_files))
+        warning = (f"readable by group/other: {', '.join(what)}; what the coworker knows is "
+                   f"yours alone: {' && '.join(fixes)}")
+    if fails:
+        return Check(name, False, "; ".join(fails + ([f"also {warning}"] if warning else [])))
+    if warning:
+        return Check(name, True, warning, warn=True)
+    return Check(name, True, "no key in a file others can read; state/ is 0700 and the "
+                             "coworker's files are yours alone")
 
 
 def _model(settings: Settings | None) -> Check:

@@ -3,11 +3,17 @@
 Owns the paths and the creation of a new home (`coworker init`). The home is the folder named
 by the COWORKER_HOME environment variable, else the current folder. It never opens the database
 and never interprets settings beyond loading them.
+
+Privacy, as ssh does it: state/ is 0700 (tightened when found looser), and the coworker's own
+files (MEMORY.md, config.toml written by init, the database and its -wal/-shm, logs, run.json,
+snapshots) are 0600. `private_umask()` sets the process umask to 077 so every file the process
+creates later (SQLite's, os.replace targets, snapshots) is private too; the CLI calls it first.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +25,41 @@ MEMORY_MD_HEADER = (
     "What this coworker always has in mind: one entry a line, `- [mNNN] text (sources: ...; date)`.\n"
     "Edit by hand if you like; `coworker strike` and `coworker restore` keep versions.\n\n"
 )
+
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def private_umask() -> int:
+    """Make every file and folder this process creates from now on private to its owner
+    (umask 077); return the previous umask. Call it once, at the process's entry point."""
+    return os.umask(0o077)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` 0700, or tighten it to 0700 when it exists with group/other bits."""
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    tighten(path, PRIVATE_DIR)
+
+
+def tighten(path: Path, mode: int) -> None:
+    """Take from `path` every permission bit `mode` does not grant (never adds one; a file we
+    do not own, or that vanished, is left alone)."""
+    try:
+        st = path.stat()
+        current = stat.S_IMODE(st.st_mode)
+        if current & ~mode and st.st_uid == os.getuid():
+            path.chmod(current & mode)
+    except OSError:
+        pass
+
+
+def write_private(path: Path, text: str) -> None:
+    """Create a new file 0600 (whatever the umask) holding `text`; FileExistsError if it exists."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 @dataclass(frozen=True)
@@ -80,6 +121,18 @@ class Home:
     def memory_map(self) -> Path:
         return self.state / "memory-map.md"
 
+    @property
+    def secrets_path(self) -> Path:
+        return settings_mod.secrets_path(self.config_path)
+
+    def private_files(self) -> list[Path]:
+        """The coworker's own files in state/ that hold what it knows (0600 each)."""
+        db = self.db_path
+        files = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
+                 self.runfile, self.out_path, self.memory_map, self.secrets_path]
+        files += sorted(self.state.glob(self.log_path.name + "*"))
+        return files
+
     # life --------------------------------------------------------------------------------
     def is_initialised(self) -> bool:
         return self.config_path.exists()
@@ -93,18 +146,29 @@ class Home:
         self.ensure_dirs()
         return self
 
+    def ensure_state(self) -> None:
+        """state/ exists and is 0700; the coworker's files in it are tightened to 0600."""
+        make_private_dir(self.state)
+        for f in self.private_files():
+            if f.is_file() and not f.is_symlink():
+                tighten(f, PRIVATE_FILE)
+
     def ensure_dirs(self) -> None:
-        for d in (self.state, self.inbox, self.inbox / "done", self.outbox, self.snapshots):
-            d.mkdir(parents=True, exist_ok=True)
+        self.ensure_state()
+        for d in (self.inbox, self.inbox / "done", self.outbox, self.snapshots):
+            make_private_dir(d)
         if not self.memory_md.exists():
-            self.memory_md.write_text(MEMORY_MD_HEADER, encoding="utf-8")
+            try:
+                write_private(self.memory_md, MEMORY_MD_HEADER)
+            except FileExistsError:  # another process made it first
+                pass
 
     def init(self) -> list[str]:
         """Create config.toml, state/ and MEMORY.md where missing; return what was created."""
         created = []
         self.root.mkdir(parents=True, exist_ok=True)
         if not self.config_path.exists():
-            self.config_path.write_text(settings_mod.render_default_config(), encoding="utf-8")
+            write_private(self.config_path, settings_mod.render_default_config())
             created.append("config.toml")
         if not self.state.exists():
             created.append("state/")

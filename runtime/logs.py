@@ -1,7 +1,9 @@
 """Logging for the running loop: a rotating file in state/ and, in the foreground, stderr.
 
 Owns handler setup and the JSON line format (`--log-format json` / [logging] format). Nothing
-here decides what to log.
+here decides what to log. Every line passes through `settings.redact` after it is fully
+formatted (message, arguments and traceback), on every handler `setup` installs, so a secret
+the coworker knows never reaches a log. Log files are created 0600 (rotated ones keep it).
 """
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import os
 import sys
 from datetime import UTC, datetime
+from typing import IO, Any
 
-from .home import Home
+from .home import PRIVATE_FILE, Home
+from .settings import redact
 
 MAX_BYTES = 5 * 1024 * 1024
 BACKUPS = 3
@@ -20,15 +25,39 @@ BACKUPS = 3
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        # Redacted before encoding too: JSON escaping could hide a secret from the outer pass.
         data = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact(record.getMessage()),
         }
         if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
+            data["exc"] = redact(self.formatException(record.exc_info))
         return json.dumps(data, ensure_ascii=False)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Wraps a formatter; the whole formatted line (traceback included) goes through redact."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record))
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A RotatingFileHandler whose files are created (and kept) 0600, whatever the umask."""
+
+    def _open(self) -> IO[Any]:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        try:
+            os.fchmod(fd, PRIVATE_FILE)  # an older, looser file is tightened too
+        except OSError:
+            pass
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)  # noqa: SIM115
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -39,10 +68,11 @@ def setup(home: Home, level: str = "INFO", fmt: str = "text", stderr: bool = Tru
     for h in list(root.handlers):
         root.removeHandler(h)
         h.close()
-    formatter: logging.Formatter = JsonFormatter() if fmt == "json" else logging.Formatter(
+    inner: logging.Formatter = JsonFormatter() if fmt == "json" else logging.Formatter(
         TEXT_FORMAT)
-    home.state.mkdir(parents=True, exist_ok=True)
-    file_handler = logging.handlers.RotatingFileHandler(
+    formatter = RedactingFormatter(inner)
+    home.ensure_state()
+    file_handler = PrivateRotatingFileHandler(
         home.log_path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
     file_handler.setFormatter(formatter)
     root.addHandler(file_handler)

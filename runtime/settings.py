@@ -1,17 +1,25 @@
 """config.toml -> typed settings. Nothing else in the package reads the file.
 
 Owns: the schema of every key (with its default and a one-line description), loading the file
-through pydantic-settings (a TOML source, with `COWORKER_SECTION__KEY` environment overrides),
+through pydantic-settings (the TOML data, with `COWORKER_SECTION__KEY` environment overrides),
 turning any validation failure into one line that names the key and the fix, and rendering the
 commented default config.toml that `coworker init` writes. It never writes anything but that
 template, and it never reads the database.
+
+Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
+same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
+`load` sees (the resolved model API key, and any string under a key whose name holds KEY, TOKEN,
+SECRET, PASSWORD or AUTH) is registered, and everything the coworker writes (events, logs,
+errors, doctor output) passes through `redact` first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tomllib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -19,6 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -27,6 +36,9 @@ from pydantic_settings import (
 from .errors import ConfigError
 
 ENV_PREFIX = "COWORKER_"
+SECRETS_FILE = "secrets.toml"  # in state/, beside the database
+# A key whose name holds one of these words (any case) holds a secret.
+_SECRET_NAME = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 
 DEFAULT_ROLE = (
     "You are a careful coworker. You wake on a tick, read what is new, and act only when it "
@@ -81,7 +93,8 @@ class ModelSection(Section):
         None, description="endpoint, e.g. http://127.0.0.1:8080 for a local server (unset: Anthropic)"
     )
     api_key: str | None = Field(
-        None, description="API key; unset: the ANTHROPIC_API_KEY environment variable"
+        None, description="API key: better in state/secrets.toml (chmod 600) or the "
+        "ANTHROPIC_API_KEY environment variable than here, where git may track it"
     )
     max_tokens: int = Field(1024, ge=1, description="max output tokens per model call")
     timeout_s: float = Field(60.0, gt=0, description="seconds before a model call times out")
@@ -275,25 +288,74 @@ def file_hash(path: Path) -> str | None:
         return None
 
 
-def load(path: Path) -> Settings:
-    """Read config.toml (absent: defaults) plus COWORKER_* overrides, or raise ConfigError."""
-    if path.exists():
-        try:
-            with path.open("rb") as f:
-                tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path.name}: not valid TOML ({e}); fix that line") from e
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read ({e.strerror}); check its permissions") from e
-    cls = type(
-        "FileSettings",
-        (Settings,),
-        {"model_config": {**Settings.model_config, "toml_file": path if path.exists() else None}},
-    )
+def secrets_path(config_path: Path) -> Path:
+    """Where the secrets file of the home whose config.toml is `config_path` lives."""
+    return config_path.parent / "state" / SECRETS_FILE
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def secret_values(data: Any, _under_secret: bool = False) -> Iterator[str]:
+    """Every non-empty string held under a secret-named key, anywhere in nested TOML data."""
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            yield from secret_values(v, _under_secret or is_secret_name(str(k)))
+    elif isinstance(data, list | tuple):
+        for v in data:
+            yield from secret_values(v, _under_secret)
+    elif isinstance(data, str) and _under_secret and data.strip():
+        yield data
+
+
+def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
+    """A TOML file as a dict ({} when absent), or ConfigError naming the file and the fix."""
+    label = label or path.name
     try:
-        return cls()
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{label}: not valid TOML ({e}); fix that line") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror}); check its permissions") from e
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load(path: Path) -> Settings:
+    """Read config.toml (absent: defaults), state/secrets.toml over it, plus COWORKER_*
+    overrides, or raise ConfigError. Registers every secret it sees for `redact`."""
+    secrets_file = secrets_path(path)
+    secret_data = read_toml(secrets_file, f"state/{SECRETS_FILE}")
+    data = _deep_merge(read_toml(path), secret_data)
+
+    class FileSettings(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, InitSettingsSource(settings_cls, data))
+
+    try:
+        settings = FileSettings()
     except ValidationError as e:
-        raise ConfigError(_one_line(e, path)) from e
+        raise ConfigError(_one_line(e, path, secret_data)) from e
     except ValueError as e:  # a whole section set from the environment that is not JSON
         culprits = [k for k in sorted(os.environ) if k.upper().startswith(ENV_PREFIX)
                     and k[len(ENV_PREFIX):].lower() in Settings.model_fields]
@@ -304,6 +366,12 @@ def load(path: Path) -> Settings:
                 f"environment variable {name}: not valid JSON for section [{section}]; fix it "
                 f"(or set single keys as {name}__KEY) or unset it") from e
         raise ConfigError(f"settings: {e}; fix the value or unset the COWORKER_* variable") from e
+    register_secret(settings.model.resolved_api_key())
+    for value in secret_values(data):
+        register_secret(value)
+    for value in secret_values(settings.model_dump()):
+        register_secret(value)
+    return settings
 
 
 def _key_name(loc: tuple[Any, ...]) -> str:
@@ -325,21 +393,40 @@ def _default_of(loc: tuple[Any, ...]) -> Any:
     return field.default
 
 
-def _one_line(e: ValidationError, path: Path) -> str:
+def _holds(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, Mapping) or str(part) not in node:
+            return False
+        node = node[str(part)]
+    return True
+
+
+def _one_line(e: ValidationError, path: Path,
+              secret_data: Mapping[str, Any] | None = None) -> str:
     err = e.errors()[0]
     loc = tuple(err["loc"])
     key = _key_name(loc)
     more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    # Never echo a value that may be a secret back into an error line.
+    # (max_tokens is a number, not a secret, whatever its name says.)
+    secret = (any(is_secret_name(str(p)) for p in loc)
+              and not isinstance(_default_of(loc), int | float | bool))
     env_name = ENV_PREFIX + "__".join(str(p).upper() for p in loc)
     if env_name in os.environ:
+        got_env = "" if secret else f" (got {os.environ[env_name]!r})"
         return (
-            f"environment variable {env_name}: {err['msg']} (got {os.environ[env_name]!r}); "
+            f"environment variable {env_name}: {err['msg']}{got_env}; "
             f"fix it or unset it{more}"
         )
+    file_name = path.name
+    if secret_data and len(loc) >= 1 and _holds(secret_data, loc[:2]):
+        file_name = f"state/{SECRETS_FILE}"
+        secret = True
     if err["type"] == "extra_forbidden":
         if len(loc) == 1:
             return (
-                f"{path.name}: unknown section [{loc[0]}]: remove it or fix its spelling "
+                f"{file_name}: unknown section [{loc[0]}]: remove it or fix its spelling "
                 f"(known sections: {', '.join(Settings.model_fields)}){more}"
             )
         section = Settings.model_fields.get(str(loc[0])) if len(loc) > 1 else None
@@ -349,19 +436,20 @@ def _one_line(e: ValidationError, path: Path) -> str:
             else ", ".join(Settings.model_fields)
         )
         return (
-            f"{path.name}: unknown key {key}: remove it or fix its spelling "
+            f"{file_name}: unknown key {key}: remove it or fix its spelling "
             f"(known here: {known}){more}"
         )
     msg = err["msg"].removeprefix("Value error, ")
     got = err.get("input")
-    got_txt = f" (got {got!r})" if not isinstance(got, dict | list) and got is not None else ""
+    got_txt = (f" (got {got!r})" if not secret and not isinstance(got, dict | list)
+               and got is not None else "")
     default = _default_of(loc)
     fix = (
         f"; fix it or delete the line to use the default ({default!r})"
         if default is not None
-        else "; fix it in config.toml"
+        else f"; fix it in {file_name}"
     )
-    return f"{path.name}: {key}: {msg}{got_txt}{fix}{more}"
+    return f"{file_name}: {key}: {msg}{got_txt}{fix}{more}"
 
 
 def _toml_value(v: Any) -> str:

@@ -14,6 +14,7 @@ import pytest
 from rituals import reflect
 from runtime import doctor, process
 from runtime.home import Home
+from runtime.home import private_umask as private_umask_
 from runtime.settings import file_hash
 from runtime.store import Event, Store, tags
 from runtime.store import events as ev
@@ -21,8 +22,17 @@ from runtime.store import events as ev
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
-NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "model",
-         "semantic"]
+NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "permissions",
+         "model", "semantic"]
+
+
+@pytest.fixture(autouse=True)
+def private_umask():
+    """The CLI runs under umask 077 (home.private_umask at its entry); homes built in process
+    here get the same, so a healthy home is a private one."""
+    old = private_umask_()
+    yield
+    os.umask(old)
 
 
 def by_name(checks: list[doctor.Check]) -> dict[str, doctor.Check]:
@@ -345,6 +355,80 @@ def test_a_log_file_that_cannot_be_written_fails(offline_home: Home):
     checks = doctor.run_checks(offline_home)
     assert failed(checks) == ["logging"]
     assert "cannot write" in by_name(checks)["logging"].detail
+
+
+# permissions -----------------------------------------------------------------------------------
+def run_fix(line: str) -> None:
+    """Run the fix a verdict gives (only chmod commands, joined by && or ,)."""
+    import shlex
+    import subprocess
+
+    for part in line.replace(", or better", " &&").split("&&"):
+        argv = shlex.split(part.strip().rstrip(","))
+        assert argv[0] == "chmod", line
+        subprocess.run(argv, check=True)
+
+
+def test_a_key_in_a_config_others_can_read_fails_with_its_fix(offline_home: Home):
+    home = offline_home
+    assert by_name(doctor.run_checks(home, probe_model=False))["permissions"].ok
+    write_config(home.root, model={"api_key": "sk-test-0123456789"})
+    os.chmod(home.config_path, 0o644)
+    checks = doctor.run_checks(home, probe_model=False)
+    assert failed(checks) == ["permissions"], doctor.render(checks)
+    c = by_name(checks)["permissions"]
+    assert "config.toml holds a key" in c.detail and "0644" in c.detail
+    assert f"chmod 600 {home.config_path}" in c.detail
+    assert "state/secrets.toml" in c.detail and "ANTHROPIC_API_KEY" in c.detail
+    assert "sk-test-0123456789" not in doctor.render(checks)
+    assert doctor.exit_code(checks) == 1
+    assert len(doctor.render([c]).splitlines()) == 1
+    # group-readable is readable by others too
+    os.chmod(home.config_path, 0o640)
+    assert failed(doctor.run_checks(home, probe_model=False)) == ["permissions"]
+    # the line it gives is the fix
+    os.chmod(home.config_path, 0o644)
+    run_fix(c.detail.split(": ", 1)[1].split(", or better")[0])
+    assert failed(doctor.run_checks(home, probe_model=False)) == []
+    # a config without a key may be world-readable (it is tracked in git, after all)
+    write_config(home.root)
+    os.chmod(home.config_path, 0o644)
+    assert by_name(doctor.run_checks(home, probe_model=False))["permissions"].ok
+
+
+def test_a_secrets_file_others_can_read_fails(offline_home: Home):
+    home = offline_home
+    home.secrets_path.write_text('[model]\napi_key = "sk-test-0123456789"\n', encoding="utf-8")
+    os.chmod(home.secrets_path, 0o644)
+    checks = doctor.run_checks(home, probe_model=False)
+    assert failed(checks) == ["permissions"], doctor.render(checks)
+    detail = by_name(checks)["permissions"].detail
+    assert detail.startswith("state/secrets.toml holds secrets and is readable by group/other")
+    assert detail.endswith(f"chmod 600 {home.secrets_path}")
+    assert "sk-test-0123456789" not in doctor.render(checks)
+    run_fix(detail.rsplit(": ", 1)[1])
+    assert failed(doctor.run_checks(home, probe_model=False)) == []
+
+
+def test_loose_modes_elsewhere_warn_and_the_line_fixes_them(offline_home: Home):
+    home = lived_in(offline_home)
+    (home.state / "coworker.log").write_text("a line\n", encoding="utf-8")
+    assert by_name(doctor.run_checks(home, probe_model=False))["permissions"].warn is False
+    os.chmod(home.state, 0o755)
+    for path in (home.memory_md, home.db_path, home.state / "coworker.log"):
+        os.chmod(path, 0o644)
+    checks = doctor.run_checks(home, probe_model=False)
+    c = by_name(checks)["permissions"]
+    assert c.ok and c.warn, c.detail
+    assert failed(checks) == [] and doctor.exit_code(checks) == 0  # a warning, not a failure
+    line = [ln for ln in doctor.render(checks).splitlines() if "permissions" in ln][0]
+    assert line.startswith("WARN permissions: readable by group/other: ")
+    for what in ("state/ (0755)", "MEMORY.md (0644)", "state/coworker.db (0644)",
+                 "state/coworker.log (0644)"):
+        assert what in c.detail
+    run_fix(c.detail.rsplit(": ", 1)[1])
+    c = by_name(doctor.run_checks(home, probe_model=False))["permissions"]
+    assert c.ok and not c.warn, c.detail
 
 
 # the model -------------------------------------------------------------------------------------

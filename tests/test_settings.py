@@ -284,3 +284,35 @@ def test_missing_role_file_is_a_config_error(isolated_home: Path) -> None:
     assert "missing-role.md" in msg
     assert "create it" in msg
     assert exc.value.exit_code == 2
+
+
+# the secrets file -------------------------------------------------------------------------
+
+
+def test_secrets_file_deep_merges_over_config_and_env_wins(isolated_home: Path,
+                                                           monkeypatch) -> None:
+    path = write_config(isolated_home, model={"max_tokens": 2000})
+    (isolated_home / "state").mkdir()
+    (isolated_home / "state" / "secrets.toml").write_text(
+        '[model]\napi_key = "sk-from-the-secrets-file"\nmax_tokens = 3000\n', encoding="utf-8")
+    settings = load(path)
+    assert settings.model.api_key == "sk-from-the-secrets-file"
+    assert settings.model.max_tokens == 3000       # the secrets file wins over config.toml
+    assert settings.model.name == "fake-model"     # and keeps what it does not set
+    assert settings.coworker.tick_seconds == 1
+    monkeypatch.setenv("COWORKER_MODEL__MAX_TOKENS", "4000")
+    assert load(path).model.max_tokens == 4000     # the environment wins over both
+    assert load(path).model.api_key == "sk-from-the-secrets-file"
+
+
+def test_a_broken_secrets_file_is_one_line_exit_2_naming_it(isolated_home: Path) -> None:
+    write_config(isolated_home)
+    (isolated_home / "state").mkdir()
+    (isolated_home / "state" / "secrets.toml").write_text(
+        '[model]\napi_key = "sk-0123456789"\nnme = "x"\n', encoding="utf-8")
+    result = coworker("run", "--once")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: state/secrets.toml: unknown key [model] nme")
+    assert "sk-0123456789" not in result.stdout + result.stderr

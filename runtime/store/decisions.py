@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from ..settings import redact
 from . import events
 from .db import Store
 
@@ -52,7 +53,7 @@ def record(store: Store, body: str, source_events: list[int] | None, supersedes:
         cur = db.execute(
             "INSERT INTO decisions(ts, event_id, body, source_events, supersedes) "
             "VALUES (?, ?, ?, ?, ?)",
-            (ts, event_id, body, json.dumps(sources) if sources else None, supersedes),
+            (ts, event_id, redact(body), json.dumps(sources) if sources else None, supersedes),
         )
         return Decision(int(cur.lastrowid), ts, event_id, body, sources, supersedes)
 

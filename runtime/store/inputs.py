@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..settings import redact
 from .db import Store
 from .events import COLUMNS, Event, now_iso
 
@@ -129,7 +130,7 @@ def fail(store: Store, event_ids: Sequence[int], error: str) -> list[int]:
         for event_id in event_ids:
             db.execute("UPDATE inputs SET failures = failures + 1, last_error = ?, "
                        "updated_at = ? WHERE event_id = ? AND status = 'pending'",
-                       (error[:500], now, event_id))
+                       (redact(error)[:500], now, event_id))
             row = db.execute("SELECT failures FROM inputs WHERE event_id = ? AND "
                              "status = 'pending'", (event_id,)).fetchone()
             if row is not None and int(row[0]) >= MAX_FAILURES:
@@ -145,7 +146,8 @@ def note_error(store: Store, event_ids: Sequence[int], error: str) -> None:
         now = now_iso()
         for event_id in event_ids:
             db.execute("UPDATE inputs SET last_error = ?, updated_at = ? "
-                       "WHERE event_id = ? AND status = 'pending'", (error[:500], now, event_id))
+                       "WHERE event_id = ? AND status = 'pending'",
+                       (redact(error)[:500], now, event_id))
 
 
 def retry(store: Store, event_ids: Sequence[int] | None = None) -> list[int]:

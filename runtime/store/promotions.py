@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..settings import redact
 from .db import Store
 from .events import now_iso
 
@@ -40,8 +41,8 @@ def add(store: Store, text: str, source_events: list[int] | None, confidence: fl
         cur = db.execute(
             "INSERT INTO promotions(ts, text, source_events, confidence, status, reason, origin, "
             "decided_at, entry_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (ts, text, json.dumps(source_events) if source_events else None, confidence, status,
-             reason, origin, ts if status != "queued" else None, entry_id))
+            (ts, redact(text), json.dumps(source_events) if source_events else None, confidence,
+             status, redact(reason), origin, ts if status != "queued" else None, entry_id))
         return get(store, int(cur.lastrowid))  # type: ignore[return-value]
 
 

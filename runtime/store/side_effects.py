@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..settings import redact
 from .db import Store
 from .events import now_iso
 
@@ -35,15 +36,16 @@ def begin(store: Store, key: str, tool: str, tick_id: int | None, input: Any) ->
             return Entry(row[0], row[1], row[2], row[3], row[4])
         db.execute("INSERT INTO side_effects(key, tool, tick_id, input, status, started_at) "
                    "VALUES (?, ?, ?, ?, 'started', ?)",
-                   (key, tool, tick_id, json.dumps(input, ensure_ascii=False, default=str),
-                    now_iso()))
+                   (key, tool, tick_id,
+                    redact(json.dumps(input, ensure_ascii=False, default=str)), now_iso()))
     return None
 
 
 def finish(store: Store, key: str, ok: bool, result: str) -> None:
     with store.transaction() as db:
         db.execute("UPDATE side_effects SET status = ?, result = ?, finished_at = ? "
-                   "WHERE key = ?", ("done" if ok else "failed", result[:4000], now_iso(), key))
+                   "WHERE key = ?", ("done" if ok else "failed", redact(result)[:4000], now_iso(),
+                                  key))
 
 
 def get(store: Store, key: str) -> Entry | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..settings import redact
 from .db import Store
 from .events import now_iso
 
@@ -14,7 +15,7 @@ def record(store: Store, kind: str, data: dict[str, Any] | None = None) -> None:
     with store.transaction() as db:
         db.execute(
             "INSERT INTO telemetry(ts, kind, data) VALUES (?, ?, ?)",
-            (now_iso(), kind, json.dumps(data, sort_keys=True) if data else None),
+            (now_iso(), kind, redact(json.dumps(data, sort_keys=True)) if data else None),
         )
 
 

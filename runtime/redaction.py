@@ -1,0 +1,166 @@
+"""`coworker redact ID --why TEXT`: take a secret (or anything else) back out of the history.
+
+Owns the one audited exception to append-only, as orchestration; the SQL is in
+runtime/store/redactions.py. `redact_event` works in ONE transaction:
+
+1. records a `redactions` row and overwrites the event's body with its marker,
+   "[redacted #<id>: <why>]" (meta becomes {"redacted": <id>}), in whichever table holds it
+   (hot or archive), re-indexing it in events_fts (delete with the exact old values, insert
+   the new) and deleting its vectors; a decision recorded from the event gets the marker too;
+2. rewrites every sealed rollup whose span covers the event, at every level: each token of the
+   old body that is rare (in no other event: document frequency at most 1 in `events_vocab`,
+   read before the overwrite) becomes "[redacted]", and so does any verbatim copy of the whole
+   old body or of one of its sentences; each rollup changed gets its own `redactions` row and
+   is re-indexed in rollups_fts the same way;
+3. appends a `redaction` event (actor owner, author_kind user): who, why, which event, which
+   rollups.
+
+A word the secret shares with other events (a common word) stays in the rollups: only what
+this event alone said is taken out. A secret written in two events needs two redactions (the
+second finds it rare once the first is gone).
+
+So that no backup taken later holds the old bytes, the connection runs with
+`PRAGMA secure_delete = ON` (freed cells and pages are zeroed), and after the commit the FTS
+indexes are optimized (their old segments hold the old terms until merged) and the WAL is
+checkpointed with TRUNCATE. The optimize rewrites each whole index, so it costs time in
+proportion to the index (the same work as reflect's index step, its `index_seconds`), however
+small the redaction. Backups taken before,
+MEMORY.md and its snapshots, and copies outside the database are not touched: the report says
+what was done, the owner handles the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from .errors import StoreError, UsageError
+from .memory.cards import sentences, stem
+from .memory.terms import STOPWORDS, words
+from .settings import REDACTED
+from .store import Event, Store
+from .store import events as ev
+from .store import redactions as rs
+from .store.redactions import RedactionRefused
+
+__all__ = ["RedactionRefused", "RedactionReport", "redact_event", "scrubber"]
+
+log = logging.getLogger(__name__)
+
+_CITATION = r"\[(?:rollup )?#\d+\]"
+_MIN_SENTENCE = 12
+
+
+@dataclass
+class RedactionReport:
+    event_id: int
+    redaction_id: int
+    marker: str
+    source: str                                   # 'hot' or 'archive'
+    rollups: list[int] = field(default_factory=list)
+    rare_tokens: int = 0
+    event: int | None = None                      # the `redaction` event's id
+    compacted: bool = True                        # the WAL was folded in and truncated
+
+    def line(self) -> str:
+        rolls = (f"{len(self.rollups)} rollup(s) rewritten ({', '.join(map(str, self.rollups))})"
+                 if self.rollups else "no rollup quoted it")
+        tail = "" if self.compacted else (
+            "; compaction did not finish while another connection was busy, so old bytes may "
+            "linger in the file: stop the coworker (the WAL folds in when the last connection "
+            "closes) and run `coworker reflect` (it merges the indexes)")
+        return (f"redacted event {self.event_id} (redaction #{self.redaction_id}, "
+                f"{self.source}); {rolls}; recorded as event {self.event}{tail}")
+
+
+def _fts_term(word: str) -> str:
+    """The FTS index's term for a word: lowercase, diacritics removed, porter stem."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", word)
+                    if not unicodedata.combining(c))
+    return stem(plain.lower())
+
+
+def rare_tokens(store: Store, body: str) -> list[str]:
+    """The body's words that no other event holds (document frequency <= 1 by FTS term; a word
+    the index does not know counts as rare). Stopwords are common by nature and never taken."""
+    toks = list(dict.fromkeys(w for w in words(body) if w not in STOPWORDS))
+    terms = {w: _fts_term(w) for w in toks}
+    stems = sorted(set(terms.values()))
+    df: dict[str, int] = {}
+    for i in range(0, len(stems), 500):
+        df.update(ev.doc_freqs(store, stems[i:i + 500]))
+    return [w for w in toks if df.get(terms[w], 0) <= 1]
+
+
+def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
+    """A function that replaces, in one pass, verbatim copies of `body` and of its sentences
+    and every rare token (whole words, any case) with [redacted]; citations like [#12] stay."""
+    pieces: set[str] = set()
+    whole = body.strip()
+    if whole:
+        pieces.add(whole)
+    for s in sentences(body):  # as the ladder's extractive summaries quote them
+        pieces.add(s)
+        if s.endswith("…"):
+            pieces.add(s[:-1])
+    for s in re.split(r"(?<=[.!?])\s+|\n+", body):
+        if len(s.strip()) >= _MIN_SENTENCE:
+            pieces.add(s.strip())
+    literal = [re.escape(p) for p in sorted(pieces, key=len, reverse=True) if p]
+    tokens = [re.escape(t) for t in sorted(set(rare), key=len, reverse=True)]
+    alts = literal + [f"(?P<cite>{_CITATION})"]
+    if tokens:
+        alts.append(r"(?<![^\W_])(?i:" + "|".join(tokens) + r")(?![^\W_])")
+    if not literal and not tokens:
+        return lambda text: text
+    pattern = re.compile("|".join(alts))
+
+    def sub(m: re.Match[str]) -> str:
+        return m.group(0) if m.group("cite") else REDACTED
+
+    def scrub(text: str | None) -> str | None:
+        return text if not text else pattern.sub(sub, text)
+
+    return scrub
+
+
+def redact_event(store: Store, event_id: int, why: str, actor: str = "owner") -> RedactionReport:
+    """Redact one event (see the module docstring). RedactionRefused (exit 1) for an unknown
+    id or an event already redacted; UsageError for an empty reason."""
+    why = " ".join((why or "").split())
+    if not why:
+        raise UsageError("say why: `coworker redact ID --why \"leaked API key\"`")
+    previous = rs.secure_delete(store, True)
+    try:
+        with store.transaction():
+            old = rs.event_text(store, event_id)
+            rare = rare_tokens(store, old.body)  # before the overwrite changes the index
+            scrub = scrubber(old.body, rare)
+            rid, text = rs.overwrite_event(store, old, why, actor)
+            report = RedactionReport(event_id, rid, text, old.source, rare_tokens=len(rare))
+            for r in rs.rollups_covering(store, event_id):
+                new = {"title": scrub(r.title), "body": scrub(r.body), "terms": scrub(r.terms),
+                       "vocab": scrub(r.vocab) if r.vocab else None}
+                if (new["title"], new["body"], new["terms"], new["vocab"] or "") == (
+                        r.title, r.body, r.terms, r.vocab or ""):
+                    continue
+                rs.rewrite_rollup(store, r.id, why=f"event {event_id} redacted (#{rid}): {why}",
+                                  actor=actor, **new)
+                report.rollups.append(r.id)
+            rolls = ", ".join(map(str, report.rollups)) or "none"
+            report.event = ev.append(store, Event(
+                kind="redaction", actor=actor, author_kind="user",
+                body=f"{actor} redacted event {event_id}: {why} (rollups rewritten: {rolls})",
+                meta={"event_id": event_id, "redaction_id": rid, "why": why, "by": actor,
+                      "rollups": report.rollups, "source": old.source}))
+        try:
+            report.compacted = rs.compact(store)
+        except StoreError as e:  # committed already; only the compaction waits
+            log.warning("redaction #%d committed, but compacting the file failed: %s",
+                        report.redaction_id, e)
+            report.compacted = False
+    finally:
+        rs.secure_delete(store, previous)
+    return report
