@@ -308,11 +308,12 @@ def retry(ids: tuple[int, ...]) -> None:
     """
     home = _home()
     with _store(home) as store:
-        back = inputs_store.retry(store, list(ids) if ids else None)
-        if back:
-            ev.append(store, Event(kind="input_retry", body=f"owner put back input(s) "
-                                   f"{', '.join(map(str, back))}", actor="owner",
-                                   author_kind="user", meta={"inputs": back}))
+        with store.transaction():  # the retry and its event: both or neither
+            back = inputs_store.retry(store, list(ids) if ids else None)
+            if back:
+                ev.append(store, Event(kind="input_retry", body=f"owner put back input(s) "
+                                       f"{', '.join(map(str, back))}", actor="owner",
+                                       author_kind="user", meta={"inputs": back}))
     if not back:
         from .memory.memorymd import Refused
 
@@ -798,9 +799,10 @@ def pin(text: tuple[str, ...]) -> None:
             raise Refused(f"pins would hold {used + len(body)} characters, over their budget of "
                           f"{limit}: unpin something (`coworker pins`) or raise "
                           "[memory] pins_max_chars")
-        p = pins_store.add(store, body)
-        ev.append(store, Event(kind="pin", body=body, actor="owner", author_kind="user",
-                               meta={"pin_id": p.id}))
+        with store.transaction():  # the pin and its event: both or neither
+            p = pins_store.add(store, body)
+            ev.append(store, Event(kind="pin", body=body, actor="owner", author_kind="user",
+                                   meta={"pin_id": p.id}))
     out.print(f"pinned as {p.id}")
 
 
@@ -818,10 +820,11 @@ def unpin(pin_id: int) -> None:
 
     home = _home()
     with _store(home) as store:
-        if not pins_store.unpin(store, pin_id):
-            raise Refused(f"no active pin {pin_id}; `coworker pins` lists them")
-        ev.append(store, Event(kind="unpin", body=f"unpinned {pin_id}", actor="owner",
-                               author_kind="user", meta={"pin_id": pin_id}))
+        with store.transaction():  # the unpin and its event: both or neither
+            if not pins_store.unpin(store, pin_id):
+                raise Refused(f"no active pin {pin_id}; `coworker pins` lists them")
+            ev.append(store, Event(kind="unpin", body=f"unpinned {pin_id}", actor="owner",
+                                   author_kind="user", meta={"pin_id": pin_id}))
     out.print(f"unpinned {pin_id}")
 
 
