@@ -26,6 +26,7 @@ from runtime.tools import ToolContext, default_registry
 from .conftest import run_tick as tick
 from .conftest import tell, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
+from .fakeapi import message as fakeapi_message
 
 
 def make_loop(home: Home, **kw) -> Loop:
@@ -388,3 +389,22 @@ def test_consuming_inputs_and_writing_tick_end_is_one_transaction(home: Home,
         tick(make_loop(home))
     monkeypatch.undo()
     assert status(home, mid) == "pending"
+
+
+def test_one_bad_tool_argument_does_not_fail_the_tick_or_drop_its_neighbours(
+        home: Home, api: FakeMessagesAPI):
+    """A promise due "in 99999999999999 d" once raised inside the validator and failed the
+    whole tick, dropping the other tool calls of that reply."""
+    mid = tell(home, "remind me and note it")
+    api.enqueue(fakeapi_message([
+        {"type": "tool_use", "id": "toolu_p", "name": "promise",
+         "input": {"text": "later", "due": "in 99999999999999 d"}},
+        {"type": "tool_use", "id": "toolu_n", "name": "note", "input": {"text": "noted it"}}]),
+        text("Done."))
+    outcome = tick(make_loop(home))
+    assert outcome.kind == "acted" and status(home, mid) == "consumed"
+    with Store.open(home.db_path) as store:
+        results = ev.tail(store, 10, kind="tool_result")
+        notes = ev.tail(store, 10, kind="note")
+    assert results[0].meta["is_error"] and "too far ahead" in results[0].body
+    assert not results[1].meta["is_error"] and [n.body for n in notes] == ["noted it"]

@@ -19,7 +19,11 @@ def parse_due(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(UTC)
     m = _RELATIVE.match(text)
     if m:
-        return now + timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2).lower()])
+        try:
+            return now + timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2).lower()])
+        except OverflowError as e:  # "in 99999999999999 d": past the calendar
+            raise ValueError(f"due {text.strip()!r} is too far ahead; promise something "
+                             "within a few years") from e
     try:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as e:

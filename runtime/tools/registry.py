@@ -104,6 +104,9 @@ class Registry:
             )
         try:
             params = tool.params.model_validate(raw_input)
+        except (OverflowError, RecursionError) as e:  # a validator past its range
+            return ToolResult(f"tool {name}: input is out of range ({e}); send a smaller "
+                              "value", True)
         except ValidationError as e:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}"
