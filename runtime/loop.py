@@ -162,6 +162,10 @@ class Loop:
     # lifecycle ---------------------------------------------------------------------------
     async def run(self, *, max_ticks: int | None = None) -> None:
         lock = process.PidLock(self.home)
+        # a `tell` may signal as soon as the pidfile names us, and until it is released: its
+        # wake-up must never meet the default action (which ends the process)
+        with contextlib.suppress(ValueError):  # not the main thread: asyncio owns signals
+            signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)
         lock.acquire()
         aio = asyncio.get_running_loop()
         installed = []
@@ -216,6 +220,8 @@ class Loop:
                 log.info("coworker stopped cleanly (%s)", self._stop_reason)
             for sig in installed:
                 aio.remove_signal_handler(sig)
+            with contextlib.suppress(ValueError):
+                signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)  # until the lock is gone
             if self.model is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(asyncio.shield(self.model.close()), 5)

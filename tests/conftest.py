@@ -114,3 +114,14 @@ def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
     return subprocess.run(
         [sys.executable, "-m", "runtime.cli", *args], cwd=cwd, env=env or dict(os.environ),
         capture_output=True, text=True, timeout=timeout)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--faults-seed", type=int, default=1234,
+                     help="seed of the fault-injection suite (tests/test_faults.py)")
+
+
+@pytest.fixture
+def faults_seed(request: pytest.FixtureRequest) -> int:
+    """The seed that picks the fault suite's faults and kill points (--faults-seed N)."""
+    return int(request.config.getoption("--faults-seed"))

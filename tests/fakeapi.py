@@ -2,14 +2,21 @@
 
 Not a mock of our classes: the real anthropic client serialises a real request, sends it over
 real HTTP, and parses a real response. Scripted like a fake model with a queue: `enqueue()` a
-reply (or an HTTP error, or garbage) and read `requests` for what was asked.
+reply (or an HTTP error, or garbage) and read `requests` for what was asked. When the queue is
+empty, a `responder` (a callable given each request as recorded, returning a Scripted or a
+body) picks the answer, else `default` is sent. A Scripted answer may hang (`delay`), drip its
+body a byte at a time (`drip`), or drop the connection without a word (`reset`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -55,6 +62,7 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering (a large one: a hung server)
     drip: float = 0.0  # seconds between the body's bytes (a dripping server)
+    reset: bool = False  # close the connection at once, no status line (a reset connection)
 
 
 def error(status: int, kind: str = "api_error", msg: str = "scripted failure",
@@ -94,7 +102,10 @@ class FakeMessagesAPI(LocalServer):
         self.queue: list[Scripted] = []
         self.requests: list[dict[str, Any]] = []
         self.default = default if default is not None else text("Nothing to do.")
+        # picks the answer when the queue is empty: request record -> Scripted or a body
+        self.responder: Callable[[dict[str, Any]], Scripted | dict[str, Any]] | None = None
         self.lock = threading.Lock()
+        self.closing = threading.Event()  # cuts a hung answer's delay short on stop()
         self.got_request = threading.Event()
         api = self
 
@@ -111,37 +122,61 @@ class FakeMessagesAPI(LocalServer):
                     payload = json.loads(raw)
                 except ValueError:
                     payload = None
+                record = {"path": self.path, "headers": dict(self.headers), "json": payload,
+                          "raw": raw, "t": time.monotonic(), "wall": time.time()}
                 with api.lock:
-                    api.requests.append({"path": self.path, "headers": dict(self.headers),
-                                         "json": payload, "raw": raw, "t": time.monotonic(),
-                                         "wall": time.time()})
-                    item = api.queue.pop(0) if api.queue else Scripted(200, api.default)
+                    api.requests.append(record)
+                    if api.queue:
+                        item = api.queue.pop(0)
+                    elif api.responder is not None:
+                        item = api.responder(record)
+                        if not isinstance(item, Scripted):
+                            item = Scripted(200, item)
+                    else:
+                        item = Scripted(200, api.default)
                 api.got_request.set()
                 if item.delay:
-                    time.sleep(item.delay)
+                    api.closing.wait(item.delay)
+                if item.reset:
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        # SO_LINGER 0: the close sends a RST, not a FIN
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                   struct.pack("ii", 1, 0))
+                        self.connection.close()
+                    return
                 body = item.body
                 data = (json.dumps(body).encode() if isinstance(body, dict | list)
                         else body.encode() if isinstance(body, str) else (body or b""))
-                self.send_response(item.status)
-                self.send_header("content-type", item.headers.get("content-type",
-                                                                  "application/json"))
-                for k, v in item.headers.items():
-                    if k.lower() != "content-type":
-                        self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                if not item.drip:
-                    self.wfile.write(data)
+                try:
+                    self.send_response(item.status)
+                    self.send_header("content-type", item.headers.get("content-type",
+                                                                      "application/json"))
+                    for k, v in item.headers.items():
+                        if k.lower() != "content-type":
+                            self.send_header(k, v)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    if not item.drip:
+                        self.wfile.write(data)
+                        return
+                except OSError:  # the client gave up waiting (a hung answer): nothing to say
+                    self.close_connection = True
                     return
                 try:
                     for i in range(len(data)):
                         self.wfile.write(data[i:i + 1])
                         self.wfile.flush()
-                        time.sleep(item.drip)
+                        if api.closing.wait(item.drip):
+                            break
                 except OSError:  # the client gave up: that is the point of the drip
                     pass
 
         self._serve(Handler)
+
+    def stop(self) -> None:
+        self.closing.set()
+        super().stop()
 
     def enqueue(self, *items: dict[str, Any] | Scripted) -> None:
         with self.lock:

@@ -239,20 +239,57 @@ def test_a_stopped_turn_is_replayed_without_repeating_its_side_effect(home: Home
 
 
 def test_a_side_effect_begun_before_a_kill_is_not_run_again(home: Home):
-    """A kill between the ledger entry and the tool result: the replay finds the key."""
-    registry = default_registry()
+    """A kill between the ledger entry and the tool's end: a side effect that cannot finish
+    its own work is never run a second time; a fresh key runs exactly once."""
+    from pydantic import BaseModel
+
+    from runtime.tools import Registry, Tool
+
+    class Charge(BaseModel):
+        amount: int
+
+    charged: list[int] = []
+
+    def charge(ctx: ToolContext, p: Charge) -> str:
+        charged.append(p.amount)
+        return f"charged {p.amount}"
+    registry = Registry([Tool("charge", "Charge a card.", Charge, charge, side_effect=True)])
     with Store.open(home.db_path) as store:
         tctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
                            tick_id=None, live=True, tool_use_id="toolu_k")
-        assert ledger.begin(store, "toolu_k", "reply", None, {"text": "hi"}) is None
-        result = registry.dispatch(tctx, "reply", {"text": "hi"})
-        assert result.text.startswith("not repeated") and not result.is_error
-        assert ev.tail(store, 10, kind="outbox") == []
-        # and a fresh key runs once, then never again
+        assert ledger.begin(store, "toolu_k", "charge", None, {"amount": 5}) is None
+        result = registry.dispatch(tctx, "charge", {"amount": 5})
+        assert result.text.startswith("not repeated") and "may or may not" in result.text
+        assert charged == []
         tctx.tool_use_id = "toolu_new"
-        assert registry.dispatch(tctx, "reply", {"text": "once"}).text.startswith("sent")
-        assert registry.dispatch(tctx, "reply", {"text": "once"}).text.startswith("not repeated")
+        assert registry.dispatch(tctx, "charge", {"amount": 7}).text == "charged 7"
+        assert registry.dispatch(tctx, "charge", {"amount": 7}).text.startswith("not repeated")
+        assert charged == [7] and ledger.get(store, "toolu_new").status == "done"
+
+
+def test_a_reply_cut_off_mid_way_is_finished_once_by_the_replay(home: Home):
+    """The kill landed after the outbox event and before its file (or before the event): the
+    keyed reply finishes what is missing and never sends twice."""
+    registry = default_registry()
+    outbox = home.root / "state" / "outbox"
+    with Store.open(home.db_path) as store:
+        tctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
+                           tick_id=None, live=True, tool_use_id="toolu_half")
+        assert ledger.begin(store, "toolu_half", "reply", None, {"text": "hi"}) is None
+        ev.append(store, Event(kind="outbox", body="hi", actor="coworker", author_kind="agent",
+                               meta={"subject": "", "tool_use_id": "toolu_half"}))
+        result = registry.dispatch(tctx, "reply", {"text": "hi"})
+        assert result.text.startswith("sent") and not result.is_error
         assert len(ev.tail(store, 10, kind="outbox")) == 1
+        assert [p.read_text() for p in outbox.iterdir()] == ["hi\n"]
+        assert ledger.get(store, "toolu_half").status == "done"
+        again = registry.dispatch(tctx, "reply", {"text": "hi"})
+        assert again.text.startswith("not repeated")
+        tctx.tool_use_id = "toolu_before_event"  # cut off before its event: sent once now
+        assert ledger.begin(store, "toolu_before_event", "reply", None, {"text": "yo"}) is None
+        assert registry.dispatch(tctx, "reply", {"text": "yo"}).text.startswith("sent")
+        assert len(ev.tail(store, 10, kind="outbox")) == 2
+        assert len([p for p in outbox.iterdir() if not p.name.startswith(".")]) == 2
 
 
 def test_imported_history_is_never_input(home: Home, api: FakeMessagesAPI, tmp_path: Path):

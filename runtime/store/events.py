@@ -297,6 +297,15 @@ def bare_match(store: Store, match: str, limit: int = 10) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def by_tool_use(store: Store, kind: str, tool_use_id: str) -> Event | None:
+    """The event of this kind a tool wrote under this tool_use id, if any (a keyed side
+    effect finishing what a killed attempt began)."""
+    rows = store.query(
+        f"SELECT {COLUMNS} FROM events WHERE kind = ? "
+        "AND json_extract(meta, '$.tool_use_id') = ? ORDER BY id LIMIT 1", (kind, tool_use_id))
+    return Event.from_row(rows[0]) if rows else None
+
+
 def inbox_file_seen(store: Store, digest: str, name: str) -> bool:
     """Whether an inbox file with this name and content hash is already an owner message
     (a crash between recording it and moving it must not record it twice)."""

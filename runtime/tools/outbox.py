@@ -1,13 +1,19 @@
 """`reply`: a message to the owner. A side effect: in live mode it writes an outbox event and a
 Markdown file in state/outbox/ (which other programs may pick up); in dry-run the registry
-records what it would have sent instead."""
+records what it would have sent instead.
+
+It is idempotent under its tool_use id: the event carries the key, and a run that finds the
+event already written only finishes the file (written to a temporary name, then renamed), so
+a replay after a kill between the two completes the reply instead of losing or doubling it."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from pydantic import BaseModel, Field
 
+from ..store import events as ev
 from .registry import Tool, ToolContext
 
 
@@ -17,17 +23,25 @@ class ReplyInput(BaseModel):
 
 
 def _reply(ctx: ToolContext, p: ReplyInput) -> str:
-    event_id = ctx.record("outbox", p.text, subject=p.subject)
+    earlier = (ev.by_tool_use(ctx.store, "outbox", ctx.tool_use_id)
+               if ctx.tool_use_id else None)
+    if earlier is not None and earlier.id is not None:
+        event_id = earlier.id
+    else:
+        event_id = ctx.record("outbox", p.text, subject=p.subject, tool_use_id=ctx.tool_use_id)
     outbox = ctx.home_root / "state" / "outbox"
     outbox.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", p.subject.lower()).strip("-")[:40] or "reply"
     path = outbox / f"{event_id:08d}-{slug}.md"
-    head = f"# {p.subject}\n\n" if p.subject else ""
-    path.write_text(f"{head}{p.text}\n", encoding="utf-8")
+    if not path.exists():
+        head = f"# {p.subject}\n\n" if p.subject else ""
+        tmp = outbox / f".{path.name}.tmp"
+        tmp.write_text(f"{head}{p.text}\n", encoding="utf-8")
+        os.replace(tmp, path)
     return f"sent to the owner as event {event_id} ({path.name})"
 
 
 TOOLS = [
     Tool("reply", "Send a message to your owner (lands in their outbox).", ReplyInput, _reply,
-         side_effect=True),
+         side_effect=True, idempotent=True),
 ]

@@ -54,6 +54,9 @@ class Tool:
     params: type[BaseModel]
     run: Callable[[ToolContext, Any], str]
     side_effect: bool = False
+    # safe to run again under the same tool_use id (it finds and finishes its own earlier
+    # work): a replay after a kill mid-call completes it instead of refusing it
+    idempotent: bool = False
 
     def __post_init__(self) -> None:
         if not WIRE_NAME.match(self.name):
@@ -125,9 +128,18 @@ class Registry:
         if key is not None:
             earlier = side_effects.begin(ctx.store, key, name, ctx.tick_id,
                                          params.model_dump(mode="json"))
-            if earlier is not None:
+            if earlier is not None and earlier.status == "started" and tool.idempotent:
+                log.warning("side effect %s (tool_use %s) was begun by tick %s and not "
+                            "finished; it is keyed, so this run completes it", name, key,
+                            earlier.tick_id)
+            elif earlier is not None:
                 log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); "
                             "not running it again", name, key, earlier.tick_id, earlier.status)
+                if earlier.status == "started":
+                    return ToolResult(
+                        f"not repeated: {name} (tool_use {key}) was begun by an earlier attempt "
+                        "that was cut off before it finished; it may or may not have taken "
+                        "effect, and it is not run a second time")
                 return ToolResult(
                     f"not repeated: {name} (tool_use {key}) was already carried out by an "
                     f"earlier attempt of this turn ({earlier.status}"
