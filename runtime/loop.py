@@ -585,8 +585,7 @@ class Loop:
         messages: list[dict[str, Any]] = [ctx.first_message(
             ctx.staircase(self.store, self.settings, before_id=tick_id),
             ctx.inputs_text(perception))]
-        recorded = turns.responses(self.store, resume.tick_id) if resume else []
-        done = turns.tool_results(self.store, resume.tick_id) if resume else {}
+        recorded, done = turns.recorded(self.store, resume.tick_id) if resume else ([], {})
         acted = False
         tail = self._recall(tick_id, perception)
         cap = self.settings.coworker.max_steps_per_tick

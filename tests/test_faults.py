@@ -419,6 +419,10 @@ def test_faults_kills_and_restarts_lose_nothing_and_repeat_nothing(
     print("\n" + line)
 
     assert rcs == [0] * len(told), f"a tell was not acknowledged: {rcs}"
+    # a fresh answer to a message already answered would be a second reply: the replay of
+    # recorded steps (along the whole chain of attempts) must prevent it
+    if redelivered:
+        problems.append(f"{redelivered} message(s) replied to in two different replies")
     assert not problems, "\n".join(problems[:30]) + "\n" + line
     assert figures["exactly_once"] == len(told) >= N_TELLS
     assert inside >= MIN_KILLS_IN_TURN, line

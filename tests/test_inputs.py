@@ -238,6 +238,44 @@ def test_a_stopped_turn_is_replayed_without_repeating_its_side_effect(home: Home
     assert completed_turns_for(home, mid) == 1
 
 
+def test_an_attempt_killed_while_replaying_does_not_lose_the_record(home: Home,
+                                                                   api: FakeMessagesAPI):
+    """Attempt 1 sent a reply and was stopped; attempt 2 took it up and was killed before it
+    re-recorded anything; attempt 3 must still replay attempt 1's steps, not ask afresh (a
+    fresh answer would be a second reply to the same message)."""
+    write_config(home.root, api.url, model={"timeout_s": 60.0})
+    mid = tell(home, "please answer Ravi")
+    api.enqueue(tool_use("reply", {"text": "Ravi: done"}, id="toolu_ravi"),
+                Scripted(200, text("late"), delay=30))
+    loop = make_loop(home, live=True)
+
+    async def go():
+        loop._make_model()
+        try:
+            task = asyncio.create_task(loop.tick())
+            while len(api.requests) < 2:
+                await asyncio.sleep(0.01)
+            loop.stop("SIGTERM")
+            return await task
+        finally:
+            await loop.model.close()
+    assert asyncio.run(go()).kind == "stopped"
+    with Store.open(home.db_path) as store:
+        first = ev.tail(store, 1, kind="tick")[0]
+        ev.append(store, Event(kind="tick", body="tick: killed at once", actor="coworker",
+                               author_kind="system", meta={"inputs": [mid],
+                                                           "resumes": first.id}))
+    api.enqueue(text("Answered."))
+    outcome = tick(make_loop(home, live=True))
+    assert outcome.kind == "acted" and status(home, mid) == "consumed"
+    assert len(api.requests) == 3  # attempt 3 asked only for the step after the reply
+    last = api.requests[-1]["json"]["messages"]
+    assert [b["tool_use_id"] for b in last[-1]["content"] if b.get("type") == "tool_result"] \
+        == ["toolu_ravi"]
+    with Store.open(home.db_path) as store:
+        assert [e.body for e in ev.tail(store, 10, kind="outbox")] == ["Ravi: done"]
+
+
 def test_a_side_effect_begun_before_a_kill_is_not_run_again(home: Home):
     """A kill between the ledger entry and the tool's end: a side effect that cannot finish
     its own work is never run a second time; a fresh key runs exactly once."""

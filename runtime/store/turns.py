@@ -26,6 +26,7 @@ class Attempt:
     tick_id: int
     inputs: list[int]
     outcome: str | None  # None: no tick_end (killed)
+    resumes: int | None = None  # the attempt this one took up again
 
     @property
     def completed(self) -> bool:
@@ -43,7 +44,35 @@ def last_attempt(store: Store) -> Attempt | None:
                       "ORDER BY id DESC LIMIT 1", (tick_id,))
     outcome = _meta(end[0]["meta"]).get("outcome") if end else None
     inputs = [int(i) for i in meta.get("inputs", []) if isinstance(i, int)]
-    return Attempt(tick_id, inputs, outcome)
+    resumes = meta.get("resumes")
+    return Attempt(tick_id, inputs, outcome, resumes if isinstance(resumes, int) else None)
+
+
+MAX_CHAIN = 100
+
+
+def recorded(store: Store, tick_id: int) -> tuple[list[list[dict[str, Any]]],
+                                                 dict[str, tuple[str, bool]]]:
+    """What an unfinished attempt and the attempts it took up again recorded: the responses to
+    replay, in step order, and the tool results by tool_use id. An attempt killed before it
+    re-recorded the steps it was replaying holds fewer than the one before it: the longest
+    record along the chain wins (each attempt replays its predecessor's steps first)."""
+    chain = []
+    current: int | None = tick_id
+    while current is not None and len(chain) < MAX_CHAIN:
+        chain.append(current)
+        rows = store.query(f"SELECT meta FROM events WHERE id = ? AND kind = 'tick' {_OWN}",
+                           (current,))
+        prev = _meta(rows[0]["meta"]).get("resumes") if rows else None
+        current = prev if isinstance(prev, int) and prev < current else None
+    steps: list[list[dict[str, Any]]] = []
+    results: dict[str, tuple[str, bool]] = {}
+    for t in reversed(chain):
+        own = responses(store, t)
+        if len(own) >= len(steps):
+            steps = own
+        results.update(tool_results(store, t))
+    return steps, results
 
 
 def responses(store: Store, tick_id: int) -> list[list[dict[str, Any]]]:
