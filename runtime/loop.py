@@ -414,6 +414,13 @@ class Loop:
         replayed. After a failure its inputs caused, the oldest input goes alone, so a poison
         input is set aside by itself and the inputs behind it go on."""
         pending = inputs_store.pending(self.store)
+        batch, resume = self._choose(pending)
+        # a turn takes at most max_inputs_per_turn: when more wait, the next tick comes at once
+        self._more_pending = len(pending) > len(batch)
+        return batch, resume
+
+    def _choose(self, pending: list[inputs_store.Input]
+                ) -> tuple[list[inputs_store.Input], turns.Attempt | None]:
         if not pending:
             return [], None
         by_id = {i.id: i for i in pending}
@@ -425,9 +432,7 @@ class Loop:
                 return batch, last
         if pending[0].failures > 0:
             return [pending[0]], None
-        cap = self.settings.coworker.max_inputs_per_turn
-        self._more_pending = len(pending) > cap
-        return pending[:cap], None
+        return pending[: self.settings.coworker.max_inputs_per_turn], None
 
     def perceive(self) -> ctx.Perception:
         self._take_inbox()
