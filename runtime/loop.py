@@ -155,8 +155,9 @@ class Loop:
                    else "no API key")
             log.warning(
                 "NO MODEL CONFIGURED (%s): the coworker records inputs and runs rituals but "
-                "takes no model turns. Set ANTHROPIC_API_KEY, or [model] api_key and base_url "
-                "in %s for a local Anthropic-compatible server.", why, self.home.config_path)
+                "takes no model turns. Set ANTHROPIC_API_KEY, or [model] api_key in %s "
+                "(chmod 600; and [model] base_url in config.toml for a local "
+                "Anthropic-compatible server).", why, self.home.state / "secrets.toml")
             self._warned_no_model = True
 
     # lifecycle ---------------------------------------------------------------------------
