@@ -101,6 +101,12 @@ class ModelSection(Section):
     max_retries: int = Field(4, ge=0, le=20, description="retries on 429, 529, 5xx, timeouts")
     retry_wait_s: float = Field(1.0, ge=0, description="first backoff wait; doubles each retry")
     retry_max_wait_s: float = Field(30.0, ge=0, description="longest single backoff wait")
+    daily_tokens: int = Field(
+        0, ge=0, le=10**12, description="input+output tokens a day (UTC), at most; then no model "
+        "calls until tomorrow, inputs wait (0: no cap)")
+    daily_calls: int = Field(
+        0, ge=0, le=10**9, description="model calls a day (UTC), retries included, at most "
+        "(0: no cap)")
 
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
