@@ -28,6 +28,11 @@ from .store import Event, Store
 from .store import events as ev
 from .store import inputs as inputs_store
 
+# An id or a count a user types: bounded, so a 20-digit number is a usage error, not an
+# integer SQLite cannot hold.
+MAX_ID = 2**63 - 1
+ID = click.IntRange(min=1, max=MAX_ID)
+
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
@@ -78,7 +83,7 @@ def init() -> None:
 
 @cli.command()
 @click.option("--once", is_flag=True, help="Run one tick, then exit.")
-@click.option("--ticks", type=click.IntRange(min=1), help="Run N ticks, then exit.")
+@click.option("--ticks", type=click.IntRange(min=1, max=10**6), help="Run N ticks, then exit.")
 @click.option("--live", is_flag=True, help="Let side-effect tools act (default: dry-run).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
               help="Log line format (default: [logging] format).")
@@ -169,7 +174,8 @@ def _duration(s: float) -> str:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def status(as_json: bool) -> None:
-    """Pid, uptime, last and next tick, event counts, and whether the config on disk is in use.
+    """Pid, uptime, last and next tick, event counts, inputs, and whether the config on disk is
+    in use and side effects are live. Exit 0 when a coworker runs, 3 when none does.
 
     \b
     Example:
@@ -202,7 +208,10 @@ def status(as_json: bool) -> None:
         "next_tick_at": run.get("next_tick_at"),
         "interval_s": run.get("interval_s"),
         "config_in_use": process.config_in_use(home, run) if pid else None,
+        "config_rejected": bool(pid) and process.config_rejected(home, run),
         "model": run.get("model"),
+        "writes": run.get("writes") if pid else None,
+        "capped": run.get("capped") if pid else None,
         "events": counts,
         "events_by_kind": by_kind,
         "walks_7d": walks,
@@ -213,7 +222,7 @@ def status(as_json: bool) -> None:
     if as_json:
         out.print_json(json.dumps(data))
         home.settings()
-        return
+        raise click.exceptions.Exit(0 if pid else NOT_RUNNING)
     if pid is None:
         out.print(f"not running in {home.root} (start it: `coworker start` or `coworker run`)")
     else:
@@ -221,10 +230,17 @@ def status(as_json: bool) -> None:
         out.print(f"last tick: {_ago(data['last_tick_at'])} -> {data['last_outcome']}")
         out.print(f"next tick: {_ago(data['next_tick_at'])}")
         cfg = data["config_in_use"]
-        out.print("config: " + ("the running process uses config.toml as on disk" if cfg else
-                                "config.toml changed on disk; the next tick applies it (or reports "
-                                "why it cannot)" if cfg is False else "unknown"))
-        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}")
+        out.print("config: " + (
+            "config.toml on disk is INVALID; the last good config is running (the log says "
+            "why; fix the file)" if data["config_rejected"] else
+            "the running process uses config.toml as on disk" if cfg else
+            "config.toml changed on disk; the next tick applies it (or reports why it cannot)"
+            if cfg is False else "unknown"))
+        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}"
+                  + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
+        out.print("side effects: " + ("LIVE (reply and other side-effect tools act)"
+                                      if data["writes"] == "live" else
+                                      "dry-run (recorded, not carried out; `--live` to act)"))
     kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
     out.print(f"inputs: {inputs['pending']} pending, {inputs['consumed']} consumed, "
@@ -238,6 +254,11 @@ def status(as_json: bool) -> None:
                   f"{last_failure['error']}", markup=False)
     out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
     home.settings()  # a broken config.toml is reported after the status, as one line, exit 2
+    if pid is None:
+        raise click.exceptions.Exit(NOT_RUNNING)
+
+
+NOT_RUNNING = 3  # `status` with no coworker running, as systemd and LSB scripts expect
 
 
 @cli.command()
@@ -245,11 +266,19 @@ def status(as_json: bool) -> None:
 def tell(text: tuple[str, ...]) -> None:
     """Send a message from the owner; a running coworker wakes and reads it at once.
 
+    `-` reads the message from standard input. When the database is busy (an import), the
+    message is saved in state/inbox/ instead and read at the next tick: it is never lost.
+
     \b
-    Example:
+    Examples:
       coworker tell "Please triage the new parser bugs by Friday"
+      git log -1 --format=%B | coworker tell -
     """
-    message = " ".join(text).strip()
+    if text == ("-",):
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        message = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw).strip()
+    else:
+        message = " ".join(text).strip()
     if not message:
         raise UsageError('nothing to tell: coworker tell "your message"')
     home = _home()
@@ -294,7 +323,7 @@ def _to_inbox(home: Home, message: str) -> Path:
 
 
 @cli.command()
-@click.argument("ids", nargs=-1, type=click.IntRange(min=1))
+@click.argument("ids", nargs=-1, type=ID)
 def retry(ids: tuple[int, ...]) -> None:
     """Put inputs that were set aside (3 failed turns in a row) back in line.
 
@@ -325,7 +354,7 @@ def retry(ids: tuple[int, ...]) -> None:
 
 
 @cli.command(name="redact")
-@click.argument("event_id", type=click.IntRange(min=1))
+@click.argument("event_id", type=ID)
 @click.option("--why", required=True,
               help="Why it goes (kept in the marker and the audit trail; not secret).")
 def redact_cmd(event_id: int, why: str) -> None:
@@ -350,9 +379,18 @@ def redact_cmd(event_id: int, why: str) -> None:
     out.print(report.line())
 
 
+# The kinds the coworker itself writes (imported history may add its own).
+KNOWN_KINDS = (
+    "message", "tick", "tick_end", "tick_failed", "model_response", "tool_call", "tool_result",
+    "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
+    "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
+    "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
+    "config_error", "step_cap", "spending_cap")
+
+
 @cli.command(name="log")
-@click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many events.")
+@click.option("-n", "n", type=click.IntRange(min=1, max=100_000), default=20, show_default=True,
+              help="How many events (at most 100000).")
 @click.option("--kind", "kind", help="Only events of this kind (message, tick, model_response, "
               "tool_call, tool_result, note, decision, outbox, dry_run, ...).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
@@ -366,6 +404,9 @@ def log_cmd(n: int, kind: str | None, as_json: bool) -> None:
     """
     home = _home()
     with _store(home, readonly=True) as store:
+        if kind is not None and kind not in KNOWN_KINDS and kind not in ev.counts_by_kind(store):
+            present = sorted(set(ev.counts_by_kind(store)) | set(KNOWN_KINDS))
+            raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
         events = ev.tail(store, n, kind=kind)
     if as_json:
         for e in events:
@@ -600,9 +641,9 @@ def _print_walk(store: Store, query: str, result: dict) -> None:
 
 
 @cli.command()
-@click.option("--events", "n_events", type=click.IntRange(min=100), default=10_000,
+@click.option("--events", "n_events", type=click.IntRange(min=100, max=10**8), default=10_000,
               show_default=True, help="Size of the synthetic history.")
-@click.option("--queries", "n_queries", type=click.IntRange(min=10), default=200,
+@click.option("--queries", "n_queries", type=click.IntRange(min=10, max=10**6), default=200,
               show_default=True, help="Walks and searches to time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
 def bench(n_events: int, n_queries: int, as_json: bool) -> None:
@@ -644,7 +685,7 @@ def _rerender_map(home: Home, store: Store) -> None:
 
 @cli.command()
 @click.argument("action", type=click.Choice(["list", "approve", "reject"]), default="list")
-@click.argument("promotion_id", required=False, type=int)
+@click.argument("promotion_id", required=False, type=ID)
 @click.option("--why", help="With reject: why, kept with the promotion.")
 @click.option("--all", "show_all", is_flag=True, help="With list: every status, not only queued.")
 @click.option("--json", "as_json", is_flag=True, help="With list: one JSON object a line.")
@@ -754,7 +795,7 @@ def snapshots_cmd() -> None:
 
 
 @cli.command()
-@click.argument("number", type=int)
+@click.argument("number", type=ID)
 def restore(number: int) -> None:
     """Bring back MEMORY.md version N (the current file is snapshotted first).
 
@@ -807,7 +848,7 @@ def pin(text: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("pin_id", type=int)
+@click.argument("pin_id", type=ID)
 def unpin(pin_id: int) -> None:
     """Unpin by id (see `coworker pins`); the pin is kept in the database, marked unpinned.
 
@@ -919,7 +960,7 @@ def tag(item: str, words: tuple[str, ...]) -> None:
 
     kind, _, num = item.rpartition(".")
     kind = {"": "event", "e": "event", "r": "rollup"}.get(kind)
-    if kind is None or not num.isdigit():
+    if kind is None or not (num.isascii() and num.isdigit()) or not 1 <= int(num) <= MAX_ID:
         raise UsageError(f"{item!r} is not an item: give an event id (117 or e.117) or a rollup "
                          "id (r.12)")
     home = _home()
@@ -1023,7 +1064,7 @@ def doctor(no_model: bool) -> None:
 @click.option("--backfill", is_flag=True, help="Embed every event that has no vector yet.")
 @click.option("--check", "check", is_flag=True,
               help="Recompute a sample of stored vectors and compare (integrity check).")
-@click.option("--sample", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--sample", type=click.IntRange(min=1, max=100_000), default=20, show_default=True)
 def embed(backfill: bool, check: bool, sample: int) -> None:
     """The semantic channel's vectors: backfill them, or check a sample against the embedder.
 
@@ -1079,7 +1120,21 @@ def main(argv: list[str] | None = None) -> int:
         os.umask(old_umask)
 
 
+def _text_arg(arg: str) -> str:
+    """A command-line argument as text: bytes that are not UTF-8 (kept by Python as lone
+    surrogates, e.g. `tell "$(printf 'bad \\xff')"`) become U+FFFD, unless the argument names
+    an existing file."""
+    try:
+        arg.encode("utf-8")
+        return arg
+    except UnicodeEncodeError:
+        if os.path.exists(arg):
+            return arg
+        return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _main(argv: list[str] | None) -> int:
+    argv = [_text_arg(a) for a in (sys.argv[1:] if argv is None else argv)]
     try:
         # Without standalone mode click returns an Exit's code instead of raising it.
         rv = cli.main(args=argv, prog_name="coworker", standalone_mode=False)
@@ -1088,9 +1143,13 @@ def _main(argv: list[str] | None) -> int:
     except CoworkerError as e:
         err.print(redact(f"error: {e}"), markup=False)
         return e.exit_code
+    except click.UsageError as e:  # one line, with where to look
+        where = e.ctx.command_path if e.ctx is not None else "coworker"
+        err.print(redact(f"error: {e.format_message()}; see `{where} --help`"), markup=False)
+        return 2
     except click.ClickException as e:
-        e.show()
-        return 2 if isinstance(e, click.UsageError) else 1
+        err.print(redact(f"error: {e.format_message()}"), markup=False)
+        return 1
     except click.exceptions.Abort:
         err.print("aborted")
         return 130

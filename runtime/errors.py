@@ -50,6 +50,7 @@ class ModelError(CoworkerError):
     long"): retrying the same inputs will fail again, so the loop counts it against them. An
     outage, a timeout, garbage or a bad key is not the inputs' fault."""
 
-    def __init__(self, message: str, *, blames_input: bool = False) -> None:
+    def __init__(self, message: str, *, blames_input: bool = False, attempts: int = 0) -> None:
         super().__init__(message)
         self.blames_input = blames_input
+        self.attempts = attempts  # calls spent (they count against [model] daily_calls)

@@ -39,7 +39,7 @@ from .store import events as ev
 from .store import inputs as inputs_store
 from .store import promises as promises_store
 from .store import rituals as ritual_runs
-from .store import turns
+from .store import turns, usage
 from .tools import Registry, ToolContext, default_registry
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,25 @@ class LoopStats:
     history: list[str] = field(default_factory=list)
 
 
+@dataclass
+class TickWork:
+    """What one tick did, for its INFO line."""
+
+    inputs: list[int] = field(default_factory=list)
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached: int = 0
+    tools: list[str] = field(default_factory=list)
+    side_effects: list[str] = field(default_factory=list)
+
+    def count(self, reply: Reply) -> None:
+        self.calls += reply.attempts
+        self.tokens_in += int(reply.usage.get("input_tokens", 0))
+        self.tokens_out += int(reply.usage.get("output_tokens", 0))
+        self.cached += int(reply.usage.get("cache_read_input_tokens", 0))
+
+
 class Loop:
     """`await Loop(home, settings).run()`; `stop()` and `wake()` only signal."""
 
@@ -112,6 +131,9 @@ class Loop:
         self._idle_digest: str | None = None  # no model: the inputs already reported
         self._call: asyncio.Future[Reply] | None = None  # the model call in flight
         self._more_pending = False
+        self._work = TickWork()
+        self._cap_said: str | None = None
+        self._capped: str | None = None
         self._make_model()
 
     # signals -----------------------------------------------------------------------------
@@ -286,7 +308,10 @@ class Loop:
                 "ticks": self.stats.ticks,
                 "quiet_ticks": self.stats.quiet_ticks,
                 "config_hash": self.config_hash,
+                "rejected_config_hash": self._bad_hash_seen,
                 "model": self.settings.model.name if self.model else None,
+                "writes": "live" if self.live else "dry-run",
+                "capped": self._capped,
             })
         except OSError as e:
             log.warning("could not write %s: %s", self.home.runfile, e)
@@ -328,6 +353,29 @@ class Loop:
                     ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in changed.items()) or "nothing")
         self._record("config_reload", "config.toml reloaded", changed=changed)
         self._write_runfile(running=True)
+
+    # the spending cap ---------------------------------------------------------------------
+    def _cap_reached(self) -> str | None:
+        """Which daily cap ([model] daily_tokens, daily_calls) today's usage reached, if any;
+        said once a day at WARNING. Until the next day (UTC) no model call is made."""
+        cfg = self.settings.model
+        if not (cfg.daily_tokens or cfg.daily_calls):
+            return None
+        used = usage.today(self.store)
+        reason = None
+        if cfg.daily_tokens and used.tokens >= cfg.daily_tokens:
+            reason = f"daily_tokens {cfg.daily_tokens} reached ({used.tokens} used today)"
+        elif cfg.daily_calls and used.calls >= cfg.daily_calls:
+            reason = f"daily_calls {cfg.daily_calls} reached ({used.calls} calls today)"
+        day = usage.day_start()
+        if reason and self._cap_said != day:
+            self._cap_said = day
+            log.warning("SPENDING CAP: [model] %s; no more model calls until 00:00 UTC, inputs "
+                        "wait (raise it in config.toml to go on now)", reason)
+            self._record("spending_cap", f"[model] {reason}; model calls resume tomorrow",
+                         reason=reason)
+        self._capped = reason
+        return reason
 
     # perception --------------------------------------------------------------------------
     def _inbox_files(self) -> list[os.DirEntry[str]]:
@@ -459,6 +507,21 @@ class Loop:
 
     # the tick ----------------------------------------------------------------------------
     async def tick(self) -> TickOutcome:
+        """One tick; a non-quiet one ends with one INFO line saying what it did."""
+        t0 = time.monotonic()
+        self._work = TickWork()
+        outcome = await self._tick()
+        if outcome.kind != "quiet":
+            w = self._work
+            log.info("tick %s %s: %d input(s)%s, %d model call(s), tokens in %d out %d cached "
+                     "%d, tools: %s, side effects: %s, %.1f s", outcome.tick_id, outcome.kind,
+                     len(w.inputs), f" ({', '.join(f'#{i}' for i in w.inputs)})" if w.inputs
+                     else "", w.calls, w.tokens_in, w.tokens_out, w.cached,
+                     ", ".join(w.tools) or "none", ", ".join(w.side_effects) or "none",
+                     time.monotonic() - t0)
+        return outcome
+
+    async def _tick(self) -> TickOutcome:
         try:
             self.reload_config()
         except Exception:
@@ -476,8 +539,13 @@ class Loop:
                 telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
                 return TickOutcome("quiet")
             self._idle_digest = digest
+        if self.model is not None and not builtin_due and (over := self._cap_reached()):
+            self.stats.quiet_ticks += 1  # the spending cap: inputs wait for tomorrow
+            telemetry.record(self.store, "capped_tick", {"cap": over})
+            return TickOutcome("quiet", detail=over)
         resume = self._resume
         self._first_input = min(perception.input_ids, default=None)
+        self._work.inputs = list(perception.input_ids)
         tick_id = self._record(
             "tick", f"tick: {len(perception.inputs)} message(s), "
             f"{len(perception.due_promises)} promise(s) due, {len(perception.rituals)} ritual(s)"
@@ -504,7 +572,8 @@ class Loop:
                 outcome = await self._turn(tick_id, perception, resume)
             except ModelError as e:
                 log.error("tick %d failed: %s", tick_id, e)
-                self._record("tick_failed", str(e), tick_id=tick_id)
+                self._work.calls += e.attempts
+                self._record("tick_failed", str(e), tick_id=tick_id, attempts=e.attempts)
                 outcome = TickOutcome("failed", tick_id, detail=str(e),
                                       blames_input=e.blames_input)
             except Exception as e:  # a bug in a turn fails the tick, not the loop
@@ -600,6 +669,8 @@ class Loop:
                 reply = Reply(content=recorded[step - 1], stop_reason="replayed",
                               model="replayed", attempts=0)
             else:
+                if over := self._cap_reached():  # mid-turn: stop here, the inputs wait
+                    return TickOutcome("capped", tick_id, step - 1, detail=over)
                 # the recall block rides at the tail of each call, never in the history
                 self._call = asyncio.ensure_future(self.model.create(
                     system=prefix.system, tools=prefix.tools,
@@ -616,6 +687,7 @@ class Loop:
                     raise
                 finally:
                     self._call = None
+            self._work.count(reply)
             self._record("model_response", reply.text, tick_id=tick_id, author_kind="agent",
                          actor="coworker", step=step, model=reply.model,
                          stop_reason=reply.stop_reason, usage=reply.usage,
@@ -711,6 +783,17 @@ class Loop:
                                settings=self.settings, tick_id=tick_id, live=self.live,
                                first_input_id=self._first_input, tool_use_id=use_id)
             result = self.registry.dispatch(tctx, name, raw)
+        self._work.tools.append(name)
+        tool = self.registry.get(name)
+        if tool is not None and tool.side_effect and not result.is_error:
+            if result.text.startswith("dry-run"):
+                self._work.side_effects.append(f"{name} (dry-run)")
+            elif result.text.startswith("not repeated"):
+                self._work.side_effects.append(f"{name} (not repeated)")
+            else:
+                self._work.side_effects.append(f"{name} (live)")
+                log.info("LIVE side effect: %s (tool_use %s, tick %d): %s", name, use_id,
+                         tick_id, result.text[:300])
         if result.is_error:
             log.warning("tool call %s came back as an error: %s", name, result.text)
         self._record("tool_result", result.text, tick_id=tick_id, author_kind="tool",

@@ -135,24 +135,24 @@ class Model:
                     attempts = attempt.retry_state.attempt_number
                     msg = await self._attempt(system, tools, messages)
         except anthropic.APIStatusError as e:
-            raise ModelError(_status_advice(e, attempts),
+            raise ModelError(_status_advice(e, attempts), attempts=attempts,
                              blames_input=e.status_code in (400, 413, 422)) from e
         except CallDeadline as e:
             raise ModelError(
                 f"model endpoint {self.cfg.base_url or 'api.anthropic.com'} {describe(e)} "
                 f"after {attempts} attempt(s): the server hangs or answers too slowly; the "
-                "loop retries at the next tick ([model] timeout_s)") from e
+                "loop retries at the next tick ([model] timeout_s)", attempts=attempts) from e
         except anthropic.APIConnectionError as e:
             raise ModelError(
                 f"model endpoint {self.cfg.base_url or 'api.anthropic.com'} "
                 f"{describe(e)} after {attempts} attempt(s): check [model] base_url and that "
-                "the server is up"
+                "the server is up", attempts=attempts
             ) from e
         except (anthropic.APIResponseValidationError, json.JSONDecodeError, ValueError) as e:
             raise ModelError(
                 f"the model endpoint answered something that is not a Messages API response "
                 f"({type(e).__name__}): check [model] base_url points at an Anthropic-compatible "
-                "server"
+                "server", attempts=attempts
             ) from e
         return _to_reply(msg, attempts)
 

@@ -125,7 +125,7 @@ def stop(home: Home, timeout: float = 30.0) -> int:
 
 
 def spawn_detached(home: Home, args: list[str], timeout: float = 15.0) -> int:
-    """Start `python -m runtime.cli run ...` in a new session, logs in state/; return its pid."""
+    """Start `python -m runtime.entry run ...` in a new session, logs in state/; return its pid."""
     if (pid := running_pid(home)) is not None:
         raise AlreadyRunning(f"a coworker is already running here (pid {pid}): `coworker stop` "
                              "first, or `coworker status` to see it")
@@ -133,7 +133,7 @@ def spawn_detached(home: Home, args: list[str], timeout: float = 15.0) -> int:
     env = dict(os.environ, COWORKER_HOME=str(home.root))
     with open(home.out_path, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "run", "--detached", *args],
+            [sys.executable, "-m", "runtime.entry", "run", "--detached", *args],
             cwd=home.root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             start_new_session=True,
         )
@@ -153,6 +153,14 @@ def spawn_detached(home: Home, args: list[str], timeout: float = 15.0) -> int:
 def uptime_s(runfile: dict[str, Any]) -> float | None:
     started = runfile.get("started_monotonic_epoch")
     return None if started is None else max(0.0, time.time() - float(started))
+
+
+def config_rejected(home: Home, runfile: dict[str, Any]) -> bool:
+    """Whether config.toml on disk is an edit the running loop rejected as invalid."""
+    from .settings import file_hash
+
+    rejected = runfile.get("rejected_config_hash")
+    return rejected is not None and rejected == file_hash(home.config_path)
 
 
 def config_in_use(home: Home, runfile: dict[str, Any]) -> bool | None:

@@ -112,7 +112,7 @@ def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run the real `coworker` command in a subprocess."""
     return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *args], cwd=cwd, env=env or dict(os.environ),
+        [sys.executable, "-m", "runtime.entry", *args], cwd=cwd, env=env or dict(os.environ),
         capture_output=True, text=True, timeout=timeout)
 
 

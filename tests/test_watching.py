@@ -1,0 +1,188 @@
+"""The person who runs it can see what it does, and no typed mistake shows a traceback
+(issue 11): the per-tick log line, live side effects, the spending cap, status, log, tell."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runtime.cli import main
+from runtime.home import Home
+from runtime.loop import Loop
+from runtime.store import Store
+from runtime.store import events as ev
+from runtime.store import inputs
+
+from .conftest import run_tick as tick
+from .conftest import tell, write_config
+from .fakeapi import FakeMessagesAPI, error, text, tool_use
+
+
+def make_loop(home: Home, **kw) -> Loop:
+    return Loop(home, home.settings(), **kw)
+
+
+def tick_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "runtime.loop" and r.levelno == logging.INFO
+            and r.getMessage().startswith("tick ")]
+
+
+def test_one_info_line_per_non_quiet_tick(home: Home, api: FakeMessagesAPI, caplog):
+    caplog.set_level(logging.INFO, logger="runtime.loop")
+    mid = tell(home, "note this and answer")
+    api.enqueue(tool_use("note", {"text": "noted"}, id="toolu_w1", input_tokens=120,
+                         output_tokens=30, cache_read=80),
+                tool_use("reply", {"text": "Done"}, id="toolu_w2"), text("Bye."))
+    loop = make_loop(home)
+    tick(loop)
+    tick(loop)  # quiet: no line
+    lines = tick_lines(caplog)
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.startswith(f"tick {mid + 1} acted: 1 input(s) (#{mid}), 3 model call(s)")
+    assert "tokens in 320 out 70 cached 80" in line
+    assert "tools: note, reply" in line and "side effects: reply (dry-run)" in line
+    assert line.rstrip().endswith(" s")
+
+
+def test_a_live_side_effect_gets_its_own_info_line(home: Home, api: FakeMessagesAPI, caplog):
+    caplog.set_level(logging.INFO, logger="runtime.loop")
+    tell(home, "answer me")
+    api.enqueue(tool_use("reply", {"text": "Here you go"}, id="toolu_live"), text("Sent."))
+    tick(make_loop(home, live=True))
+    live = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LIVE")]
+    assert len(live) == 1 and "reply (tool_use toolu_live" in live[0]
+    assert "side effects: reply (live)" in tick_lines(caplog)[0]
+
+
+def test_a_failed_tick_line_counts_the_calls_it_spent(home: Home, api: FakeMessagesAPI, caplog):
+    caplog.set_level(logging.INFO, logger="runtime.loop")
+    tell(home, "hello")
+    api.enqueue(*[error(529, "overloaded_error")] * 4)
+    assert tick(make_loop(home)).kind == "failed"
+    assert " failed: 1 input(s)" in tick_lines(caplog)[0]
+    assert "4 model call(s)" in tick_lines(caplog)[0]
+
+
+def test_the_daily_call_cap_stops_model_calls_and_inputs_wait(home: Home, api: FakeMessagesAPI,
+                                                              caplog, capsys):
+    write_config(home.root, api.url, model={"daily_calls": 2})
+    first = tell(home, "first message")
+    api.enqueue(tool_use("note", {"text": "n"}, id="toolu_c1"), text("ok"), text("never"))
+    loop = make_loop(home)
+    assert tick(loop).kind == "acted" and len(api.requests) == 2
+    second = tell(home, "second message")
+    assert tick(loop).kind == "quiet" and len(api.requests) == 2
+    assert tick(loop).kind == "quiet"
+    warnings = [r.getMessage() for r in caplog.records if "SPENDING CAP" in r.getMessage()]
+    assert len(warnings) == 1 and "daily_calls 2 reached" in warnings[0]
+    with Store.open(home.db_path) as store:
+        assert inputs.status_of(store, first) == "consumed"
+        assert inputs.status_of(store, second) == "pending"
+        assert len(ev.tail(store, 10, kind="spending_cap")) == 1
+    write_config(home.root, api.url, model={"daily_calls": 10})  # the owner raises it
+    assert tick(loop).kind == "no_action"
+    with Store.open(home.db_path) as store:
+        assert inputs.status_of(store, second) == "consumed"
+
+
+def test_the_token_cap_stops_a_turn_between_calls(home: Home, api: FakeMessagesAPI):
+    write_config(home.root, api.url, model={"daily_tokens": 100})
+    mid = tell(home, "a long job")
+    api.enqueue(tool_use("note", {"text": "n"}, id="toolu_t1", input_tokens=90,
+                         output_tokens=20), text("never asked"))
+    outcome = tick(make_loop(home))
+    assert outcome.kind == "capped" and len(api.requests) == 1
+    with Store.open(home.db_path) as store:
+        assert inputs.status_of(store, mid) == "pending"
+
+
+def test_status_exits_3_when_nothing_runs(offline_home: Home, capsys):
+    assert main(["status"]) == 3
+    assert "not running" in capsys.readouterr().out
+    assert main(["status", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["running"] is False
+
+
+@pytest.mark.parametrize("args", [
+    ["log", "-n", "99999999999999999999"],
+    ["tag", "99999999999999999999", "x"],
+    ["tag", "²", "x"],
+    ["promotions", "approve", "99999999999999999999"],
+    ["unpin", "99999999999999999999"],
+    ["restore", "99999999999999999999"],
+    ["retry", "99999999999999999999"],
+    ["redact", "99999999999999999999", "--why", "x"],
+    ["log", "--kind", "no_such_kind"],
+])
+def test_a_number_or_name_out_of_range_is_one_usage_line(offline_home: Home, capsys, args):
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert len(captured.err.strip().splitlines()) == 1 and captured.err.startswith("error: ")
+
+
+def test_an_unknown_kind_lists_the_kinds(offline_home: Home, capsys):
+    tell(offline_home, "hello")
+    assert main(["log", "--kind", "mesage"]) == 2
+    err = capsys.readouterr().err
+    assert "no event kind 'mesage'" in err and "message" in err
+    assert main(["log", "--kind", "decision"]) == 0  # a known kind with no events yet
+
+
+def test_tell_text_that_is_not_utf8_is_kept_as_text(offline_home: Home, capsys):
+    bad = os.fsdecode(b"bad \xff byte")  # what Python makes of `printf 'bad \xff'`
+    assert main(["tell", bad]) == 0
+    with Store.open(offline_home.db_path) as store:
+        assert ev.tail(store, 1, kind="message")[0].body == "bad \ufffd byte"
+
+
+def test_tell_dash_reads_standard_input(offline_home: Home, monkeypatch, capsys):
+    import io
+
+    class Stdin(io.TextIOWrapper):
+        pass
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"from a pipe\nline two\n")))
+    assert main(["tell", "-"]) == 0
+    with Store.open(offline_home.db_path) as store:
+        assert ev.tail(store, 1, kind="message")[0].body == "from a pipe\nline two"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))
+    assert main(["tell", "-"]) == 2
+
+
+def test_status_says_an_invalid_edit_left_the_last_good_config_running(
+        offline_home: Home, capsys):
+    from runtime import process
+
+    process.write_runfile(offline_home, {"pid": os.getpid(), "running": True,
+                                         "config_hash": "x", "writes": "dry-run"})
+    offline_home.config_path.write_text("[coworker]\ntick_seconds = 'often'\n")
+    from runtime.settings import file_hash
+
+    run = process.read_runfile(offline_home)
+    run["rejected_config_hash"] = file_hash(offline_home.config_path)
+    assert process.config_rejected(offline_home, run)
+    run["rejected_config_hash"] = "something else"
+    assert not process.config_rejected(offline_home, run)
+
+
+def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
+    """Interrupt `coworker run` at several moments of its start: never a traceback."""
+    for delay in (0.05, 0.2, 0.4, 0.8, 1.5):
+        # as from a terminal: SIGINT at its default (a runner in the background may ignore it)
+        proc = subprocess.Popen([sys.executable, "-m", "runtime.entry", "run"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err + out, (delay, err[-2000:])
+        assert proc.returncode in (0, 130), (delay, proc.returncode, err[-500:])
