@@ -6,7 +6,9 @@ budget when a model is configured, extractive otherwise); pass promotion candida
 lessons from the week's rollups, with a model) through the gate; merge the FTS index segments;
 record the run and its figures in `ritual_runs`; regenerate `state/memory-map.md` from the
 database (so the map shows this run). `dry_run` reports what it would archive and seal and
-writes nothing.
+writes nothing. A model that fails 3 summaries in a row is not asked again that run (no more
+summaries, no lessons): the rest is extractive, said once at WARNING and in `summaries`. A
+MEMORY.md the gate cannot read (a malformed line) costs that run its promotions, not the run.
 
 This module is where a model meets memory: it builds the `summarize` and `lessons` callables
 and hands them to the ladder and the gate, which never import the model.
@@ -27,6 +29,7 @@ from typing import Any
 
 from runtime.home import Home
 from runtime.memory import gate, ladder, memmap
+from runtime.memory.memorymd import MemoryFile, MemoryFileError
 from runtime.settings import Settings
 from runtime.store import Store
 from runtime.store import archive as arch
@@ -46,6 +49,7 @@ class ReflectReport:
     methods: dict[str, int] = field(default_factory=dict)
     summary_calls: int = 0
     summary_fallbacks: int = 0
+    summaries: str = "not run"  # what became of the model summaries (gave up, fell back)
     null_spans: int = 0
     promotions: str = "not run"
     seconds: float = 0.0
@@ -101,6 +105,10 @@ def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | No
             if (r.created_at or "") >= since][-60:]
     if not week:
         return "nothing sealed this week: no lessons proposed"
+    try:  # the gate reads MEMORY.md for every lesson: one it cannot read is no call at all
+        MemoryFile.load(home.memory_md)
+    except MemoryFileError as e:
+        return _unreadable(e)
     try:
         proposed = lessons(week)
     except Exception as e:  # a memory failure is loud and never breaks the ritual
@@ -115,9 +123,19 @@ def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | No
             log.warning("a proposed lesson is malformed (%s); skipped", e)
             counts["malformed"] = counts.get("malformed", 0) + 1
             continue
-        verdict = gate.consider(store, home, settings, cand)
+        try:
+            verdict = gate.consider(store, home, settings, cand)
+        except MemoryFileError as e:  # edited meanwhile: the rest waits for a readable file
+            return _unreadable(e)
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no lessons proposed"
+
+
+def _unreadable(e: MemoryFileError) -> str:
+    why = (f"MEMORY.md cannot be read ({e}): no promotions this run; fix the file "
+           "(`coworker doctor` shows the line)")
+    log.warning("%s", why)
+    return why
 
 
 def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = False,
@@ -148,7 +166,14 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         report.summary_calls = summarizer.used
         report.summary_fallbacks = sealed.summary_fallbacks
         report.null_spans = sealed.null_spans
-        report.promotions = _promote(home, settings, store, lessons, now)
+        report.summaries = summarizer.outcome()
+        if (summarizer.gave_up and lessons is not None
+                and settings.memory.memory_promotions != "off"):
+            # the same model, one more call: it failed every summary in a row this run
+            report.promotions = (f"skipped: model summaries failed {summarizer.streak} times "
+                                 "in a row this run, so no lessons were asked for")
+        else:
+            report.promotions = _promote(home, settings, store, lessons, now)
         report.embedded = _embed(settings, store)
         t_idx = time.monotonic()
         arch.optimize_indexes(store)

@@ -385,7 +385,48 @@ KNOWN_KINDS = (
     "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
     "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
     "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
-    "config_error", "step_cap", "spending_cap")
+    "config_error", "step_cap", "spending_cap", "backup_restored")
+
+
+@cli.command()
+@click.argument("dest", type=click.Path(path_type=Path))
+def backup(dest: Path) -> None:
+    """Copy the whole coworker into the new folder DEST; safe while it runs.
+
+    The database (through SQLite's online backup API, then checked with integrity_check, so a
+    running loop is neither stopped nor half-copied; pins are in it), MEMORY.md, its snapshots
+    and the memory map, with a manifest.json saying what, when and how many events. DEST must
+    be new or empty; it is made 0700 and every file in it 0600. config.toml and
+    state/secrets.toml are not copied.
+
+    \b
+    Example:
+      coworker backup ~/coworker-backups/$(date +%F)
+    """
+    from . import backup as backups
+
+    home = _home()
+    out.print(backups.take(home, dest).line(), markup=False)
+
+
+@cli.command(name="restore-backup")
+@click.argument("src", type=click.Path(path_type=Path))
+def restore_backup(src: Path) -> None:
+    """Bring back a backup that `coworker backup` wrote, into this stopped home.
+
+    The backup is checked first (every file against its manifest, the database with
+    integrity_check); what it replaces (the database, MEMORY.md, its snapshots, the memory map)
+    is moved aside into state/before-restore-<time>/, so nothing is lost. Refused while a
+    coworker runs here (`coworker stop` first).
+
+    \b
+    Example:
+      coworker stop && coworker restore-backup ~/coworker-backups/2026-11-30 && coworker start
+    """
+    from . import backup as backups
+
+    home = _home()
+    out.print(backups.restore(home, src).line(), markup=False)
 
 
 @cli.command(name="log")
@@ -1042,9 +1083,10 @@ def doctor(no_model: bool) -> None:
     """Check every link that fails silently; each line says ok or what to do.
 
     Config parses; the running process uses the config on disk; the database opens and passes
-    integrity_check; the FTS indexes are in sync; rituals are scheduled and ran when they
-    should have; logging is at a level a person sees; the model endpoint answers. Exit 1 when
-    any check fails. It changes nothing.
+    integrity_check; the FTS indexes are in sync; MEMORY.md reads as entries; rituals are
+    scheduled and ran when they should have; recall is on; logging is at a level a person sees;
+    the model endpoint answers; today's model usage against [model] daily_calls/daily_tokens.
+    Exit 1 when any check fails (WARN lines do not). It changes nothing.
 
     \b
     Example:

@@ -1,9 +1,11 @@
 """`coworker doctor`: checks every link that fails silently, and says what to do about each.
 
 Owns the checks (config parses; the running process uses the config on disk; the database opens
-and passes integrity_check; the FTS indexes agree with their tables; rituals are scheduled and
-reflect ran when it should have; logging is at a level a person sees; no key sits in a file
-others can read, and the coworker's memory is private; the model answers) and their one-line
+and passes integrity_check; the FTS indexes agree with their tables; MEMORY.md reads as entries,
+as strike and the promotions need it; rituals are scheduled and reflect ran when it should have;
+recall is on; logging is at a level a person sees; no key sits in a file others can read, and
+the coworker's memory is private; the model answers; today's model usage against the daily
+caps) and their one-line
 verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isolated: one that
 fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
 no write to any file; the fix is always a line the owner runs. What it prints passes through
@@ -66,12 +68,15 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         ("config in use", lambda: _config_in_use(home, settings)),
         ("database", lambda: _database(home)),
         ("fts", lambda: _fts(home)),
+        ("memory", lambda: _memory(home)),
         ("rituals", lambda: _rituals(home, settings)),
+        ("recall", lambda: _recall(settings)),
         ("logging", lambda: _logging(home, settings)),
         ("permissions", lambda: _permissions(home)),
     ]
     if probe_model:
         steps.append(("model", lambda: _model(settings)))
+    steps.append(("spending", lambda: _spending(home, settings)))
     steps.append(("semantic", lambda: _semantic(settings)))
     return [_guarded(name, fn) for name, fn in steps]
 
@@ -207,6 +212,29 @@ def _fts(home: Home) -> Check:
     return Check(name, True, "events_fts and rollups_fts agree with their tables")
 
 
+def _memory(home: Home) -> Check:
+    """MEMORY.md reads as entries: a line that looks like an entry but is not (a bad id, an id
+    used twice, bad sources, bytes that are not UTF-8) makes strike and every promotion
+    refuse, so it is a failure here too, with the line number they give."""
+    from .memory.memorymd import MemoryFile, MemoryFileError
+
+    name = "memory"
+    path = home.memory_md
+    if not path.exists():
+        return Check(name, True, f"no MEMORY.md yet at {path} (created when the coworker first "
+                                 "runs)")
+    try:
+        memory = MemoryFile.load(path)
+    except MemoryFileError as e:
+        return Check(name, False, f"{e}; until then `coworker strike` and `coworker "
+                                  "promotions approve` refuse, and reflect proposes no "
+                                  "promotions")
+    n = len(memory.entries)
+    size = len(path.read_text(encoding="utf-8"))
+    return Check(name, True, f"MEMORY.md reads: {n} {'entry' if n == 1 else 'entries'}, "
+                             f"{size:,} characters")
+
+
 def _parse_ts(ts: str) -> datetime:
     when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
     return when if when.tzinfo else when.replace(tzinfo=UTC)
@@ -263,6 +291,32 @@ def _rituals(home: Home, settings: Settings | None, now: datetime | None = None)
     last_txt = ("never run yet" if last.status == REGISTERED
                 else f"last run {last.started_at} {last.status}")
     return Check(name, True, f"{scheduled}: {last_txt}; next window {upcoming}")
+
+
+def _where_set(section: str, key: str, fix: str) -> str:
+    """How to change a setting: the environment variable when one overrides config.toml."""
+    import os
+
+    env = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    if env in os.environ:
+        return f"unset the environment variable {env} (it says {os.environ[env]})"
+    return f"set {fix} under [{section}] in config.toml"
+
+
+def _recall(settings: Settings | None) -> Check:
+    """WARN when recall is "off" or "dry-run": the model then works without its long memory."""
+    name = "recall"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    mode = settings.recall.mode
+    if mode == "on":
+        return Check(name, True, f"on: up to {settings.recall.max_items} recalled item(s) per "
+                                 "model call")
+    what = ("nothing from the long memory reaches the model" if mode == "off" else
+            "what it would recall is only logged, never given to the model")
+    fix = _where_set("recall", "mode", 'mode = "on"')
+    return Check(name, True, f'[recall] mode = "{mode}": {what}; to give it its memory back, '
+                             f"{fix}", warn=True)
 
 
 def _logging(home: Home, settings: Settings | None) -> Check:
@@ -391,6 +445,40 @@ def _model(settings: Settings | None) -> Check:
     except ModelError as e:
         return Check(name, False, f"{where}: {e}")
     return Check(name, True, f"{where} answered in {time.monotonic() - t0:.2f} s")
+
+
+def _spending(home: Home, settings: Settings | None) -> Check:
+    """Today's model usage (since 00:00 UTC) against [model] daily_calls and daily_tokens;
+    WARN when a cap is reached (the loop then makes no model call until tomorrow)."""
+    from .store import Store, usage
+
+    name = "spending"
+    if settings is None:
+        return Check(name, False, NOT_CHECKED)
+    cfg = settings.model
+    used = usage.Usage()
+    if home.db_path.exists():
+        try:
+            with Store.open(home.db_path, readonly=True) as store:
+                used = usage.today(store)
+        except (CoworkerError, sqlite3.DatabaseError):
+            return Check(name, False, DB_NOT_CHECKED)
+
+    def against(n: int, cap: int, unit: str, key: str) -> str:
+        return (f"{n:,} of {cap:,} {unit}" if cap else
+                f"{n:,} {unit} (no cap: [model] {key} = 0)")
+
+    today = (f"today (UTC): {against(used.calls, cfg.daily_calls, 'calls', 'daily_calls')}, "
+             f"{against(used.tokens, cfg.daily_tokens, 'tokens', 'daily_tokens')}")
+    reached = [key for key, n, cap in (("daily_calls", used.calls, cfg.daily_calls),
+                                       ("daily_tokens", used.tokens, cfg.daily_tokens))
+               if cap and n >= cap]
+    if reached:
+        caps = " and ".join(f"[model] {k}" for k in reached)
+        return Check(name, True, f"{today}: {caps} reached, so no model calls until 00:00 UTC "
+                                 "and inputs wait; to go on today raise it in config.toml",
+                     warn=True)
+    return Check(name, True, today)
 
 
 def _semantic(settings: Settings | None) -> Check:

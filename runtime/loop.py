@@ -271,6 +271,7 @@ class Loop:
     async def _sleep(self, seconds: float) -> None:
         if self._more_pending:  # a turn takes at most max_inputs_per_turn; go on at once
             self._more_pending = False
+            await asyncio.sleep(0)  # but let a queued signal (SIGTERM) run first
             return
         due = promises_store.next_due(self.store)
         if due:
@@ -535,12 +536,14 @@ class Loop:
         builtin_due = [n for n, _ in perception.rituals if n in BUILTIN]
         if self.model is None and not builtin_due:
             if digest == self._idle_digest:  # already reported; they wait for a model
+                self._more_pending = False  # nor do the ones behind them: no spinning
                 self.stats.quiet_ticks += 1
                 telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
                 return TickOutcome("quiet")
             self._idle_digest = digest
         if self.model is not None and not builtin_due and (over := self._cap_reached()):
-            self.stats.quiet_ticks += 1  # the spending cap: inputs wait for tomorrow
+            self._more_pending = False  # the spending cap: inputs wait for tomorrow
+            self.stats.quiet_ticks += 1
             telemetry.record(self.store, "capped_tick", {"cap": over})
             return TickOutcome("quiet", detail=over)
         resume = self._resume

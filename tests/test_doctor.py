@@ -22,8 +22,8 @@ from runtime.store import events as ev
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
-NAMES = ["config", "config in use", "database", "fts", "rituals", "logging", "permissions",
-         "model", "semantic"]
+NAMES = ["config", "config in use", "database", "fts", "memory", "rituals", "recall", "logging",
+         "permissions", "model", "spending", "semantic"]
 
 
 @pytest.fixture(autouse=True)
@@ -134,8 +134,9 @@ def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Hom
     assert not c["config"].ok
     assert says in c["config"].detail and "fix" in c["config"].detail
     # What needs the settings says so instead of guessing; the rest is still checked.
-    assert set(failed(checks)) == {"config", "rituals", "logging", "model", "semantic"}
-    for name in ("rituals", "logging", "model", "semantic"):
+    assert set(failed(checks)) == {"config", "rituals", "recall", "logging", "model", "spending",
+                                   "semantic"}
+    for name in ("rituals", "recall", "logging", "model", "spending", "semantic"):
         assert c[name].detail == doctor.NOT_CHECKED
     assert doctor.exit_code(checks) == 1
 
@@ -224,8 +225,8 @@ def corrupt(path: Path, how: str) -> None:
 
 @pytest.mark.parametrize("how, also_unchecked", [
     ("garbage over page 2", set()),
-    ("truncated to half", {"fts", "rituals"}),
-    ("header overwritten", {"fts", "rituals"}),
+    ("truncated to half", {"fts", "rituals", "spending"}),
+    ("header overwritten", {"fts", "rituals", "spending"}),
 ])
 def test_a_corrupted_database_fails_integrity_with_a_recovery_line(offline_home: Home, how,
                                                                     also_unchecked):
@@ -429,6 +430,108 @@ def test_loose_modes_elsewhere_warn_and_the_line_fixes_them(offline_home: Home):
     run_fix(c.detail.rsplit(": ", 1)[1])
     c = by_name(doctor.run_checks(home, probe_model=False))["permissions"]
     assert c.ok and not c.warn, c.detail
+
+
+# MEMORY.md ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad, says", [
+    ("- [x7] Dana owns billing.", "looks like an entry but its id is not like [m12]"),
+    ("- [m1] Dana owns billing again.", "entry id [m1] is used twice (first on line {first})"),
+    ("- [m9] Mara owns the parser. (sources: twelve; 2026-01-02)", "sources must be event ids"),
+])
+def test_a_malformed_memory_md_line_fails_as_strike_refuses(offline_home: Home, bad, says):
+    """`coworker strike` refused a broken MEMORY.md while doctor said all was well."""
+    home = offline_home
+    good = home.memory_md.read_text(encoding="utf-8")  # the header: 4 lines, then a blank
+    home.memory_md.write_text(good + "- [m1] Dana owns the parser.\n\nSome prose.\n" + bad + "\n",
+                              encoding="utf-8")
+    first = len(good.splitlines()) + 1  # where [m1] is
+    line, says = first + 3, says.format(first=first)
+    strike = coworker("strike", "Dana")
+    assert strike.returncode == 2 and f"MEMORY.md line {line}: " in strike.stderr, strike.stderr
+    checks = doctor.run_checks(home, probe_model=False)
+    assert failed(checks) == ["memory"], doctor.render(checks)
+    c = by_name(checks)["memory"]
+    assert c.detail.startswith(f"MEMORY.md line {line}: ") and says in c.detail, c.detail
+    assert "coworker strike" in c.detail  # what refuses until it is fixed
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 1 and f"FAIL memory: MEMORY.md line {line}: " in r.stdout, r.stdout
+    home.memory_md.write_text(good + "- [m1] Dana owns the parser.\n", encoding="utf-8")
+    c = by_name(doctor.run_checks(home, probe_model=False))["memory"]
+    assert c.ok and not c.warn and "1 entry" in c.detail, c.detail
+
+
+def test_memory_md_that_is_not_utf8_fails_with_its_line(offline_home: Home):
+    offline_home.memory_md.write_bytes(b"# MEMORY\n\n- [m1] caf\xe9\n")
+    c = by_name(doctor.run_checks(offline_home, probe_model=False))["memory"]
+    assert not c.ok and c.detail.startswith("MEMORY.md line 3: not valid UTF-8"), c.detail
+
+
+# recall ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["off", "dry-run"])
+def test_recall_off_or_dry_run_warns_naming_the_setting(offline_home: Home, mode):
+    write_config(offline_home.root, recall={"mode": mode})
+    checks = doctor.run_checks(offline_home, probe_model=False)
+    c = by_name(checks)["recall"]
+    assert c.ok and c.warn, c.detail
+    assert f'[recall] mode = "{mode}"' in c.detail and 'mode = "on"' in c.detail
+    assert failed(checks) == [] and doctor.exit_code(checks) == 0
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 0, r.stdout + r.stderr
+    warns = [ln for ln in r.stdout.splitlines() if ln.startswith("WARN")]
+    assert len(warns) == 1 and warns[0].startswith(f'WARN recall: [recall] mode = "{mode}"')
+
+
+def test_recall_from_the_environment_names_the_variable(offline_home: Home, monkeypatch):
+    monkeypatch.setenv("COWORKER_RECALL__MODE", "off")
+    c = by_name(doctor.run_checks(offline_home, probe_model=False))["recall"]
+    assert c.ok and c.warn and "COWORKER_RECALL__MODE" in c.detail, c.detail
+
+
+def test_recall_on_is_ok(offline_home: Home):
+    c = by_name(doctor.run_checks(offline_home, probe_model=False))["recall"]
+    assert c.ok and not c.warn and c.detail.startswith("on"), c.detail
+
+
+# the spending cap -------------------------------------------------------------------------------
+def spend(home: Home, calls: int, tokens: int, when: datetime | None = None) -> None:
+    ts = (when or datetime.now(UTC)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    with Store.open(home.db_path) as store:
+        ev.append(store, Event(kind="model_response", body="ok", actor="coworker",
+                               author_kind="agent", ts=ts,
+                               meta={"attempts": calls, "usage": {
+                                   "input_tokens": tokens - tokens // 4,
+                                   "output_tokens": tokens // 4}}))
+
+
+def test_spending_shows_today_against_the_caps(offline_home: Home):
+    home = offline_home
+    c = by_name(doctor.run_checks(home, probe_model=False))["spending"]
+    assert c.ok and not c.warn and "0 calls" in c.detail and "no cap" in c.detail, c.detail
+    spend(home, 3, 1200)
+    spend(home, 50, 900_000, when=datetime.now(UTC) - timedelta(days=2))  # not today
+    c = by_name(doctor.run_checks(home, probe_model=False))["spending"]
+    assert c.ok and not c.warn, c.detail
+    assert "3 calls" in c.detail and "1,200 tokens" in c.detail and "no cap" in c.detail
+    write_config(home.root, model={"daily_calls": 10, "daily_tokens": 5000})
+    c = by_name(doctor.run_checks(home, probe_model=False))["spending"]
+    assert c.ok and not c.warn, c.detail
+    assert "3 of 10 calls" in c.detail and "1,200 of 5,000 tokens" in c.detail
+
+
+@pytest.mark.parametrize("caps, names", [
+    ({"daily_tokens": 1000}, "[model] daily_tokens"),
+    ({"daily_calls": 3}, "[model] daily_calls"),
+])
+def test_a_spending_cap_reached_warns_naming_it(offline_home: Home, caps, names):
+    write_config(offline_home.root, model=caps)
+    spend(offline_home, 3, 1200)
+    checks = doctor.run_checks(offline_home, probe_model=False)
+    c = by_name(checks)["spending"]
+    assert c.ok and c.warn, c.detail
+    assert names in c.detail and "reached" in c.detail and "00:00 UTC" in c.detail
+    assert failed(checks) == [] and doctor.exit_code(checks) == 0
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 0 and "WARN spending: " in r.stdout, r.stdout
 
 
 # the model -------------------------------------------------------------------------------------

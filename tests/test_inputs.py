@@ -123,11 +123,11 @@ def test_status_shows_a_set_aside_input_and_retry_puts_it_back(home: Home, api: 
     loop = make_loop(home)
     for _ in range(3):
         tick(loop)
-    assert main(["status"]) == 0
+    assert main(["status"]) == 3  # nothing runs here; the inputs are shown all the same
     shown = capsys.readouterr().out
     assert "1 set aside" in shown and f"set aside: #{poison}" in shown
     assert "prompt is too long" in shown
-    assert main(["status", "--json"]) == 0
+    assert main(["status", "--json"]) == 3
     data = json.loads(capsys.readouterr().out)
     assert data["inputs"]["set_aside"] == 1 and data["set_aside"][0]["id"] == poison
     assert main(["retry", "999"]) == 1  # not set aside: refused, one line
@@ -159,6 +159,17 @@ def test_a_turn_takes_at_most_max_inputs_and_the_rest_follow(home: Home, api: Fa
     assert [status(home, i) for i in ids] == ["consumed", "consumed", "pending"]
     assert loop._more_pending  # the loop goes on at once, without waiting out the interval
     assert tick(loop).kind == "no_action" and status(home, ids[2]) == "consumed"
+
+
+def test_without_a_model_more_inputs_than_a_turn_takes_do_not_spin(offline_home: Home):
+    """Inputs waiting for a model must not make the loop tick again at once, for ever (it spun
+    at full CPU and could not hear SIGTERM)."""
+    write_config(offline_home.root, coworker={"max_inputs_per_turn": 2})
+    for i in range(3):
+        tell(offline_home, f"waiting {i}")
+    loop = make_loop(offline_home)
+    assert tick(loop).kind == "no_model"
+    assert tick(loop).kind == "quiet" and not loop._more_pending
 
 
 def test_without_a_model_inputs_wait_and_are_reported_once(offline_home: Home):

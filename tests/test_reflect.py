@@ -13,6 +13,8 @@ import random
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from rituals import reflect as rf
 from runtime.home import Home
 from runtime.memory import memmap
@@ -447,6 +449,84 @@ def test_the_summary_budget_caps_model_calls_per_run(home: Home, api: FakeMessag
     rf.run(home, home.settings())
     assert len(api.requests) == 4
     assert methods(home)[3:] == ["fake-model", "fake-model"]
+
+
+GARBAGE = text("I'm sorry, I can't summarise that right now.")  # no JSON object at all
+UNRELATED = answer("Quarterly budget review", "Finance approved the spring marketing budget "
+                   "and hired two contractors.")  # JSON, but not about its source
+
+
+@pytest.mark.parametrize("reply", [GARBAGE, UNRELATED], ids=["no-json", "unfaithful"])
+def test_three_failed_summaries_in_a_row_make_the_rest_of_the_run_extractive(
+        home: Home, api: FakeMessagesAPI, caplog, reply):
+    """A model that answers garbage once cost 31 calls and 30 identical WARNING lines a run:
+    after 3 failures in a row reflect stops asking it (summaries and lessons alike) and says
+    so once."""
+    parser_history(home, 200)  # 13 episodes and a chapter: far more than 3 summaries
+    api.default = reply
+    caplog.set_level(logging.INFO)
+    report = rf.run(home, home.settings())  # promotions "gated": a lessons call is possible
+    assert len(api.requests) == 3, [b["messages"][0]["content"][:60] for b in api.bodies]
+    assert report.summary_calls == 3 and report.summary_fallbacks == 3
+    assert report.sealed == {1: 13, 2: 1}
+    assert set(methods(home)) == {"extractive"}
+    assert "3 times in a row" in report.summaries
+    assert report.promotions.startswith("skipped")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("model summaries failed 3 times in a row (")
+    assert warnings[0].endswith("); the rest of this run is extractive")
+    with Store.open(home.db_path) as store:
+        row = store.query("SELECT status, stats FROM ritual_runs WHERE ritual = 'reflect' "
+                          "ORDER BY id DESC LIMIT 1")[0]
+    assert row["status"] == "ok"
+    assert "3 times in a row" in json.loads(row["stats"])["summaries"]
+    # the next run has a fresh streak: it asks the model again
+    api.default = FAITHFUL
+    parser_history(home, 15, start=NOW - timedelta(days=1))  # the tail of 5 + 15: one block
+    report = rf.run(home, home.settings())
+    assert report.summary_calls >= 1 and report.summary_fallbacks == 0
+    assert methods(home)[-1] == "fake-model"
+
+
+def test_failures_that_are_not_in_a_row_never_stop_the_model(home: Home, api: FakeMessagesAPI,
+                                                              caplog):
+    no_lessons(home, api)
+    parser_history(home, 95)  # 6 episodes
+    api.enqueue(GARBAGE, GARBAGE, FAITHFUL, UNRELATED, GARBAGE)
+    api.default = FAITHFUL
+    caplog.set_level(logging.INFO)
+    report = rf.run(home, home.settings())
+    assert len(api.requests) == 6 and report.summary_calls == 6
+    assert report.summary_fallbacks == 4
+    assert methods(home) == ["extractive", "extractive", "fake-model", "extractive",
+                             "extractive", "fake-model"]
+    assert report.summaries == "4 of 6 model summaries fell back to extractive"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "4 of 6 model summaries fell back" in warnings[0], warnings
+
+
+def test_a_malformed_memory_md_costs_the_promotions_not_the_run(home: Home,
+                                                                 api: FakeMessagesAPI, caplog):
+    """The gate refuses to read a MEMORY.md with a malformed line (doctor FAILs it); reflect
+    then proposes nothing, says why once, and still seals and records an ok run."""
+    write_config(home.root, api.url, memory={"summary_calls_per_run": 0})
+    ids = parser_history(home, 20)
+    home.memory_md.write_text(home.memory_md.read_text(encoding="utf-8")
+                              + "- [x1] a line that looks like an entry\n", encoding="utf-8")
+    api.enqueue(text(json.dumps([{"text": "The parser crashed on emoji input",
+                                  "source_events": [ids[0]], "confidence": 0.9}])))
+    caplog.set_level(logging.WARNING)
+    report = rf.run(home, home.settings())
+    assert api.requests == []  # no lessons asked for: the gate could not use them
+    assert report.promotions.startswith("MEMORY.md cannot be read"), report.promotions
+    assert "line 6" in report.promotions and "coworker doctor" in report.promotions
+    assert report.sealed == {1: 1}
+    with Store.open(home.db_path) as store:
+        assert store.scalar("SELECT status FROM ritual_runs WHERE ritual = 'reflect' "
+                            "ORDER BY id DESC LIMIT 1") == "ok"
+        assert store.scalar("SELECT COUNT(*) FROM promotions") == 0
+    assert sum("MEMORY.md cannot be read" in r.getMessage() for r in caplog.records) == 1
 
 
 # --- memory map ------------------------------------------------------------------------------

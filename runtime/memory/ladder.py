@@ -10,6 +10,8 @@ nothing; each seal is its own transaction, so an interrupted run leaves whole ru
 Every rollup carries an index card (its most distinctive terms against the whole log) and a
 summary: written by the `summarize` callable the ritual passes in (checked against the source,
 with a fallback), or extractive. Spans that do not validate are written NULL (ADR-0008).
+After GIVE_UP_AFTER failed summaries in a row the run stops calling `summarize` and the rest of
+it is extractive; a run's fallbacks are said once at WARNING, never once per call.
 
 It reads and writes the store; it never imports the model.
 """
@@ -34,6 +36,7 @@ Summarize = Callable[[int, Sequence[tuple[int, str]]], "tuple[str, str] | None"]
 
 GAP_SECONDS = 30 * 60
 MIN_SHARED = 0.6  # a model summary must share this share of its content words with the span
+GIVE_UP_AFTER = 3  # failed summaries in a row, then the rest of the run is extractive
 CARD_TERMS = 8
 
 
@@ -51,33 +54,64 @@ class LadderReport:
 
 @dataclass
 class Summarizer:
-    """The model-written summary path, with its per-run budget and its check."""
+    """The model-written summary path, with its per-run budget and its check.
+
+    A model that keeps failing (garbage, an outage, summaries that are not about their source)
+    is asked at most GIVE_UP_AFTER times in a row: then `gave_up` says why and every later
+    span of the run is extractive. Each failure is an INFO line; the run's WARNING is one line,
+    said when it gives up or by `finish()`."""
 
     fn: Summarize | None = None
     name: str = "model"
     budget: int = 0
     used: int = 0
     fallbacks: int = 0  # calls made whose result failed or did not pass the check
+    streak: int = 0  # failures in a row, since the last summary that passed
+    last_failure: str = ""
+    gave_up: str | None = None  # why the model is not asked again this run
 
     def attempt(self, level: int, items: Sequence[tuple[int, str]]) -> tuple[str, str] | None:
-        if self.fn is None or self.used >= self.budget or not items:
+        if self.fn is None or self.gave_up or self.used >= self.budget or not items:
             return None
         self.used += 1
         try:
             result = self.fn(level, items)
-        except Exception as e:  # a failed call falls back to extractive, loudly
-            log.warning("summary call failed (%s: %s); using an extractive summary",
-                        type(e).__name__, e)
-            self.fallbacks += 1
-            return None
+        except Exception as e:  # a failed call falls back to extractive
+            return self._failed(f"{type(e).__name__}: {e}")
         title, body = ((result[0] or "").strip(), (result[1] or "").strip()) if result else ("", "")
         share = cd.shared_share(f"{title} {body}", [t for _, t in items])
         if not body or share < MIN_SHARED:
-            log.warning("model summary shares only %.0f%% of its words with its source; "
-                        "using an extractive summary instead", share * 100)
-            self.fallbacks += 1
-            return None
+            return self._failed(f"the summary shares only {share:.0%} of its words with its "
+                                "source")
+        self.streak = 0
         return " ".join(title.split())[:120], body[:1200]
+
+    def _failed(self, why: str) -> None:
+        self.fallbacks += 1
+        self.streak += 1
+        self.last_failure = why
+        if self.streak >= GIVE_UP_AFTER:
+            self.gave_up = (f"model summaries failed {self.streak} times in a row ({why}); "
+                            "the rest of this run is extractive")
+            log.warning("%s", self.gave_up)
+        else:
+            log.info("model summary failed (%s); using an extractive summary", why)
+        return None
+
+    def outcome(self) -> str:
+        """One line for the run's figures: what became of the model summaries."""
+        if self.fn is None:
+            return "no model: extractive"
+        if self.gave_up:
+            return self.gave_up
+        if self.fallbacks:
+            return (f"{self.fallbacks} of {self.used} model summaries fell back to extractive")
+        return f"{self.used} model summaries"
+
+    def finish(self) -> None:
+        """Say the run's fallbacks once at WARNING (giving up has said it already)."""
+        if self.fallbacks and not self.gave_up:
+            log.warning("%s (last: %s)", self.outcome(), self.last_failure)
 
 
 def _ts(e: Event) -> float:
@@ -218,6 +252,7 @@ def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
             seal_parent(store, level + 1, free[i:i + fanout], scorer, summarizer, report)
         level += 1
     report.summary_fallbacks = summarizer.fallbacks
+    summarizer.finish()
     return report
 
 

@@ -8,6 +8,7 @@ corruption errors into StoreError lines that say what to do. It never knows what
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -146,10 +147,19 @@ class Store:
         self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
 
     def backup_to(self, target: Path) -> None:
-        """A consistent copy through SQLite's backup API (copying the file would miss the WAL)."""
-        dest = sqlite3.connect(target)
+        """A consistent copy through SQLite's backup API (copying the file would miss the WAL).
+
+        One step under one read transaction: a loop writing meanwhile is neither blocked (WAL)
+        nor half-copied. `target` must not exist; it is created 0600, and the copy is left in
+        rollback-journal mode, so it is one self-contained file with no -wal beside it."""
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.chmod(target, 0o600)  # whatever the umask
+        dest = sqlite3.connect(target, isolation_level=None)
         try:
-            self.conn.backup(dest)
+            with self._lock:
+                self.conn.backup(dest)
+            dest.execute("PRAGMA journal_mode = DELETE")
         finally:
             dest.close()
 

@@ -1,0 +1,300 @@
+"""`coworker backup` and `restore-backup`: a consistent copy taken while a real loop runs, and
+brought back into the stopped home with nothing lost.
+
+The loop is a real detached process (offline: it records what it is told and takes no model
+turns); messages are told with the real `tell` command in process, and one thread keeps telling
+while the backup is taken, so the copy is taken under concurrent writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime import backup, cli
+from runtime.errors import CoworkerError, UsageError
+from runtime.home import Home
+from runtime.memory import memorymd
+from runtime.store import Store, pins
+from runtime.store import events as ev
+
+from .conftest import coworker, tell, write_config
+
+
+def told(capsys: pytest.CaptureFixture[str], body: str) -> int:
+    """`coworker tell BODY` in process; the event id it acknowledged."""
+    capsys.readouterr()
+    assert cli.main(["tell", body]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"recorded as event (\d+)", out)
+    assert m, out
+    return int(m.group(1))
+
+
+def messages(db: Path) -> dict[int, str]:
+    with Store.open(db, migrate=False) as store:
+        return {int(r["id"]): r["body"] for r in store.query(
+            "SELECT id, body FROM events WHERE kind = 'message' UNION ALL "
+            "SELECT id, body FROM events_archive WHERE kind = 'message'")}
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+class Teller(threading.Thread):
+    """Tells 'bg N' messages one after another until stopped; `acked` in commit order."""
+
+    def __init__(self, home: Home) -> None:
+        super().__init__(daemon=True)
+        self.home = home
+        self.acked: list[str] = []
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        n = 0
+        try:
+            while not self.halt.is_set() and n < 500:
+                tell(self.home, f"bg {n}")
+                self.acked.append(f"bg {n}")
+                n += 1
+                time.sleep(0.002)
+        except BaseException as e:  # surfaced by the test
+            self.error = e
+
+
+@pytest.fixture
+def loose_umask():
+    """take() and restore() must make private files whatever the umask of their caller."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
+        offline_home: Home, tmp_path: Path, capsys, loose_umask):
+    home = offline_home
+    # Offline, more pending inputs than one turn takes made the loop spin on quiet ticks and
+    # ignore SIGTERM (reported to runtime/loop.py); one turn takes them all here.
+    write_config(home.root, coworker={"max_inputs_per_turn": 1000})
+    dest = tmp_path / "backups" / "monday"
+    r = coworker("start")
+    assert r.returncode == 0, r.stderr
+    try:
+        before = {told(capsys, f"before the backup {i}"): f"before the backup {i}"
+                  for i in range(6)}
+        assert cli.main(["pin", "Never deploy on Fridays"]) == 0
+        home.memory_md.write_text(home.memory_md.read_text(encoding="utf-8")
+                                  + "- [m1] Dana owns the parser.\n", encoding="utf-8")
+        memorymd.snapshot(home.memory_md, home.snapshots, "before the backup")
+        home.memory_map.write_text("# the map as it was\n", encoding="utf-8")
+        memory_then = home.memory_md.read_bytes()
+
+        teller = Teller(home)
+        teller.start()
+        while len(teller.acked) < 20:  # the writer is busy before the copy starts
+            time.sleep(0.005)
+        acked_before_take = list(teller.acked)
+        report = backup.take(home, dest)
+        teller.halt.set()
+        teller.join(10)
+        assert teller.error is None, teller.error
+
+        after = {told(capsys, f"after the backup {i}"): f"after the backup {i}" for i in range(4)}
+        assert cli.main(["pin", "A pin from after the backup"]) == 0
+        home.memory_md.write_text(home.memory_md.read_text(encoding="utf-8")
+                                  + "- [m2] Written after the backup.\n", encoding="utf-8")
+        memorymd.snapshot(home.memory_md, home.snapshots, "after the backup")
+        live_before_restore = messages(home.db_path)
+    finally:
+        stop = coworker("stop")
+    assert stop.returncode == 0, stop.stderr
+
+    # the backup: private, checked, described
+    assert report.integrity == "ok" and report.dest == dest
+    assert mode(dest) == 0o700 and mode(dest / "snapshots") == 0o700
+    for f in dest.rglob("*"):
+        if f.is_file():
+            assert mode(f) == 0o600, f
+    assert not list(dest.glob("coworker.db-*"))  # one self-contained file, no -wal beside it
+    manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["what"] == "coworker backup" and manifest["taken_at"] == report.taken_at
+    assert manifest["database"]["integrity_check"] == "ok"
+    assert manifest["counts"] == report.counts and report.counts["pins"] == 1
+    assert manifest["last_event_id"] >= max(before)
+    assert set(manifest["files"]) == {"coworker.db", "MEMORY.md", "snapshots/v0001.md",
+                                      "snapshots/v0001.json", "memory-map.md"}
+    line = report.line()
+    assert "\n" not in line and str(dest) in line and "integrity ok" in line
+
+    result = backup.restore(home, dest)
+
+    restored = messages(home.db_path)
+    for eid, body in before.items():  # every event acknowledged before the backup, same id
+        assert restored.get(eid) == body
+    assert not set(after.values()) & set(restored.values())
+    # the writer's messages: all acknowledged before take() began, and then a prefix only
+    bg = [b for b in restored.values() if b.startswith("bg ")]
+    assert set(acked_before_take) <= set(bg)
+    assert sorted(bg, key=lambda b: int(b.split()[1])) == teller.acked[:len(bg)]
+    with Store.open(home.db_path) as store:
+        assert store.integrity_check() == "ok"
+        assert [p.text for p in pins.active(store)] == ["Never deploy on Fridays"]
+        last = ev.tail(store, 1)[0]
+    assert last.kind == "backup_restored" and str(dest) in last.body
+    assert home.memory_md.read_bytes() == memory_then
+    assert [s.reason for s in memorymd.snapshots(home.snapshots)] == ["before the backup"]
+    assert home.memory_map.read_text(encoding="utf-8") == "# the map as it was\n"
+    assert mode(home.db_path) == 0o600 and mode(home.memory_md) == 0o600
+
+    # nothing lost: what was replaced is in a timestamped folder in state/
+    aside = result.aside
+    assert aside.parent == home.state and aside.name.startswith("before-restore-")
+    assert mode(aside) == 0o700
+    assert messages(aside / "coworker.db") == live_before_restore
+    assert "Written after the backup" in (aside / "MEMORY.md").read_text(encoding="utf-8")
+    assert len(memorymd.snapshots(aside / "snapshots")) == 2
+    assert "\n" not in result.line() and str(aside) in result.line()
+    assert not list(home.state.glob(".restore-*"))  # the staging folder is gone
+
+    # and the restored home runs
+    once = coworker("run", "--once")
+    assert once.returncode == 0, once.stderr
+    assert set(before.values()) <= set(messages(home.db_path).values())
+
+
+# refusals ------------------------------------------------------------------------------------
+def one_line(e: CoworkerError) -> str:
+    text = str(e)
+    assert "\n" not in text and text
+    return text
+
+
+@pytest.fixture
+def with_history(offline_home: Home) -> Home:
+    for i in range(3):
+        tell(offline_home, f"message {i}")
+    return offline_home
+
+
+def test_a_non_empty_destination_is_refused_and_left_alone(with_history: Home, tmp_path: Path):
+    dest = tmp_path / "full"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(backup.BackupRefused) as e:
+        backup.take(with_history, dest)
+    assert e.value.exit_code == 1
+    assert "not empty" in one_line(e.value) and str(dest) in str(e.value)
+    assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+    # an empty folder is fine
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert backup.take(with_history, empty).integrity == "ok"
+
+
+@pytest.mark.parametrize("where", ["a file", "inside state/"])
+def test_a_bad_destination_is_a_usage_error(with_history: Home, tmp_path: Path, where):
+    if where == "a file":
+        dest = tmp_path / "file.txt"
+        dest.write_text("x", encoding="utf-8")
+    else:
+        dest = with_history.state / "backup"
+    with pytest.raises(UsageError) as e:
+        backup.take(with_history, dest)
+    assert e.value.exit_code == 2 and one_line(e.value)
+    assert not (with_history.state / "backup").exists()
+
+
+def test_nothing_to_back_up_without_a_database(offline_home: Home, tmp_path: Path):
+    with pytest.raises(backup.BackupRefused) as e:
+        backup.take(offline_home, tmp_path / "b")
+    assert "no database" in one_line(e.value)
+
+
+def test_restore_refuses_while_a_coworker_runs_there(with_history: Home, tmp_path: Path):
+    dest = tmp_path / "b"
+    backup.take(with_history, dest)
+    r = coworker("start")
+    assert r.returncode == 0, r.stderr
+    try:
+        with pytest.raises(backup.BackupRefused) as e:
+            backup.restore(with_history, dest)
+    finally:
+        coworker("stop")
+    text = one_line(e.value)
+    assert e.value.exit_code == 1 and "running" in text and "coworker stop" in text
+    assert not list(with_history.state.glob("before-restore-*"))
+
+
+@pytest.mark.parametrize("what", ["missing", "not a backup", "a file"])
+def test_restore_from_something_that_is_not_a_backup_is_a_usage_error(with_history: Home,
+                                                                      tmp_path: Path, what):
+    src = tmp_path / "src"
+    if what == "not a backup":
+        src.mkdir()
+        (src / "coworker.db").write_bytes(b"")
+    elif what == "a file":
+        src.write_text("x", encoding="utf-8")
+    before = with_history.db_path.read_bytes()
+    with pytest.raises(UsageError) as e:
+        backup.restore(with_history, src)
+    assert e.value.exit_code == 2 and one_line(e.value)
+    assert with_history.db_path.read_bytes() == before
+
+
+def flip(path: Path, at: int = 5000) -> None:
+    with path.open("r+b") as f:
+        f.seek(at)
+        f.write(os.urandom(4096))
+
+
+@pytest.mark.parametrize("damage", ["changed MEMORY.md", "damaged database",
+                                    "damaged database, manifest rewritten to match"])
+def test_a_backup_that_does_not_check_out_is_refused_and_nothing_changes(
+        with_history: Home, tmp_path: Path, damage):
+    home = with_history
+    dest = tmp_path / "b"
+    backup.take(home, dest)
+    if damage == "changed MEMORY.md":
+        (dest / "MEMORY.md").write_text("- [m1] something else\n", encoding="utf-8")
+    else:
+        flip(dest / "coworker.db", 0)
+        if "rewritten" in damage:  # the checksum agrees: integrity_check must catch it
+            path = dest / "manifest.json"
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            manifest["files"]["coworker.db"] = backup._fingerprint(dest / "coworker.db")
+            path.write_text(json.dumps(manifest), encoding="utf-8")
+    tell(home, "after the backup")
+    db, memory = home.db_path.read_bytes(), home.memory_md.read_bytes()
+    with pytest.raises(backup.BackupRefused) as e:
+        backup.restore(home, dest)
+    text = one_line(e.value)
+    assert "nothing was restored" in text
+    if "rewritten" in damage:
+        assert "integrity_check" in text or "not a coworker database" in text, text
+    assert home.db_path.read_bytes() == db and home.memory_md.read_bytes() == memory
+    assert not list(home.state.glob("before-restore-*"))
+
+
+def test_a_live_database_that_is_damaged_gives_no_good_backup(with_history: Home,
+                                                              tmp_path: Path):
+    db = with_history.db_path
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA writable_schema = ON")  # an index that disagrees with its table
+    conn.execute("UPDATE sqlite_schema SET sql = 'CREATE INDEX events_ts ON events(kind)' "
+                 "WHERE name = 'events_ts'")
+    conn.close()
+    with pytest.raises(backup.BackupRefused) as e:
+        backup.take(with_history, tmp_path / "b")
+    assert "integrity_check" in one_line(e.value) and "coworker doctor" in str(e.value)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["database"]["integrity_check"] != "ok"
