@@ -186,3 +186,34 @@ def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
         out, err = proc.communicate(timeout=60)
         assert "Traceback" not in err + out, (delay, err[-2000:])
         assert proc.returncode in (0, 130), (delay, proc.returncode, err[-500:])
+
+
+def test_tell_with_a_read_only_database_is_one_line(offline_home: Home, capsys):
+    """A database the user cannot write (here: immutable, which binds root too) is one line,
+    exit 1, nothing written."""
+    tell(offline_home, "before")
+    db = str(offline_home.db_path)
+    made_immutable = subprocess.run(["chattr", "+i", db], capture_output=True).returncode == 0
+    try:
+        if not made_immutable:  # a file system without attributes: a read-only connection
+            import runtime.store.db as dbmod
+            real = dbmod.sqlite3.connect
+
+            def ro(path, *a, **k):
+                conn = real(path, *a, **k)
+                conn.execute("PRAGMA query_only = ON")
+                return conn
+            dbmod.sqlite3.connect = ro
+        try:
+            assert main(["tell", "while read-only"]) == 1
+        finally:
+            if not made_immutable:
+                dbmod.sqlite3.connect = real
+    finally:
+        if made_immutable:
+            subprocess.run(["chattr", "-i", db], check=True)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "read-only" in err
+    with Store.open(offline_home.db_path) as store:
+        assert [e.body for e in ev.tail(store, 10, kind="message")] == ["before"]

@@ -96,13 +96,16 @@ class Store:
             self._depth += 1
             try:
                 yield self.conn
-            except BaseException:
+            except BaseException as e:
                 self._depth -= 1
                 if outer:
                     self.conn.execute("ROLLBACK")
                 else:
                     self.conn.execute(f"ROLLBACK TO {name}")
                     self.conn.execute(f"RELEASE {name}")
+                if outer and isinstance(e, sqlite3.OperationalError) and (
+                        _is_lock(e) or "readonly" in str(e)):
+                    raise _error(e, self.path) from e  # a line that says what to do
                 raise
             else:
                 self._depth -= 1
