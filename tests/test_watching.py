@@ -176,7 +176,8 @@ def test_status_says_an_invalid_edit_left_the_last_good_config_running(
 
 def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
     """Interrupt `coworker run` at several moments of its start: never a traceback."""
-    for delay in (0.05, 0.2, 0.4, 0.8, 1.5):
+    checked = 0
+    for delay in (0.05, 0.1, 0.2, 0.4, 0.8, 1.5):
         # as from a terminal: SIGINT at its default (a runner in the background may ignore it)
         proc = subprocess.Popen([sys.executable, "-m", "runtime.entry", "run"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -184,8 +185,12 @@ def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
+        if "init_import_site" in err:  # it landed in the interpreter's own start, before us
+            continue
+        checked += 1
         assert "Traceback" not in err + out, (delay, err[-2000:])
         assert proc.returncode in (0, 130), (delay, proc.returncode, err[-500:])
+    assert checked >= 3
 
 
 def test_tell_with_a_read_only_database_is_one_line(offline_home: Home, capsys):
