@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .home import Home
+from .memory.memorymd import prompt_text
 from .model import cacheable_system
 from .settings import Settings
 from .store import Event, Store
@@ -44,7 +45,7 @@ class Perception:
 
 
 def build_prefix(home: Home, settings: Settings, store: Store, registry: Registry) -> Prefix:
-    memory = home.memory_md.read_text(encoding="utf-8") if home.memory_md.exists() else ""
+    memory = prompt_text(home.memory_md)  # never raises: a broken file is left out, logged
     pins = pins_store.active(store)
     pin_text = "\n".join(f"- [pin {p.id}] {p.text}" for p in pins)
     blocks = [

@@ -39,6 +39,7 @@ from .store.migrations import AUTHOR_KINDS
 BATCH = 5000
 FIELDS = ("ts", "kind", "actor", "author_kind", "body", "meta", "id", "source_id")
 FUTURE_SLACK = timedelta(days=1)
+MAX_META_DEPTH = 64  # nesting levels of meta; deeper is a bad line, not a crash later
 
 
 class BadLine(UsageError):
@@ -75,6 +76,12 @@ def zone(name: str) -> tzinfo:
                          "an IANA name such as Europe/Berlin, or UTC") from e
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """repr(value) cut to `limit` characters: an error line echoes a value, never a page."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def normalize_ts(value: Any, tz: tzinfo = UTC, now: datetime | None = None) -> str:
     """`value` as UTC ISO-8601 with milliseconds; a naive time is read in `tz`. Any time that
     cannot be read, is out of range, or is more than a day after `now` is a ValueError."""
@@ -84,15 +91,15 @@ def normalize_ts(value: Any, tz: tzinfo = UTC, now: datetime | None = None) -> s
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError as e:
-        raise ValueError(f"field 'ts': {value!r} is not an ISO-8601 time") from e
+        raise ValueError(f"field 'ts': {_shown(value)} is not an ISO-8601 time") from e
     try:
         if when.tzinfo is None:
             when = when.replace(tzinfo=tz)
         when = when.astimezone(UTC)
     except (ValueError, OverflowError, OSError) as e:
-        raise ValueError(f"field 'ts': {value!r} is out of range in UTC ({e})") from None
+        raise ValueError(f"field 'ts': {_shown(value)} is out of range in UTC ({e})") from None
     if when > (now or datetime.now(UTC)) + FUTURE_SLACK:
-        raise ValueError(f"field 'ts': {value!r} is more than a day in the future")
+        raise ValueError(f"field 'ts': {_shown(value)} is more than a day in the future")
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -105,8 +112,8 @@ def _source_id(obj: dict[str, Any]) -> str | int | None:
                              "(the line's id in the system it came from)")
     values = {str(v).strip() for v in given.values()}
     if len(values) > 1:
-        raise ValueError(f"fields 'id' and 'source_id' disagree ({given['id']!r} and "
-                         f"{given['source_id']!r}); give one of them")
+        raise ValueError(f"fields 'id' and 'source_id' disagree ({_shown(given['id'])} and "
+                         f"{_shown(given['source_id'])}); give one of them")
     if not given:
         return None
     v = given.get("source_id", given.get("id"))
@@ -116,17 +123,53 @@ def _source_id(obj: dict[str, Any]) -> str | int | None:
 def parse_line(text: str, tz: tzinfo = UTC, now: datetime | None = None,
                batch: str | None = None) -> Event:
     """One line as an Event: meta.imported set, meta.source_id when the line has an id,
-    meta.import_batch when a batch is given."""
+    meta.import_batch when a batch is given. Whatever the line holds, the only exception is a
+    ValueError whose message is one line naming the field."""
     return parse(text, tz, now, batch)[0]
 
 
 def parse(text: str, tz: tzinfo = UTC, now: datetime | None = None,
           batch: str | None = None) -> tuple[Event, str | int | None]:
-    """One line as an Event, and its top-level `id`/`source_id` (None when it has none)."""
+    """One line as an Event, and its top-level `id`/`source_id` (None when it has none).
+    Raises only ValueError (one line), never RecursionError, OverflowError or TypeError."""
     try:
-        obj = json.loads(text)
+        return _parse(text, tz, now, batch)
     except ValueError as e:
-        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from e
+        raise ValueError(" ".join(str(e).splitlines()) or type(e).__name__) from None
+    except (RecursionError, OverflowError, TypeError) as e:
+        raise ValueError(" ".join(f"cannot be read ({type(e).__name__}: {e})".splitlines())
+                         ) from None
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
+    except ValueError as e:
+        if "digits" in str(e):  # int() refuses more than sys.get_int_max_str_digits() digits
+            raise ValueError("a number of more than 4300 digits (write it as a string)"
+                             ) from None
+        raise ValueError(f"not valid JSON ({e})") from None
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether `value` nests dicts and lists more than `limit` levels deep (iteratively)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack += [(c, depth + 1) for c in children if isinstance(c, dict | list)]
+    return False
+
+
+def _parse(text: str, tz: tzinfo, now: datetime | None,
+           batch: str | None) -> tuple[Event, str | int | None]:
+    obj = _json(text)
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if "\\ud" in text.lower():  # a \uXXXX escape of half a surrogate pair is no text at all
@@ -136,7 +179,7 @@ def parse(text: str, tz: tzinfo = UTC, now: datetime | None = None,
             raise ValueError("a lone surrogate escape (\\ud800-\\udfff) is not text") from None
     unknown = sorted(set(obj) - set(FIELDS))
     if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
+        raise ValueError(f"unknown field {_shown(unknown[0])} (fields: {', '.join(FIELDS)})")
     ts = normalize_ts(obj.get("ts"), tz, now)
     kind = obj.get("kind")
     if not isinstance(kind, str) or not kind.strip():
@@ -150,8 +193,8 @@ def parse(text: str, tz: tzinfo = UTC, now: datetime | None = None,
     if not isinstance(actor, str) or not actor.strip():
         raise ValueError("field 'actor': must be a non-empty string")
     author_kind = obj.get("author_kind", "unknown")
-    if author_kind not in AUTHOR_KINDS:
-        raise ValueError(f"field 'author_kind': {author_kind!r} is not one of "
+    if not isinstance(author_kind, str) or author_kind not in AUTHOR_KINDS:
+        raise ValueError(f"field 'author_kind': {_shown(author_kind)} is not one of "
                          f"{', '.join(AUTHOR_KINDS)}")
     body = obj.get("body", "")
     if not isinstance(body, str):
@@ -160,6 +203,9 @@ def parse(text: str, tz: tzinfo = UTC, now: datetime | None = None,
     meta = {} if meta is None else meta
     if not isinstance(meta, dict):
         raise ValueError("field 'meta': must be a JSON object")
+    if any(isinstance(v, dict | list) for v in meta.values()) and _depth_over(meta,
+                                                                           MAX_META_DEPTH):
+        raise ValueError(f"field 'meta': nested more than {MAX_META_DEPTH} levels deep")
     source_id = _source_id(obj)
     extra: dict[str, Any] = {"imported": True}
     if source_id is not None:
@@ -199,8 +245,12 @@ class Keys:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    with path.open("rb") as f:
-        yield from enumerate(f, start=1)
+    try:
+        with path.open("rb") as f:
+            yield from enumerate(f, start=1)
+    except OSError as e:
+        raise UsageError(f"cannot read {path} ({e.strerror or e}); check that it is a "
+                         "readable file") from None
 
 
 def import_file(store: Store, path: Path, *, skip_bad: bool = False,
@@ -248,8 +298,8 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
             try:
                 event, source_id = parse(raw.decode("utf-8"), tz, now, report.batch)
             except ValueError as e:  # UnicodeDecodeError is a ValueError too
-                what = (f"not UTF-8 text ({e.reason})" if isinstance(e, UnicodeDecodeError)
-                        else str(e))
+                what = (f"not UTF-8 text ({e.reason} at offset {e.start})"
+                        if isinstance(e, UnicodeDecodeError) else str(e))
                 if not skip_bad:
                     raise BadLine(path, no, what) from None
                 report.skipped.append((no, what))

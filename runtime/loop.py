@@ -34,12 +34,11 @@ from .home import Home
 from .model import Model, Reply
 from .scheduler import BUILTIN, Scheduler, definitions, register_and_find_missed
 from .settings import Settings, file_hash
-from .store import Event, Store, now_iso, telemetry
+from .store import Event, Store, now_iso, telemetry, turns, usage
 from .store import events as ev
 from .store import inputs as inputs_store
 from .store import promises as promises_store
 from .store import rituals as ritual_runs
-from .store import turns, usage
 from .tools import Registry, ToolContext, default_registry
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,12 @@ turning any validation failure into one line that names the key and the fix, and
 commented default config.toml that `coworker init` writes. It never writes anything but that
 template, and it never reads the database.
 
+Whatever the files and the environment hold, `load` returns Settings or raises ConfigError with
+one line, never another exception: every numeric key has a range (its error line and its
+comment in the template say which), a file that is not UTF-8 names the byte, and a COWORKER_*
+variable that names no section is a WARNING (logger runtime.settings) with the closest name,
+not an error.
+
 Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
 same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
 `load` sees (the resolved model API key, and any string under a key whose name holds KEY, TOKEN,
@@ -15,7 +21,10 @@ errors, doctor output) passes through `redact` first.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
+import logging
 import os
 import re
 import tomllib
@@ -24,7 +33,9 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -35,7 +46,11 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "COWORKER_"
+# COWORKER_* variables that are not settings (the home folder is found before config.toml).
+OTHER_ENV = ("COWORKER_HOME",)
 SECRETS_FILE = "secrets.toml"  # in state/, beside the database
 # A key whose name holds one of these words (any case) holds a secret.
 _SECRET_NAME = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
@@ -58,10 +73,10 @@ class CoworkerSection(Section):
         DEFAULT_ROLE,
         description="the role prompt: text, or a path (relative to the home) to a .md/.txt file",
     )
-    tick_seconds: int = Field(300, ge=1, description="seconds between ticks when active")
+    tick_seconds: int = Field(300, ge=1, le=86400, description="seconds between ticks when active")
     max_tick_seconds: int = Field(
-        1800, ge=1, description="the interval doubles after quiet ticks up to this many seconds"
-    )
+        1800, ge=1, le=604800,
+        description="the interval doubles after quiet ticks up to this many seconds")
     max_steps_per_tick: int = Field(8, ge=1, le=100, description="model calls per tick, at most")
     max_inputs_per_turn: int = Field(
         10, ge=1, le=1000, description="inputs (messages, due promises, rituals) one turn takes; "
@@ -96,11 +111,15 @@ class ModelSection(Section):
         None, description="API key: better in state/secrets.toml (chmod 600) or the "
         "ANTHROPIC_API_KEY environment variable than here, where git may track it"
     )
-    max_tokens: int = Field(1024, ge=1, description="max output tokens per model call")
-    timeout_s: float = Field(60.0, gt=0, description="seconds before a model call times out")
+    max_tokens: int = Field(
+        1024, ge=1, le=1_000_000, description="max output tokens per model call")
+    timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="seconds before a model call times out")
     max_retries: int = Field(4, ge=0, le=20, description="retries on 429, 529, 5xx, timeouts")
-    retry_wait_s: float = Field(1.0, ge=0, description="first backoff wait; doubles each retry")
-    retry_max_wait_s: float = Field(30.0, ge=0, description="longest single backoff wait")
+    retry_wait_s: float = Field(
+        1.0, ge=0, le=3600, description="first backoff wait; doubles each retry")
+    retry_max_wait_s: float = Field(
+        30.0, ge=0, le=3600, description="longest single backoff wait")
     daily_tokens: int = Field(
         0, ge=0, le=10**12, description="input+output tokens a day (UTC), at most; then no model "
         "calls until tomorrow, inputs wait (0: no cap)")
@@ -123,16 +142,19 @@ class MemorySection(Section):
     memory_promotions: Literal["gated", "auto", "off"] = Field(
         "gated", description='"gated" queues every promotion for you; "auto" applies confident ones'
     )
-    archive_after_days: int = Field(30, ge=1, description="reflect moves older events to the archive")
+    archive_after_days: int = Field(
+        30, ge=1, le=36500, description="reflect moves older events to the archive")
     walk_threshold: float = Field(
         0.5, ge=0, le=1, description="memory.walk refuses below this share of matched query words"
     )
-    memory_md_max_chars: int = Field(4000, ge=200, description="character budget of MEMORY.md")
-    pins_max_chars: int = Field(2000, ge=100, description="character budget of all pins together")
+    memory_md_max_chars: int = Field(
+        4000, ge=200, le=1_000_000, description="character budget of MEMORY.md")
+    pins_max_chars: int = Field(
+        2000, ge=100, le=1_000_000, description="character budget of all pins together")
     ladder_fanout: int = Field(10, ge=2, le=100, description="rollups per rung of the ladder")
     summary_calls_per_run: int = Field(
-        50, ge=0, description="model calls reflect may spend on summaries per run (then extractive)"
-    )
+        50, ge=0, le=10_000,
+        description="model calls reflect may spend on summaries per run (then extractive)")
 
 
 class RecallSection(Section):
@@ -140,8 +162,9 @@ class RecallSection(Section):
         "on", description='"on" injects recall; "dry-run" only logs what it would inject'
     )
     max_items: int = Field(3, ge=0, le=20, description="recall items per model call")
-    item_chars: int = Field(600, ge=50, description="characters per recall item")
-    total_chars: int = Field(1800, ge=50, description="characters of recall per model call")
+    item_chars: int = Field(600, ge=50, le=100_000, description="characters per recall item")
+    total_chars: int = Field(
+        1800, ge=50, le=1_000_000, description="characters of recall per model call")
     max_terms: int = Field(8, ge=1, le=32, description="search terms taken from the new input")
 
 
@@ -151,16 +174,19 @@ class SemanticSection(Section):
         "http", description='"http": an Ollama-style server (/api/embed); "local": in process')
     url: str = Field("http://127.0.0.1:11434", description="the embedding server (provider http)")
     model: str = Field("all-minilm", description="embedding model name (http) or a local folder")
-    timeout_s: float = Field(2.0, gt=0, description="a slower embedding falls back to lexical")
+    timeout_s: float = Field(
+        2.0, gt=0, le=600, description="a slower embedding falls back to lexical")
     gate: float = Field(
         0.6, ge=0, le=1,
         description="ask the semantic channel only when lexical covers less of the query")
-    batch_chars: int = Field(8000, ge=100, description="backfill batch size, in characters")
+    batch_chars: int = Field(
+        8000, ge=100, le=10_000_000, description="backfill batch size, in characters")
 
 
 class ContextSection(Section):
     recent_events: int = Field(20, ge=0, le=500, description="raw events in the staircase")
-    staircase_chars: int = Field(8000, ge=0, description="character budget of the staircase")
+    staircase_chars: int = Field(
+        8000, ge=0, le=1_000_000, description="character budget of the staircase")
 
 
 def _valid_cron(v: str) -> str:
@@ -252,6 +278,13 @@ class Settings(BaseSettings):
                     f"[coworker] role: cannot read role file {path} ({e.strerror}); "
                     "create it or put the role text in config.toml"
                 ) from e
+            except UnicodeDecodeError as e:
+                raise ConfigError(_single_line(
+                    f"[coworker] role: role file {path} is not UTF-8 text ({_bad_byte(e)}); "
+                    "save it as UTF-8")) from None
+            except ValueError as e:  # a path no file can have (a NUL byte in it)
+                raise ConfigError(f"[coworker] role: {_shown(role)} is not a usable path ({e}); "
+                                  "fix it in config.toml") from None
         return role
 
     def flat(self) -> dict[str, Any]:
@@ -315,8 +348,16 @@ def secret_values(data: Any, _under_secret: bool = False) -> Iterator[str]:
         yield data
 
 
+def _bad_byte(e: UnicodeDecodeError) -> str:
+    """Where a decode failed: "byte 0xe9 at offset 19, line 2"."""
+    data = bytes(e.object)
+    line = data.count(b"\n", 0, e.start) + 1
+    return f"byte 0x{data[e.start]:02x} at offset {e.start}, line {line}"
+
+
 def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
-    """A TOML file as a dict ({} when absent), or ConfigError naming the file and the fix."""
+    """A TOML file as a dict ({} when absent), or ConfigError naming the file and the fix:
+    never another exception, whatever the bytes (not UTF-8, nested too deep, huge numbers)."""
     label = label or path.name
     try:
         with path.open("rb") as f:
@@ -324,9 +365,19 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{label}: not valid TOML ({e}); fix that line") from e
+        raise ConfigError(_single_line(f"{label}: not valid TOML ({e}); fix that line")) from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{label} is not UTF-8 text ({_bad_byte(e)}); save it as UTF-8") \
+            from None
+    except RecursionError:
+        raise ConfigError(f"{label}: not valid TOML here (arrays or tables nested too deeply); "
+                          "fix the file") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise ConfigError(_single_line(f"{label}: a value cannot be read ({e}); fix the "
+                                       "file")) from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror}); check its permissions") from e
+        raise ConfigError(_single_line(f"{path}: cannot read ({e.strerror}); check its "
+                                       "permissions")) from e
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -343,6 +394,7 @@ def load(path: Path) -> Settings:
     """Read config.toml (absent: defaults), state/secrets.toml over it, plus COWORKER_*
     overrides, or raise ConfigError. Registers every secret it sees for `redact`."""
     secrets_file = secrets_path(path)
+    warn_unknown_env()
     secret_data = read_toml(secrets_file, f"state/{SECRETS_FILE}")
     data = _deep_merge(read_toml(path), secret_data)
 
@@ -361,7 +413,7 @@ def load(path: Path) -> Settings:
     try:
         settings = FileSettings()
     except ValidationError as e:
-        raise ConfigError(_one_line(e, path, secret_data)) from e
+        raise ConfigError(_single_line(_one_line(e, path, secret_data))) from e
     except ValueError as e:  # a whole section set from the environment that is not JSON
         culprits = [k for k in sorted(os.environ) if k.upper().startswith(ENV_PREFIX)
                     and k[len(ENV_PREFIX):].lower() in Settings.model_fields]
@@ -371,13 +423,116 @@ def load(path: Path) -> Settings:
             raise ConfigError(
                 f"environment variable {name}: not valid JSON for section [{section}]; fix it "
                 f"(or set single keys as {name}__KEY) or unset it") from e
-        raise ConfigError(f"settings: {e}; fix the value or unset the COWORKER_* variable") from e
+        raise ConfigError(_single_line(
+            f"settings: {e}; fix the value or unset the COWORKER_* variable")) from e
     register_secret(settings.model.resolved_api_key())
     for value in secret_values(data):
         register_secret(value)
     for value in secret_values(settings.model_dump()):
         register_secret(value)
     return settings
+
+
+def env_names() -> list[str]:
+    """Every COWORKER_* variable that names a setting (or a whole section)."""
+    names = []
+    for section, field in Settings.model_fields.items():
+        names.append(f"{ENV_PREFIX}{section.upper()}")
+        names += [f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+                  for key in field.default_factory.model_fields]  # type: ignore[union-attr]
+    return names
+
+
+def _names_a_section(name: str) -> bool:
+    """Whether COWORKER_... variable `name` reaches a section. (A key the section does not
+    have is then the validator's to refuse, as an error naming the variable.)"""
+    section = name.upper()[len(ENV_PREFIX):].split("__")[0]
+    return section.lower() in Settings.model_fields
+
+
+def _closest_env(name: str) -> str | None:
+    close = difflib.get_close_matches(name.upper(), [*env_names(), *OTHER_ENV], n=1,
+                                      cutoff=0.6)
+    return close[0] if close else None
+
+
+def warn_unknown_env() -> list[str]:
+    """A WARNING (logger runtime.settings) for each COWORKER_* variable that names no
+    setting, with the closest one; it is ignored, never an error. Returns the warnings."""
+    out = []
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_ENV or _names_a_section(name):
+            continue
+        close = _closest_env(name)
+        hint = (f"did you mean {close}?" if close else
+                f"settings are {ENV_PREFIX}<SECTION>__<KEY>, e.g. {ENV_PREFIX}MODEL__NAME")
+        shown = name if name.isprintable() else _shown(name)
+        out.append(f"environment variable {shown} names no setting and is ignored; {hint}")
+        log.warning("%s", out[-1])
+    return out
+
+
+def _single_line(text: str) -> str:
+    """`text` on one line: any line break in it (from a value echoed back) becomes a space."""
+    return " ".join(text.splitlines())
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """repr(value), cut to `limit` characters (a value echoed in an error line stays short)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "<an integer of more than 4300 digits>"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _number(x: Any) -> str:
+    return str(int(x)) if isinstance(x, int | float) and float(x).is_integer() else str(x)
+
+
+def range_text(field: FieldInfo) -> str | None:
+    """The bounds a numeric field's validator enforces, in words ("between 1 and 86400")."""
+    lo = hi = None
+    lo_open = hi_open = False
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Ge):
+            lo = m.ge
+        elif isinstance(m, annotated_types.Gt):
+            lo, lo_open = m.gt, True
+        elif isinstance(m, annotated_types.Le):
+            hi = m.le
+        elif isinstance(m, annotated_types.Lt):
+            hi, hi_open = m.lt, True
+    if lo is not None and hi is not None and not (lo_open or hi_open):
+        return f"between {_number(lo)} and {_number(hi)}"
+    parts = []
+    if lo is not None:
+        parts.append(f"{'more than' if lo_open else 'at least'} {_number(lo)}")
+    if hi is not None:
+        parts.append(f"{'less than' if hi_open else 'at most'} {_number(hi)}")
+    return " and ".join(parts) or None
+
+
+# pydantic error types a value out of its field's range gives
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal",
+                 "finite_number", "int_parsing_size"}
+
+
+def _field_of(loc: tuple[Any, ...]) -> FieldInfo | None:
+    if len(loc) != 2 or loc[0] not in Settings.model_fields:
+        return None
+    section_type = Settings.model_fields[str(loc[0])].default_factory
+    return getattr(section_type, "model_fields", {}).get(str(loc[1]))
+
+
+def _message(err: Any, loc: tuple[Any, ...]) -> str:
+    """pydantic's message for one error, or "must be between A and B" when out of range."""
+    field = _field_of(loc)
+    bounds = range_text(field) if field is not None else None
+    if err["type"] in _RANGE_ERRORS and bounds:
+        return f"must be {bounds}"
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
 def _key_name(loc: tuple[Any, ...]) -> str:
@@ -390,10 +545,7 @@ def _key_name(loc: tuple[Any, ...]) -> str:
 
 
 def _default_of(loc: tuple[Any, ...]) -> Any:
-    if len(loc) != 2 or loc[0] not in Settings.model_fields:
-        return None
-    section_type = Settings.model_fields[str(loc[0])].default_factory
-    field = getattr(section_type, "model_fields", {}).get(str(loc[1]))
+    field = _field_of(loc)
     if field is None or field.default_factory is not None:
         return None
     return field.default
@@ -402,10 +554,34 @@ def _default_of(loc: tuple[Any, ...]) -> Any:
 def _holds(data: Mapping[str, Any], loc: tuple[Any, ...]) -> bool:
     node: Any = data
     for part in loc:
-        if not isinstance(node, Mapping) or str(part) not in node:
+        if isinstance(node, list) and str(part).isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, Mapping) and str(part) in node:
+            node = node[str(part)]
+        else:
             return False
-        node = node[str(part)]
     return True
+
+
+def _env_setting(loc: tuple[Any, ...]) -> str | None:
+    """The COWORKER_* variable (other than the one named exactly by `loc`) that sets the value
+    at `loc`: one naming a part of the path whose JSON holds the rest, or one naming a path
+    below it."""
+    want = [str(p).lower() for p in loc]
+    for name in sorted(os.environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX):].lower().split("__")
+        if len(parts) > len(want) and parts[:len(want)] == want:
+            return name
+        if len(parts) < len(want) and want[:len(parts)] == parts:
+            try:
+                value = json.loads(os.environ[name])
+            except (ValueError, RecursionError):
+                return name
+            if _holds({"": value}, ("", *want[len(parts):])):
+                return name
+    return None
 
 
 def _one_line(e: ValidationError, path: Path,
@@ -419,12 +595,27 @@ def _one_line(e: ValidationError, path: Path,
     secret = (any(is_secret_name(str(p)) for p in loc)
               and not isinstance(_default_of(loc), int | float | bool))
     env_name = ENV_PREFIX + "__".join(str(p).upper() for p in loc)
-    if env_name in os.environ:
-        got_env = "" if secret else f" (got {os.environ[env_name]!r})"
+    env_value = next((v for k, v in os.environ.items() if k.upper() == env_name), None)
+    if env_value is not None:
+        if err["type"] == "extra_forbidden":
+            close = _closest_env(env_name)
+            hint = f"did you mean {close}? " if close else ""
+            return (f"environment variable {env_name}: names no setting; {hint}fix it or "
+                    f"unset it{more}")
+        got_env = "" if secret else f" (got {_shown(env_value)})"
         return (
-            f"environment variable {env_name}: {err['msg']}{got_env}; "
+            f"environment variable {env_name}: {_message(err, loc)}{got_env}; "
             f"fix it or unset it{more}"
         )
+    # a variable that sets a whole section as JSON (COWORKER_MODEL='{"name": 5}') or a key
+    # below a setting (COWORKER_MODEL__NMAE__X)
+    if (var := _env_setting(loc)) is not None:
+        got = err.get("input")
+        got_env = ("" if secret or isinstance(got, dict | list) or got is None
+                   else f" (got {_shown(got)})")
+        msg = "no such setting" if err["type"] == "extra_forbidden" else _message(err, loc)
+        return (f"environment variable {var}: {key}: {msg}{got_env}; fix it or "
+                f"unset it{more}")
     file_name = path.name
     if secret_data and len(loc) >= 1 and _holds(secret_data, loc[:2]):
         file_name = f"state/{SECRETS_FILE}"
@@ -445,9 +636,9 @@ def _one_line(e: ValidationError, path: Path,
             f"{file_name}: unknown key {key}: remove it or fix its spelling "
             f"(known here: {known}){more}"
         )
-    msg = err["msg"].removeprefix("Value error, ")
+    msg = _message(err, loc)
     got = err.get("input")
-    got_txt = (f" (got {got!r})" if not secret and not isinstance(got, dict | list)
+    got_txt = (f" (got {_shown(got)})" if not secret and not isinstance(got, dict | list)
                and got is not None else "")
     default = _default_of(loc)
     fix = (
@@ -485,7 +676,8 @@ def render_default_config() -> str:
         lines.append(f"[{section_name}]")
         for key, field in section_type.model_fields.items():  # type: ignore[union-attr]
             if field.description:
-                lines.append(f"# {field.description}")
+                bounds = range_text(field)
+                lines.append(f"# {field.description}" + (f"; {bounds}" if bounds else ""))
             if field.default_factory is not None:
                 lines.append(f"# {key}: none by default, see the example below")
                 continue

@@ -610,3 +610,88 @@ def test_the_cli_says_how_many_lines_were_already_present_and_reads_the_home_zon
     assert out.rstrip().endswith("; 2 already present, not imported again")
     assert [e.ts for e in all_events(offline_home)] == ["2025-03-01T09:00:00.000Z",
                                                         "2025-03-01T09:30:00.000Z"]
+
+
+# --- hostile lines: one error line, never a traceback (issue 11) ------------------------------
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+HOSTILE = {
+    # case: (line text, words the error must name)
+    "100k-deep nesting": ('{"ts": "2025-03-01T09:30:00Z", "kind": "note", "meta": {"a": '
+                          + "[" * 100_000 + "]" * 100_000 + "}}", ["nested too deeply"]),
+    "5000-digit integer": ('{"ts": "2025-03-01T09:30:00Z", "kind": "note", "meta": {"n": '
+                           + "7" * 5000 + "}}", ["4300 digits", "string"]),
+    "year one east of UTC": (json.dumps({**OK, "ts": "0001-01-01T00:00:00+05:00"}),
+                             ["'ts'", "out of range"]),
+    "lone surrogate": ('{"ts": "2025-03-01T09:30:00Z", "kind": "note", "body": "x \\udc00 y"}',
+                       ["lone surrogate"]),
+    "meta nested past the limit": (json.dumps({**OK, "meta": {"a": _nested(80)}}),
+                                   ["'meta'", "levels deep"]),
+    "a page-long ts": (json.dumps({**OK, "ts": "x" * 100_000}), ["'ts'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_line_is_one_error_line_through_the_cli_and_nothing_is_written(
+        case: str, offline_home: Home, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    text, names = HOSTILE[case]
+    path = tmp_path / "hostile.jsonl"
+    line_no = write_with_bad(path, 2, text)
+    assert main(["import", str(path)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err[:2000]
+    assert "Traceback" not in captured.err + captured.out
+    assert lines[0].startswith(f"error: hostile.jsonl line {line_no}: "), lines[0]
+    assert len(lines[0]) < 400, lines[0]  # the value is echoed short, never a page
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert event_count(offline_home) == 0
+
+    # --skip-bad: the rest goes in, the line is reported (its handler once crashed with
+    # "'ValueError' object has no attribute 'msg'")
+    assert main(["import", "--skip-bad", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert "imported 3 events" in captured.out
+    skipped = captured.err.strip().splitlines()
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped line {line_no}: "), skipped
+    assert event_count(offline_home) == 3
+
+
+def test_parse_raises_nothing_but_value_error(monkeypatch: pytest.MonkeyPatch):
+    """RecursionError, OverflowError and TypeError from anywhere in parsing become a
+    ValueError (so a bad line, with --skip-bad too), whatever raises them."""
+    from runtime import importer
+
+    line = json.dumps(OK)
+    for exc in (RecursionError("deep"), OverflowError("big"), TypeError("odd\nthing")):
+        def boom(*a, _exc=exc, **k):  # noqa: ANN002, ANN003, ANN202
+            raise _exc
+        monkeypatch.setattr(importer, "normalize_ts", boom)
+        with pytest.raises(ValueError) as caught:
+            importer.parse_line(line)
+        assert type(caught.value) is ValueError
+        assert type(exc).__name__ in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+def test_infinity_and_nan_in_meta_are_imported_as_their_names(offline_home: Home,
+                                                               tmp_path: Path):
+    """Python writes Infinity and NaN into JSON by default: such a line imports, and what is
+    stored is standard JSON that SQLite's json_extract reads."""
+    path = tmp_path / "nan.jsonl"
+    path.write_text('{"ts": "2025-03-01T09:30:00Z", "kind": "note", "body": "x", '
+                    '"meta": {"score": NaN, "hi": Infinity, "lo": [-Infinity, 1e999]}}\n',
+                    encoding="utf-8")
+    assert load(offline_home, path).imported == 1
+    with Store.open(offline_home.db_path) as store:
+        assert store.scalar("SELECT json_extract(meta, '$.score') FROM events") == "NaN"
+        assert ev.get(store, 1).meta["lo"] == ["-Infinity", "Infinity"]

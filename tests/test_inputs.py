@@ -494,3 +494,15 @@ def test_one_bad_tool_argument_does_not_fail_the_tick_or_drop_its_neighbours(
         notes = ev.tail(store, 10, kind="note")
     assert results[0].meta["is_error"] and "too far ahead" in results[0].body
     assert not results[1].meta["is_error"] and [n.body for n in notes] == ["noted it"]
+
+
+def test_a_memory_md_that_cannot_be_read_does_not_fail_the_tick(home: Home,
+                                                                 api: FakeMessagesAPI, caplog):
+    """A broken MEMORY.md is left out of the prompt with a WARNING; the turn goes on (it failed
+    every tick, and so set the owner's messages aside)."""
+    home.memory_md.unlink()
+    home.memory_md.mkdir()  # unreadable as a file
+    mid = tell(home, "hello despite the broken memory")
+    outcome = tick(make_loop(home))
+    assert outcome.kind == "no_action" and status(home, mid) == "consumed"
+    assert "MEMORY.md" in caplog.text

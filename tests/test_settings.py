@@ -316,3 +316,163 @@ def test_a_broken_secrets_file_is_one_line_exit_2_naming_it(isolated_home: Path)
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: state/secrets.toml: unknown key [model] nme")
     assert "sk-0123456789" not in result.stdout + result.stderr
+
+
+# ranges, bytes, stray variables (issue 11) ----------------------------------------------------
+
+
+def _numeric_fields():
+    for section, sfield in Settings.model_fields.items():
+        for key, f in sfield.default_factory.model_fields.items():
+            if f.annotation in (int, float):
+                yield section, key, f
+
+
+def test_every_numeric_setting_has_a_lower_and_an_upper_bound() -> None:
+    import annotated_types as at
+
+    fields = list(_numeric_fields())
+    assert len(fields) >= 25
+    for section, key, f in fields:
+        kinds = {type(m) for m in f.metadata}
+        assert kinds & {at.Ge, at.Gt}, f"[{section}] {key} has no lower bound"
+        assert kinds & {at.Le, at.Lt}, f"[{section}] {key} has no upper bound"
+
+
+def test_a_huge_tick_is_refused_with_its_range_not_crashing_the_loop(
+        isolated_home: Path) -> None:
+    """tick_seconds = max_tick_seconds = 10**12 once passed validation and then crashed the
+    loop with "year 33715 is out of range"."""
+    path = write_config(isolated_home, coworker={"tick_seconds": 10**12,
+                                                 "max_tick_seconds": 10**12})
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert str(exc.value).startswith(
+        "config.toml: [coworker] tick_seconds: must be between 1 and 86400 (got 1000000000000); "
+        "fix it or delete the line to use the default (300)")
+
+
+@pytest.mark.parametrize(("section", "key", "toml", "words"), [
+    ("coworker", "max_tick_seconds", "1_000_000_000", "between 1 and 604800"),
+    ("model", "timeout_s", "0", "more than 0 and at most 3600"),
+    ("model", "timeout_s", "inf", "more than 0 and at most 3600"),
+    ("model", "timeout_s", "nan", "more than 0 and at most 3600"),
+    ("model", "max_retries", "21", "between 0 and 20"),
+    ("model", "retry_max_wait_s", "86400.0", "between 0 and 3600"),
+    ("memory", "walk_threshold", "-0.1", "between 0 and 1"),
+    ("recall", "total_chars", "1_000_000_000", "between 50 and 1000000"),
+])
+def test_an_out_of_range_value_names_the_range(isolated_home: Path, section: str, key: str,
+                                               toml: str, words: str) -> None:
+    path = isolated_home / "config.toml"
+    path.write_text(f"[{section}]\n{key} = {toml}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"config.toml: [{section}] {key}: must be {words} (got "), msg
+    assert "fix it or delete the line to use the default" in msg and "\n" not in msg
+
+
+def test_an_out_of_range_environment_value_names_the_range(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COWORKER_COWORKER__TICK_SECONDS", "0")
+    with pytest.raises(ConfigError) as exc:
+        load(isolated_home / "config.toml")
+    assert str(exc.value) == ("environment variable COWORKER_COWORKER__TICK_SECONDS: must be "
+                              "between 1 and 86400 (got '0'); fix it or unset it")
+
+
+def test_the_template_says_each_range() -> None:
+    text = render_default_config()
+    assert "# seconds between ticks when active; between 1 and 86400\ntick_seconds = 300" in text
+    assert "; more than 0 and at most 3600\ntimeout_s = 60.0" in text
+
+
+@pytest.mark.parametrize("where", ["config.toml", "state/secrets.toml"])
+def test_a_file_that_is_not_utf8_is_one_line_exit_2(isolated_home: Path, where: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from runtime.cli import main
+
+    Home.locate(isolated_home).init()
+    write_config(isolated_home)
+    path = isolated_home / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b'[model]\nname = "caf\xe9"\n')
+    assert main(["init"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"error: {where} is not UTF-8 text (byte 0xe9 at offset 19, "
+                                    "line 2); save it as UTF-8")
+    assert "Traceback" not in captured.out
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[model]\nmax_tokens = " + "9" * 5000 + "\n", "4300 digits"),
+    ("[model]\nname = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+    ('[coworker]\n"tick\\nseconds" = 1\n', "unknown key [coworker] tick seconds"),
+    ('[coworker]\n"tick\\u2028seconds" = 1\n', "unknown key [coworker] tick seconds"),
+])
+def test_hostile_toml_is_one_config_error_line(isolated_home: Path, text: str,
+                                               words: str) -> None:
+    path = isolated_home / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    msg = str(exc.value)
+    assert words in msg and len(msg.splitlines()) == 1 and len(msg) < 500, msg
+
+
+def test_a_role_file_that_is_not_utf8_is_a_config_error(isolated_home: Path) -> None:
+    (isolated_home / "role.md").write_bytes(b"You triage \xff bugs.\n")
+    settings = load(write_config(isolated_home, coworker={"role": "role.md"}))
+    with pytest.raises(ConfigError, match=r"\[coworker\] role: role file .*role.md is not UTF-8 "
+                                          r"text \(byte 0xff at offset 11, line 1\)"):
+        settings.role_text(isolated_home)
+    (isolated_home / "config.toml").write_text('[coworker]\nrole = "a\\u0000b.md"\n',
+                                               encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[coworker\] role: 'a\\x00b.md' is not a usable "
+                                          r"path \(embedded null byte\)"):
+        load(isolated_home / "config.toml").role_text(isolated_home)
+
+
+def test_an_environment_variable_naming_no_setting_is_a_warning_with_the_closest(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("COWORKER_MODLE__NAME", "x")
+    monkeypatch.setenv("COWORKER_TICKS", "5")
+    with caplog.at_level("WARNING", logger="runtime.settings"):
+        settings = load(isolated_home / "config.toml")
+    assert settings.model.name == "claude-sonnet-5"  # ignored, not an error
+    warnings = [r for r in caplog.records if r.name == "runtime.settings"]
+    assert [r.levelname for r in warnings] == ["WARNING", "WARNING"]  # once each per load
+    assert warnings[0].getMessage() == (
+        "environment variable COWORKER_MODLE__NAME names no setting and is ignored; did you "
+        "mean COWORKER_MODEL__NAME?")
+    assert warnings[1].getMessage().startswith(
+        "environment variable COWORKER_TICKS names no setting and is ignored; ")
+    # COWORKER_HOME (set by the fixture) and real settings are not warned about
+    caplog.clear()
+    monkeypatch.delenv("COWORKER_MODLE__NAME")
+    monkeypatch.delenv("COWORKER_TICKS")
+    monkeypatch.setenv("COWORKER_MODEL__NAME", "y")
+    with caplog.at_level("WARNING", logger="runtime.settings"):
+        assert load(isolated_home / "config.toml").model.name == "y"
+    assert not [r for r in caplog.records if r.name == "runtime.settings"]
+
+
+def test_an_unknown_key_in_a_known_section_from_the_environment_is_an_error_with_the_closest(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COWORKER_MODEL__NMAE", "x")
+    with pytest.raises(ConfigError) as exc:
+        load(isolated_home / "config.toml")
+    assert str(exc.value) == ("environment variable COWORKER_MODEL__NMAE: names no setting; "
+                              "did you mean COWORKER_MODEL__NAME? fix it or unset it")
+
+
+def test_a_bad_value_inside_a_section_set_as_json_names_that_variable(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_config(isolated_home, model={"name": "from-file"})
+    monkeypatch.setenv("COWORKER_MODEL", '{"name": 5}')
+    with pytest.raises(ConfigError) as exc:
+        load(path)
+    assert str(exc.value) == ("environment variable COWORKER_MODEL: [model] name: Input should "
+                              "be a valid string (got 5); fix it or unset it")

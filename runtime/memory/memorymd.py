@@ -12,11 +12,16 @@ id, a duplicate id) is an error naming the line, so nothing is silently rewritte
 Before any destructive change (strike, restore, approve) a versioned snapshot of the whole file
 is written to state/snapshots/ (vNNNN.md with a vNNNN.json sidecar: date, reason, entries).
 Writes are atomic (a temporary file, then rename). It never reads the database.
+
+A MEMORY.md that cannot be read (a folder of that name, no permission, not UTF-8) is a
+MemoryFileError: one line that names the file and what to do, never a traceback. The loop's
+prompt reads it through `prompt_text`, which never raises: a tick goes on without it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -32,6 +37,8 @@ ENTRY = re.compile(
 LOOKS_LIKE_ENTRY = re.compile(r"^- \[(?![ xX]\] )[^\]]*\](?!\()")
 HAND_ENTRY = re.compile(r"^[-*] (?P<text>(?!\[)\S.*)$")  # "- [ ] task", "- [link](..)": owner's
 
+log = logging.getLogger(__name__)
+
 
 class MemoryFileError(UsageError):
     """MEMORY.md cannot be read as entries; the message names the line."""
@@ -39,6 +46,57 @@ class MemoryFileError(UsageError):
 
 class Refused(CoworkerError):
     """A strike or restore that would be ambiguous or empty; exit 1."""
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes (b"" when it does not exist), or MemoryFileError saying what to do."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    except IsADirectoryError:
+        raise MemoryFileError(f"{path} is a folder, not a file; move it out of the way (the "
+                              f"coworker writes {path.name} there)") from None
+    except PermissionError:
+        raise MemoryFileError(f"{path}: cannot read it (permission denied); give yourself "
+                              f"read and write access, e.g. chmod 600 {path.name}") from None
+    except OSError as e:
+        raise MemoryFileError(f"{path}: cannot read it ({e.strerror or e}); fix or move the "
+                              "file") from None
+
+
+def _decode(path: Path, raw_bytes: bytes) -> str:
+    try:
+        return raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw_bytes.count(b"\n", 0, e.start) + 1
+        raise MemoryFileError(f"{path.name} line {line}: not valid UTF-8 text; save the file "
+                              "as UTF-8") from None
+
+
+_warned: set[str] = set()
+
+
+def prompt_text(path: Path) -> str:
+    """MEMORY.md's text for the model's prompt; never raises. A file that cannot be read is
+    left out ("" and a WARNING once per process and problem): a tick goes on without it.
+    Bytes that are not UTF-8 are replaced (U+FFFD), the rest is kept."""
+    try:
+        raw = read_bytes(path)
+    except MemoryFileError as e:
+        if str(e) not in _warned:
+            _warned.add(str(e))
+            log.warning("MEMORY.md left out of the prompt: %s", e)
+        return ""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        problem = f"{path}: not UTF-8"
+        if problem not in _warned:
+            _warned.add(problem)
+            log.warning("%s is not valid UTF-8; the bytes that are not were replaced in the "
+                        "prompt; save it as UTF-8", path)
+        return raw.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -70,13 +128,7 @@ class MemoryFile:
 
     @classmethod
     def load(cls, path: Path) -> MemoryFile:
-        raw_bytes = path.read_bytes() if path.exists() else b""
-        try:
-            text = raw_bytes.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = raw_bytes.count(b"\n", 0, e.start) + 1
-            raise MemoryFileError(f"{path.name} line {line}: not valid UTF-8 text; save the file "
-                                  "as UTF-8") from None
+        text = _decode(path, read_bytes(path))
         lines: list[Entry | str] = []
         seen: dict[str, int] = {}
         for no, raw in enumerate(text.splitlines(), start=1):
@@ -186,7 +238,7 @@ def snapshots(folder: Path) -> list[Snapshot]:
             data = json.loads(meta.read_text(encoding="utf-8"))
             out.append(Snapshot(int(meta.stem[1:]), data["date"], data["reason"],
                                 int(data["entries"]), meta.with_suffix(".md")))
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError, OSError):  # a sidecar broken by hand
             continue
     return sorted(out, key=lambda s: s.number)
 
@@ -195,7 +247,7 @@ def snapshot(memory_md: Path, folder: Path, reason: str) -> Snapshot:
     """Copy MEMORY.md as it is now into the next version; return it."""
     folder.mkdir(parents=True, exist_ok=True)
     number = max((s.number for s in snapshots(folder)), default=0) + 1
-    data = memory_md.read_bytes() if memory_md.exists() else b""
+    data = read_bytes(memory_md)  # one that cannot be read cannot be kept: say so, first
     try:
         entries = len(MemoryFile.load(memory_md).entries)
     except MemoryFileError:

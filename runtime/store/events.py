@@ -3,12 +3,19 @@
 Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), appending,
 reading by id, tail and cursor, counting, and the FTS5 primitive over the history. No code path
 here updates or deletes an event; the database's triggers refuse it too.
+
+Nothing the store accepts may later fail a read: meta is written as standard JSON only
+(non-finite floats become "Infinity", "-Infinity", "NaN", so json_extract never meets
+malformed JSON), and a stored meta that is not a JSON object (from an older version) reads back
+as {"unreadable_meta": its first 200 characters} instead of raising.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import logging
+import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +27,9 @@ from .db import Store
 from .migrations import AUTHOR_KINDS
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
+UNREADABLE_META = "unreadable_meta"  # the key a stored meta that is not JSON is read back under
+
+log = logging.getLogger(__name__)
 
 # The kinds the loop reads as its own state. Import refuses them (an imported `tick` or
 # `promise` would steer the loop), and the loop reads them only from rows it wrote itself.
@@ -73,8 +83,7 @@ class Event:
         return self.author_kind == "user" and self.actor == "owner" and not self.imported
 
     def to_row(self) -> tuple:
-        meta = (redact(json.dumps(self.meta, ensure_ascii=False, sort_keys=True))
-                if self.meta else None)
+        meta = redact(meta_json(self.meta)) if self.meta else None
         return (self.ts, self.kind, redact(self.actor), self.author_kind, redact(self.body),
                 meta, self.tick_id)
 
@@ -88,7 +97,7 @@ class Event:
             actor=row["actor"],
             author_kind=row["author_kind"],
             body=row["body"],
-            meta=json.loads(row["meta"]) if row["meta"] else {},
+            meta=read_meta(row["meta"], row["id"]),
             tick_id=row["tick_id"],
             source=row["source"] if "source" in keys else "hot",
         )
@@ -105,6 +114,83 @@ class Event:
             "tick_id": self.tick_id,
             "source": self.source,
         }
+
+
+# --- meta: standard JSON in, never an exception out ------------------------------------------
+
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _finite_name(x: float) -> str:
+    return "NaN" if math.isnan(x) else _NON_FINITE[x]
+
+
+def finite(value: Any) -> Any:
+    """A copy of JSON-like `value` in which every non-finite float (inf, -inf, nan), at any
+    depth and as a key too, is its name as a string ("Infinity", "-Infinity", "NaN"): SQLite's
+    JSON functions read only standard JSON, and Python's json.dumps writes those bare.
+    Iterative, so no nesting depth json.loads accepts can make it recurse too deep."""
+    def fix(v: Any) -> Any:
+        return _finite_name(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+    if not isinstance(value, dict | list | tuple):
+        return fix(value)
+    root: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        pairs = src.items() if isinstance(src, dict) else enumerate(src)
+        for k, v in pairs:
+            if isinstance(v, dict | list | tuple):
+                new: dict[Any, Any] | list[Any] = {} if isinstance(v, dict) else []
+                stack.append((v, new))
+                v = new
+            else:
+                v = fix(v)
+            if isinstance(dst, dict):
+                dst[fix(k)] = v
+            else:
+                dst.append(v)
+    return root
+
+
+def meta_json(meta: dict[str, Any]) -> str:
+    """`meta` as standard JSON (RFC 8259), the only JSON the store writes: non-finite floats
+    become their names (see `finite`), so no later json_extract over the events can fail."""
+    try:
+        return json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except ValueError:  # inf or nan somewhere
+        return json.dumps(finite(meta), ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+_warned_unreadable = False
+# bare Infinity/NaN (rows older versions wrote) read as their names, as `finite` writes them now
+_DECODER = json.JSONDecoder(parse_constant=str)
+
+
+def read_meta(raw: Any, event_id: Any = None) -> dict[str, Any]:
+    """A stored meta as a dict; never raises. Rows an older version wrote may hold what is
+    not JSON, or not an object (e.g. `Infinity`): those read back as
+    {"unreadable_meta": <the first 200 characters>}, with one WARNING per process."""
+    if not raw:
+        return {}
+    try:
+        if isinstance(raw, bytes | bytearray):
+            raw = bytes(raw).decode("utf-8", "replace")
+        meta = _DECODER.decode(raw)
+    except (ValueError, TypeError, RecursionError):
+        meta = None
+    if isinstance(meta, dict):
+        return meta
+    text = (raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray)
+            else str(raw))
+    global _warned_unreadable
+    if not _warned_unreadable:
+        _warned_unreadable = True
+        log.warning("event %s has a meta that is not a JSON object (written by an older "
+                    "version?); it reads as {\"%s\": ...}; further such events are not "
+                    "logged", event_id, UNREADABLE_META)
+    return {UNREADABLE_META: text[:200]}
 
 
 def append(store: Store, event: Event) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..settings import redact
 from .db import Store
-from .events import now_iso
+from .events import meta_json, now_iso
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def start(store: Store, ritual: str) -> int:
 def finish(store: Store, run_id: int, status: str, stats: dict[str, Any]) -> None:
     with store.transaction() as db:
         db.execute("UPDATE ritual_runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
-                   (now_iso(), status, redact(json.dumps(stats, sort_keys=True)), run_id))
+                   (now_iso(), status, redact(meta_json(stats)), run_id))
 
 
 def last(store: Store, ritual: str, status: str | None = None,

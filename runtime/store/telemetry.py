@@ -3,19 +3,18 @@ calls, recall latency). Kept apart from events so a quiet tick leaves no event."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..settings import redact
 from .db import Store
-from .events import now_iso
+from .events import meta_json, now_iso
 
 
 def record(store: Store, kind: str, data: dict[str, Any] | None = None) -> None:
     with store.transaction() as db:
         db.execute(
             "INSERT INTO telemetry(ts, kind, data) VALUES (?, ?, ?)",
-            (now_iso(), kind, redact(json.dumps(data, sort_keys=True)) if data else None),
+            (now_iso(), kind, redact(meta_json(data)) if data else None),
         )
 
 
