@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -434,33 +435,92 @@ def restore_backup(src: Path) -> None:
               help="How many events (at most 100000).")
 @click.option("--kind", "kind", help="Only events of this kind (message, tick, model_response, "
               "tool_call, tool_result, note, decision, outbox, dry_run, ...).")
+@click.option("--since", "since", help="Only events since a time: 2h, 30m, 3d, or a date "
+              "(2026-11-30) or ISO time.")
+@click.option("--by-id", is_flag=True, help="Order by id (the order events were written) "
+              "instead of by time (imported history keeps its own old times).")
+@click.option("--follow", "-f", is_flag=True, help="Then print new events as they come, "
+              "until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-def log_cmd(n: int, kind: str | None, as_json: bool) -> None:
-    """What happened, newest last.
+def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bool,
+            as_json: bool) -> None:
+    """What happened, newest last (by time; --by-id for the order they were written).
 
     \b
     Examples:
       coworker log -n 50
       coworker log --kind tool_call --json
+      coworker log --since 2h --follow
     """
     home = _home()
+    since_ts = _since(since) if since else None
     with _store(home, readonly=True) as store:
         if kind is not None and kind not in KNOWN_KINDS and kind not in ev.counts_by_kind(store):
             present = sorted(set(ev.counts_by_kind(store)) | set(KNOWN_KINDS))
             raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
-        events = ev.tail(store, n, kind=kind)
-    if as_json:
+        events = ev.tail(store, n, kind=kind, since_ts=since_ts, by_id=by_id)
+        if not events and not follow:
+            out.print("no events yet" + (f" of kind {kind!r}" if kind else "")
+                      + (f" since {since_ts}" if since_ts else ""))
+            return
         for e in events:
-            click.echo(json.dumps(e.as_dict(), ensure_ascii=False))
+            _print_event(e, as_json)
+        if follow:
+            last = max([e.id or 0 for e in events] + [ev.max_id(store)])
+            _follow(store, last, kind, as_json)
+
+
+def _print_event(e: Event, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(e.as_dict(), ensure_ascii=False))
         return
-    if not events:
-        out.print("no events yet" + (f" of kind {kind!r}" if kind else ""))
-        return
-    for e in events:
-        body = " ".join(e.body.split())
-        out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{escape(e.kind)}[/bold] "
-                  f"[dim]{escape(e.actor)}/{e.author_kind}[/dim] {escape(body[:300])}",
-                  markup=True)
+    body = " ".join(e.body.split())
+    out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{escape(e.kind)}[/bold] "
+              f"[dim]{escape(e.actor)}/{e.author_kind}[/dim] {escape(body[:300])}", markup=True)
+
+
+FOLLOW_POLL_S = 0.5
+
+
+def _follow(store: Store, after_id: int, kind: str | None, as_json: bool,
+            stop: Callable[[], bool] = lambda: False) -> None:
+    """New events as they are written, until Ctrl-C (or until `stop()` says so, for tests)."""
+    import time
+
+    while True:
+        for e in ev.since(store, after_id, kinds=[kind] if kind else None):
+            _print_event(e, as_json)
+            after_id = max(after_id, e.id or 0)
+        sys.stdout.flush()
+        if stop():
+            return
+        time.sleep(FOLLOW_POLL_S)
+
+
+def _since(text: str) -> str:
+    """'2h', '30m', '3d', '45s', a date or an ISO time -> a UTC ISO time (events' format)."""
+    import re
+    from datetime import timedelta
+
+    m = re.fullmatch(r"\s*(\d{1,7})\s*([smhdw])\s*", text)
+    if m:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+        try:
+            when = datetime.now(UTC) - timedelta(seconds=int(m.group(1)) * unit)
+        except (OverflowError, ValueError):
+            raise UsageError(f"--since {text!r} is further back than the calendar goes") from None
+    else:
+        try:
+            when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"--since {text!r}: give an age like 2h, 30m or 3d, or a date "
+                             "like 2026-11-30") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError):
+        raise UsageError(f"--since {text!r} is out of range") from None
 
 
 @cli.command()

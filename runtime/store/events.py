@@ -232,14 +232,19 @@ def existing_ids(store: Store, ids: Sequence[int]) -> set[int]:
 
 
 def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | None = None,
-         include_archive: bool = True) -> list[Event]:
+         include_archive: bool = True, since_ts: str | None = None,
+         by_id: bool = False) -> list[Event]:
     """The newest n events by time (ts, then id; optionally of one kind, optionally with
     id < before_id), returned oldest first. By time, not by id: history imported after live work
     carries its own old timestamps and must never show as the newest.
 
     Each table is read newest first by its ts index, at most n rows, and the two are merged
-    here (an ORDER BY over the UNION ALL view would sort the whole archive)."""
+    here (an ORDER BY over the UNION ALL view would sort the whole archive). `since_ts` keeps
+    events at or after that time; `by_id` orders by id instead (the order they were written)."""
     where, params = [], []
+    if since_ts is not None:
+        where.append("ts >= ?")
+        params.append(since_ts)
     if kind:
         where.append("kind = ?")
         params.append(kind)
@@ -251,11 +256,13 @@ def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | No
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     tables = [("events", "hot")] + ([("events_archive", "archive")] if include_archive else [])
     rows = []
+    order = "id DESC" if by_id else "ts DESC, id DESC"
     for table, source in tables:
         rows += store.query(
             f"SELECT {COLUMNS}, '{source}' AS source FROM {table} {clause} "
-            "ORDER BY ts DESC, id DESC LIMIT ?", (*params, n))
-    rows.sort(key=lambda r: (r["ts"], r["id"]), reverse=True)
+            f"ORDER BY {order} LIMIT ?", (*params, n))
+    rows.sort(key=(lambda r: r["id"]) if by_id else (lambda r: (r["ts"], r["id"])),
+              reverse=True)
     return [Event.from_row(r) for r in reversed(rows[:n])]
 
 
