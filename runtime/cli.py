@@ -25,7 +25,7 @@ from . import __version__, process
 from .errors import CoworkerError, StoreBusy, UsageError
 from .home import Home, private_umask
 from .settings import redact
-from .store import Event, Store
+from .store import Event, Store, iso_z
 from .store import events as ev
 from .store import inputs as inputs_store
 
@@ -518,7 +518,7 @@ def _since(text: str) -> str:
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
     try:
-        return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return iso_z(when)
     except (OverflowError, ValueError):
         raise UsageError(f"--since {text!r} is out of range") from None
 
@@ -647,7 +647,7 @@ def rituals(as_json: bool) -> None:
             last = rr.last(store, d.name, exclude_status=REGISTERED)
             nxt = next_run(d, tz)
             rows.append({"name": d.name, "cron": d.cron, "timezone": tz,
-                         "prompt": d.prompt, "next_run": nxt.isoformat() if nxt else None,
+                         "prompt": d.prompt, "next_run": iso_z(nxt) if nxt else None,
                          "last_run": None if last is None else {
                              "started_at": last.started_at, "finished_at": last.finished_at,
                              "status": last.status, "stats": last.stats}})

@@ -34,7 +34,7 @@ from .home import Home
 from .model import Model, Reply
 from .scheduler import BUILTIN, Scheduler, definitions, register_and_find_missed
 from .settings import Settings, file_hash
-from .store import Event, Store, now_iso, telemetry, turns, usage
+from .store import Event, Store, iso_z, now_iso, telemetry, turns, usage
 from .store import events as ev
 from .store import inputs as inputs_store
 from .store import promises as promises_store
@@ -298,11 +298,11 @@ class Loop:
             process.write_runfile(self.home, {
                 "pid": os.getpid(),
                 "running": running,
-                "started_at": datetime.fromtimestamp(self._started_epoch, UTC).isoformat(),
+                "started_at": iso_z(datetime.fromtimestamp(self._started_epoch, UTC)),
                 "started_monotonic_epoch": self._started_epoch,
                 "last_tick_at": self.stats.last_tick_at,
                 "last_outcome": self.stats.last_outcome,
-                "next_tick_at": (datetime.fromtimestamp(self._next_tick_epoch, UTC).isoformat()
+                "next_tick_at": (iso_z(datetime.fromtimestamp(self._next_tick_epoch, UTC))
                                  if self._next_tick_epoch and running else None),
                 "interval_s": self.interval,
                 "ticks": self.stats.ticks,

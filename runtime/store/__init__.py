@@ -3,6 +3,6 @@ promotions, pins, ritual_runs, telemetry. It imports nothing of ours but errors 
 """
 
 from .db import Store
-from .events import Event, now_iso
+from .events import Event, iso_z, now_iso
 
-__all__ = ["Event", "Store", "now_iso"]
+__all__ = ["Event", "Store", "iso_z", "now_iso"]

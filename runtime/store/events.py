@@ -38,7 +38,12 @@ LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due",
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_z(datetime.now(UTC))
+
+
+def iso_z(when: datetime) -> str:
+    """The one time format the coworker writes and prints as JSON: UTC, milliseconds, "Z"."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

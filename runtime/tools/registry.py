@@ -21,9 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..settings import Settings
-from ..store import Event, Store
+from ..store import Event, Store, side_effects
 from ..store import events as ev
-from ..store import side_effects
 
 log = logging.getLogger(__name__)
 
