@@ -739,6 +739,11 @@ def _print_walk(store: Store, query: str, result: dict) -> None:
                       f"{' '.join(e['body'].split())[:160]}", markup=False)
     if result["truncated"]:
         out.print("(truncated: a cap was reached; narrow the query)", markup=False)
+    if result.get("query_truncated"):
+        from .memory.cards import MAX_QUERY_CHARS
+
+        out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)",
+                  markup=False)
 
 
 @cli.command()

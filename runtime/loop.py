@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import enum
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from . import context as ctx
@@ -46,6 +48,24 @@ log = logging.getLogger(__name__)
 INBOX_SUFFIXES = (".txt", ".md", ".eml", "")
 INBOX_FOLDERS = ("done", "rejected")
 POLL_S = 0.5
+
+
+NAME_MAX = 255  # bytes in one file name (ext4, APFS and NTFS alike)
+
+
+def _filed_path(folder: Path, name: str, stamped: bool) -> Path:
+    """Where an inbox entry is filed in `folder`: a name not taken yet (nothing filed is ever
+    overwritten) that fits NAME_MAX bytes, cut at a character boundary. First `name` (done/)
+    or `{time}-{name}` (rejected/), then `{time}-{name}`, then `{time}.{n}-{name}`."""
+    stamp = int(time.time())
+    heads = itertools.chain([f"{stamp}-" if stamped else "", f"{stamp}-"],
+                            (f"{stamp}.{n}-" for n in itertools.count(1)))
+    for head in heads:
+        fitted = (head + name).encode("utf-8", "surrogateescape")[:NAME_MAX]
+        target = folder / fitted.decode("utf-8", "ignore")
+        if not os.path.lexists(target):
+            return target
+    raise AssertionError("unreachable: the names above never run out")
 
 
 def _printable(name: str) -> str:
@@ -391,7 +411,7 @@ class Loop:
         rejected = self.home.inbox / "rejected"
         rejected.mkdir(parents=True, exist_ok=True)
         shown = _printable(entry.name)
-        target = rejected / f"{int(time.time())}-{shown}"
+        target = _filed_path(rejected, shown, stamped=True)
         try:
             os.replace(entry.path, target)
         except OSError as e:
@@ -434,10 +454,10 @@ class Loop:
             if text and not ev.inbox_file_seen(self.store, digest, entry.name):
                 inputs_store.add_message(self.store, Event.owner_message(
                     text, "inbox", file=entry.name, inbox_sha=digest))
-            target = done / entry.name
-            if target.exists():
-                target = done / f"{int(time.time())}-{entry.name}"
-            os.replace(path, target)
+            try:
+                os.replace(path, _filed_path(done, entry.name, stamped=False))
+            except OSError as e:  # it was read; it must not be read again next tick
+                self._reject_inbox(entry, f"could not be moved to done/ ({e.strerror or e})")
 
     def _queue_due(self) -> None:
         """Promises that fell due and rituals the scheduler marked become inputs."""

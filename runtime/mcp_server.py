@@ -12,13 +12,24 @@ way is only ever queued for the owner's review at the promotion gate.
 
 It never prints to stdout (stdout is the protocol; logs go to stderr only), never calls a
 model, never edits or deletes an event, and never changes settings.
+
+One bad input never stops it. A query (or recall text) longer than `cards.MAX_QUERY_CHARS`
+(2,000 characters) is truncated, not refused: only its head is read and the result carries
+`"query_truncated": true`. When the client goes away (stdin reaches EOF) the server exits,
+code 0, at once, even while a call is still running: each tool and resource runs its blocking
+work in a daemon thread (`_off_loop`), so the SDK's cancelling of calls in flight at EOF takes
+effect immediately and the process never waits for an abandoned call (a write it was making
+rolls back; SQLite keeps the database whole).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -28,15 +39,52 @@ from mcp.types import ToolAnnotations
 from . import __version__, process
 from .errors import CoworkerError
 from .home import Home
-from .store import Event, Store
-from .store import inputs
+from .memory.cards import cap_query
+from .store import Event, Store, inputs
 from .store import pins as pn
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 NO_MAP = ("_No memory map yet: `coworker reflect` writes state/memory-map.md the first time it "
           "runs._\n")
+
+
+async def _off_loop(fn: Callable[[], T]) -> T:
+    """Run the blocking `fn` in a daemon thread and wait for its result (or exception).
+
+    When the call is cancelled (the client hung up: the SDK cancels calls in flight at stdin
+    EOF) it stops waiting at once; the thread finishes on its own, and being a daemon it never
+    holds up the process's exit. (The SDK's own `to_thread` for plain functions cannot be
+    abandoned, and its worker threads are joined at exit: a long call kept a server whose
+    client was gone alive until the call ended.)"""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():  # cancelled: nobody waits any more
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def work() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = fn()
+        except BaseException as e:  # handed to the awaiting task, which raises it
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the event loop is closed: the server has exited
+            pass
+
+    threading.Thread(target=work, name="coworker-mcp-call", daemon=True).start()
+    return await done
 
 
 def _open(home: Home, readonly: bool = False) -> Store:
@@ -74,73 +122,95 @@ def build(home: Home) -> MCPServer:
             "from you, another agent: it arrives as an agent's message, never as its owner's."))
 
     @mcp.tool(annotations=READS)
-    def memory_walk(query: str) -> dict[str, Any]:
+    async def memory_walk(query: str) -> dict[str, Any]:
         """Walk the coworker's memory for `query` (a few content words) from coarse summaries
         down to raw events, or refuse. Returns {refused, confidence, query_tokens,
         matched_tokens, trace, events, truncated} and, when refused, a `reason`. A refusal
         means no part of the memory matches enough of the query words (the configured
         walk_threshold): the memory does not hold it with confidence. Deterministic; no model
-        call. Cite the ids in `events` when you use them."""
+        call. Cite the ids in `events` when you use them. At most 2000 characters of the
+        query are read; a longer one is cut and the result has "query_truncated": true."""
         from .memory import walk as walker
 
-        try:
-            settings = home.settings()
-            with _open(home) as rw, _open(home, readonly=True) as ro:
-                return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
-                                            door="mcp", log_to=rw)
-        except CoworkerError as e:
-            raise ToolError(str(e)) from e
+        def run() -> dict[str, Any]:
+            try:
+                settings = home.settings()
+                with _open(home) as rw, _open(home, readonly=True) as ro:
+                    return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
+                                                door="mcp", log_to=rw)
+            except CoworkerError as e:
+                raise ToolError(str(e)) from e
+        return await _off_loop(run)
 
     @mcp.tool(annotations=READS)
-    def memory_search(query: str, limit: int = 10) -> dict[str, Any]:
+    async def memory_search(query: str, limit: int = 10) -> dict[str, Any]:
         """Keyword search (BM25, best first) over the whole history, hot and archived events
         and the summary ladder's rollups. Returns {"hits": [{kind ("event" or "rollup"), id,
-        ts, label, excerpt, score, source}]}. `limit`: 1 to 200."""
+        ts, label, excerpt, score, source}]}. `limit`: 1 to 200. At most 2000 characters of
+        the query are read; a longer one is cut and the result has "query_truncated": true."""
         from .memory.search import search
 
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
-        try:
-            with _open(home, readonly=True) as store:
-                return {"hits": [h.as_dict() for h in search(store, query, limit)]}
-        except CoworkerError as e:
-            raise ToolError(str(e)) from e
+        text, cut = cap_query(query)
+
+        def run() -> dict[str, Any]:
+            try:
+                with _open(home, readonly=True) as store:
+                    found: dict[str, Any] = {
+                        "hits": [h.as_dict() for h in search(store, text, limit)]}
+            except CoworkerError as e:
+                raise ToolError(str(e)) from e
+            if cut:
+                found["query_truncated"] = True
+            return found
+        return await _off_loop(run)
 
     @mcp.tool(annotations=READS)
-    def memory_recall(text: str) -> dict[str, Any]:
+    async def memory_recall(text: str) -> dict[str, Any]:
         """What the coworker would recall for a message `text` before answering it: the
         search terms it takes from the text, the best earlier events (within the configured
         recall budget) as {id, ts, kind, actor, body, source}, and `block`, the exact recall
-        text it would put in its own context (null when nothing is recalled)."""
+        text it would put in its own context (null when nothing is recalled). At most 2000
+        characters of the text are read; a longer one is cut and the result has
+        "query_truncated": true."""
         from .memory.recall import Budget, recall
 
-        try:
-            settings = home.settings()
-            cfg = settings.recall
-            budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
-            with _open(home, readonly=True) as store:
-                found = recall(store, text, max_terms=cfg.max_terms)
-        except CoworkerError as e:
-            raise ToolError(str(e)) from e
-        items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
-                  "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
-                 for h in found.hits[: budget.max_items]]
-        return {"terms": found.terms, "items": items, "block": found.block(budget)}
+        def run() -> dict[str, Any]:
+            try:
+                settings = home.settings()
+                cfg = settings.recall
+                budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
+                with _open(home, readonly=True) as store:
+                    found = recall(store, text, max_terms=cfg.max_terms)
+            except CoworkerError as e:
+                raise ToolError(str(e)) from e
+            items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
+                      "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
+                     for h in found.hits[: budget.max_items]]
+            result: dict[str, Any] = {"terms": found.terms, "items": items,
+                                      "block": found.block(budget)}
+            if found.query_truncated:
+                result["query_truncated"] = True
+            return result
+        return await _off_loop(run)
 
     @mcp.tool(annotations=READS)
-    def pins_list() -> dict[str, Any]:
+    async def pins_list() -> dict[str, Any]:
         """The owner's active pins: text the coworker keeps in its context on every tick.
         Returns {"pins": [{id, ts, text}]}, oldest first."""
-        try:
-            with _open(home, readonly=True) as store:
-                return {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
-                                 for p in pn.active(store)]}
-        except CoworkerError as e:
-            raise ToolError(str(e)) from e
+        def run() -> dict[str, Any]:
+            try:
+                with _open(home, readonly=True) as store:
+                    return {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
+                                     for p in pn.active(store)]}
+            except CoworkerError as e:
+                raise ToolError(str(e)) from e
+        return await _off_loop(run)
 
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                           idempotentHint=False, openWorldHint=False))
-    def tell(text: str, ctx: Context) -> dict[str, Any]:
+    async def tell(text: str, ctx: Context) -> dict[str, Any]:
         """Send the coworker a message from you, another agent (not from its owner): it is
         recorded as a `message` event by actor `mcp:<your client name>`, author_kind `agent`,
         and a running coworker wakes and reads it at once (otherwise when it next starts). It
@@ -151,39 +221,47 @@ def build(home: Home) -> MCPServer:
         if not message:
             raise ToolError('nothing to tell: pass the message as `text`')
         client = client_name(ctx)
-        try:
-            with _open(home) as store:
-                event_id = inputs.add_message(store, Event.agent_message(message, client))
-        except CoworkerError as e:
-            raise ToolError(str(e)) from e
-        pid = process.wake(home)
-        log.info("tell from %s: recorded event %d; %s", client or "an unnamed client", event_id,
-                 "no coworker running" if pid is None else f"woke pid {pid}")
-        return {"event_id": event_id, "woke_pid": pid}
+
+        def run() -> dict[str, Any]:
+            try:
+                with _open(home) as store:
+                    event_id = inputs.add_message(store, Event.agent_message(message, client))
+            except CoworkerError as e:
+                raise ToolError(str(e)) from e
+            pid = process.wake(home)
+            log.info("tell from %s: recorded event %d; %s", client or "an unnamed client",
+                     event_id, "no coworker running" if pid is None else f"woke pid {pid}")
+            return {"event_id": event_id, "woke_pid": pid}
+        return await _off_loop(run)
 
     @mcp.resource("memory://MEMORY.md", name="MEMORY.md", mime_type="text/markdown",
                   description="What this coworker always has in mind: one entry a line, with "
                               "its sources. Curated by reflect and by the owner.")
-    def memory_md() -> str:
-        try:
-            return home.memory_md.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return "_No MEMORY.md yet: `coworker init` creates it._\n"
+    async def memory_md() -> str:
+        def run() -> str:
+            try:
+                return home.memory_md.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return "_No MEMORY.md yet: `coworker init` creates it._\n"
+        return await _off_loop(run)
 
     @mcp.resource("memory://memory-map.md", name="memory-map.md", mime_type="text/markdown",
                   description="The map of the coworker's memory (the summary ladder, coarsest "
                               "first), regenerated by each reflect run.")
-    def memory_map() -> str:
-        try:
-            return home.memory_map.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return NO_MAP
+    async def memory_map() -> str:
+        def run() -> str:
+            try:
+                return home.memory_map.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return NO_MAP
+        return await _off_loop(run)
 
     return mcp
 
 
 def serve(home: Home) -> None:
-    """Serve `home` over stdio until the client hangs up. Logs go to stderr only."""
+    """Serve `home` over stdio until the client hangs up (stdin EOF), then return at once, even
+    with a call still running (see `_off_loop`). Logs go to stderr only."""
     home.require()
     settings = home.settings()  # a broken config.toml fails here, loudly, not on the first call
     root = logging.getLogger()
@@ -194,4 +272,7 @@ def serve(home: Home) -> None:
     root.addHandler(handler)
     root.setLevel(settings.logging.level)
     log.info("coworker mcp: serving %s over stdio", home.root)
-    build(home).run()
+    build(home).run()  # returns when stdin reaches EOF; calls in flight are cancelled
+    busy = sum(1 for t in threading.enumerate() if t.name == "coworker-mcp-call")
+    log.info("coworker mcp: the client closed stdin; exiting%s",
+             f" without waiting for {busy} call(s) in flight" if busy else "")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import Implementation
@@ -24,9 +25,8 @@ from runtime import process
 from runtime.home import Home
 from runtime.memory.recall import Budget, recall
 from runtime.memory.walk import walk
-from runtime.store import Event, Store
+from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 from runtime.store import pins as pn
 
 from .conftest import write_config
@@ -310,3 +310,81 @@ def test_an_uninitialised_home_fails_loudly_before_serving(tmp_path: Path):
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and r.stdout == ""
     assert "coworker init" in r.stderr
+
+
+# --- one bad input never stops it (issue 11) ---------------------------------------------------
+
+def test_a_150k_word_query_is_cut_and_flagged_by_every_memory_tool(offline_home: Home):
+    """A pasted book as a query: each memory tool reads its first MAX_QUERY_CHARS characters,
+    says so, and answers (the walk once burned a CPU for minutes on this)."""
+    from runtime.memory.cards import MAX_QUERY_CHARS
+
+    ids = seed(offline_home)
+    huge = "billing invoice rounding " + " ".join(f"w{i}x" for i in range(150_000))
+
+    async def body(s: ClientSession):
+        return (await s.call_tool("memory_walk", {"query": huge}),
+                await s.call_tool("memory_search", {"query": huge, "limit": 3}),
+                await s.call_tool("memory_recall", {"text": huge}),
+                await s.call_tool("memory_search", {"query": "billing"}))
+    walked, searched, recalled, plain = talk(offline_home, body)
+    assert not any(r.is_error for r in (walked, searched, recalled, plain))
+    w, s, r = walked.structured_content, searched.structured_content, \
+        recalled.structured_content
+    assert w["query_truncated"] is True and w["refused"] is True
+    assert w["query_tokens"][:3] == ["billing", "invoice", "rounding"]
+    assert len(w["query_tokens"]) <= MAX_QUERY_CHARS // 2
+    assert s["query_truncated"] is True and {h["id"] for h in s["hits"]} <= set(ids["billing"])
+    assert r["query_truncated"] is True and len(r["terms"]) <= 8
+    assert "query_truncated" not in plain.structured_content
+    assert walk_rows(offline_home)[-1]["query_truncated"] is True
+
+
+def _initialize(proc: subprocess.Popen) -> dict:
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}) + "\n")
+    proc.stdin.flush()
+    reply = json.loads(proc.stdout.readline())
+    proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    proc.stdin.flush()
+    return reply
+
+
+@pytest.mark.parametrize("when", ["at once", "after initialize", "during a call that blocks"])
+def test_the_server_exits_when_its_client_closes_stdin(offline_home: Home, when: str):
+    """The client goes away (stdin EOF): the server exits, code 0, promptly, even while a call
+    is still running. The blocked call: MEMORY.md is a FIFO nobody writes to, so reading the
+    memory://MEMORY.md resource never returns (any slow call, e.g. a write waiting on a lock,
+    is the same)."""
+    if when == "during a call that blocks":
+        offline_home.memory_md.unlink()
+        os.mkfifo(offline_home.memory_md)
+    params = server_params(offline_home)
+    proc = subprocess.Popen([params.command, *params.args], env=params.env, cwd=params.cwd,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        if when != "at once":
+            assert _initialize(proc)["id"] == 1
+        if when == "during a call that blocks":
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                                         "params": {"uri": "memory://MEMORY.md"}}) + "\n")
+            proc.stdin.flush()
+            # the call is under way once the server logs nothing more for a moment; it can
+            # only end by the server giving it up
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.5)
+            assert proc.poll() is None, "the server ended before its client left"
+        proc.stdin.close()
+        rc = proc.wait(timeout=20)
+        rest, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, err
+    # at most the SDK's "Connection closed" error for the abandoned call; nothing but protocol
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines())
+    assert "Traceback" not in err
+    assert "the client closed stdin; exiting" in err

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from runtime.home import Home
+from runtime.memory.cards import MAX_QUERY_CHARS, cap_query
 from runtime.memory.walk import Caps, query_tokens, walk
-from runtime.store import Event, Store, archive, telemetry
+from runtime.store import Event, Store, archive, inputs, telemetry
 from runtime.store import events as ev
-from runtime.store import inputs
 from runtime.store import rollups as rl
 
 from .conftest import coworker, write_config
@@ -256,3 +256,145 @@ def test_tool_door_refusal_is_a_normal_result_the_tick_carries_on_from(
         doors = [json.loads(r[0])["door"] for r in store.query(
             "SELECT data FROM telemetry WHERE kind = 'walk'")]
     assert doors == ["tool", "tool"]
+
+
+# --- one bad input never stops it: a query of any length (issue 11) ----------------------------
+#
+# The heavy calls run in a child process with a bound: a regression (minutes of CPU) then fails
+# cleanly at the bound, and never leans on pytest-timeout.
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def child(code: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=90, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_cap_query_cuts_at_the_limit_never_inside_a_word():
+    assert cap_query("parser bugs") == ("parser bugs", False)
+    exact = "ab " * (MAX_QUERY_CHARS // 3) + "a" * (MAX_QUERY_CHARS % 3)
+    assert len(exact) == MAX_QUERY_CHARS and cap_query(exact) == (exact, False)
+    head, cut = cap_query("ab " * 1000 + "parser")  # the cut falls inside "ab"
+    assert cut and len(head) <= MAX_QUERY_CHARS
+    assert head.split() == ["ab"] * len(head.split())  # no half word "a" at the end
+    assert cap_query("x" * 5000) == ("x" * MAX_QUERY_CHARS, True)  # one word: kept, cut
+
+
+LINEAR = """
+from runtime.memory.cards import distinct_query_words, stem
+from runtime.memory.recall import extract_terms
+from runtime.memory.walk import query_tokens
+text = " ".join(f"w{i}x" for i in range(150_000))
+rare = {stem("w7x"): 9.0}
+print(len(query_tokens(text)), len(distinct_query_words(text)),
+      extract_terms(text, 3, idf=lambda stems: {s: rare.get(s, 1.0) for s in stems}))
+"""
+
+
+def test_deduplicating_query_words_is_linear():
+    """150,000 distinct words, uncapped, through every de-duplication of query words: with a
+    list scan (`w not in out`) each of these alone ran for minutes."""
+    assert child(LINEAR).split() == ["150000", "150000", "['w0x',", "'w1x',", "'w7x']"]
+
+
+FTS_LINEAR = """
+from runtime.store.events import fts_query
+print(fts_query([f"w{i}x" for i in range(150_000)] + ["W0X", "w1x w2x"]).count(" OR ") + 1)
+"""
+
+
+def test_the_fts_match_string_is_built_in_linear_time():
+    """store.events.fts_query de-duplicates the words it quotes; with a list scan, 150,000
+    distinct terms took minutes (the walk and search cap what they pass it; this is the
+    primitive itself)."""
+    assert child(FTS_LINEAR).split() == ["150000"]
+
+
+HUGE_QUERY = """
+import json, sys
+from pathlib import Path
+from runtime.memory import recall as rc
+from runtime.memory import walk as walker
+from runtime.memory.search import search
+from runtime.store import Store
+from runtime.store import events as ev
+
+db = Path(sys.argv[1])
+query = "parser bugs triage " + " ".join(f"w{i}x" for i in range(150_000))
+used, read = [], []
+real_fts, real_terms = ev.fts_query, rc.extract_terms
+ev.fts_query = lambda terms, *a, **k: (used.append(len(list(terms))), real_fts(terms, *a, **k))[1]
+rc.extract_terms = lambda text, *a, **k: (read.append(len(text)), real_terms(text, *a, **k))[1]
+out = {}
+with Store.open(db, readonly=True) as ro, Store.open(db) as rw:
+    w = walker.walk_recorded(ro, query, log_to=rw)
+    out["walk"] = {k: w.get(k) for k in ("query_truncated", "query_tokens", "refused")}
+    out["walk_terms"], used[:] = max(used), []
+    out["search_hits"] = len(search(ro, query))
+    out["search_terms"] = max(used)
+    found = rc.recall(ro, query)
+    out["recall"] = {"query_truncated": found.query_truncated, "terms": found.terms,
+                     "meta": found.as_meta(rc.Budget()).get("query_truncated"),
+                     "read": max(read)}
+    out["telemetry"] = json.loads(rw.query("SELECT data FROM telemetry WHERE kind = 'walk' "
+                                           "ORDER BY id DESC LIMIT 1")[0][0])
+print(json.dumps(out))
+"""
+
+
+def test_a_150k_word_query_is_cut_to_max_query_chars_by_walk_search_and_recall(
+        ladder_home: Home, ro: Store):
+    got = json.loads(child(HUGE_QUERY, str(ladder_home.db_path)))
+    w = got["walk"]
+    assert w["query_truncated"] is True and w["refused"] is True  # 3 words of hundreds
+    assert w["query_tokens"][:3] == ["parser", "bugs", "triage"]
+    assert 3 < len(w["query_tokens"]) <= MAX_QUERY_CHARS // 2  # the tokens used are capped
+    assert got["walk_terms"] == len(w["query_tokens"])
+    assert got["search_hits"] > 0 and got["search_terms"] <= MAX_QUERY_CHARS // 2
+    r = got["recall"]
+    assert r["query_truncated"] is True and r["meta"] is True
+    assert r["read"] <= MAX_QUERY_CHARS and len(r["terms"]) <= 8
+    t = got["telemetry"]
+    assert t["query_truncated"] is True and t["query_tokens"] == w["query_tokens"]
+    # within the limit: no flag, as before
+    assert "query_truncated" not in walk(ro, "parser bugs triage")
+    assert "query_truncated" not in walk(ro, "parser " * (MAX_QUERY_CHARS // 7))
+
+
+HUGE_TOOLS = """
+import json, sys
+from pathlib import Path
+from runtime.home import Home
+from runtime.store import Store
+from runtime.tools import ToolContext, default_registry
+
+home = Home.locate(Path(sys.argv[1]))
+query = "parser bugs triage " + " ".join(f"w{i}x" for i in range(150_000))
+registry = default_registry()
+with Store.open(home.db_path) as store:
+    ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(), tick_id=None,
+                      live=False)
+    print(json.dumps([registry.dispatch(ctx, name, {"query": q}).__dict__ for name, q in (
+        ("memory_walk", query), ("memory_search", query), ("memory_search", "parser bugs"))]))
+"""
+
+
+def test_a_huge_query_through_the_cli_and_the_agent_tools_is_cut_and_says_so(
+        ladder_home: Home):
+    words = [f"w{i}x" for i in range(56_000)]  # the CLI took 28 s on this many
+    walked = coworker("walk", "parser", "bugs", "triage", *words, "--json", timeout=90)
+    assert walked.returncode == 1, walked.stderr  # refused: 3 words of many
+    out = json.loads(walked.stdout)
+    assert out["query_truncated"] is True and len(out["query_tokens"]) <= MAX_QUERY_CHARS // 2
+    found = coworker("search", "parser", *words, timeout=90)
+    assert found.returncode == 0 and "parser" in found.stdout.lower(), found.stderr
+
+    walk_tool, search_tool, short = json.loads(child(HUGE_TOOLS, str(ladder_home.root)))
+    assert not walk_tool["is_error"] and json.loads(walk_tool["text"])["query_truncated"]
+    assert not search_tool["is_error"]
+    note, *hits = search_tool["text"].split("\n")
+    assert f"first {MAX_QUERY_CHARS} characters" in note and hits
+    assert "characters of the query" not in short["text"]

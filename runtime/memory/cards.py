@@ -6,6 +6,14 @@ indexed look-ups and no pass over the log. Cards are surface words (what a perso
 their stems match the FTS tokenizer's, so a card indexed in rollups_fts is found by the same
 query words. Extractive summaries pick the most informative sentences and cite their event ids.
 Deterministic; reads the store, never writes, never calls a model.
+
+It also owns the one limit on a query's length, `MAX_QUERY_CHARS` (2,000 characters): walk,
+search, recall, the agent's memory tools and the MCP tools all read at most that much of a
+query, through `cap_query`. A longer query is truncated, never refused: its first
+MAX_QUERY_CHARS characters are used (a word the cut splits in two is dropped) and the result
+says so (`"query_truncated": true` in a walk, in an MCP search or recall, in the `recall`
+event's meta; a note line from the `memory_search` tool). So a pasted book costs what 2,000
+characters cost. Every de-duplication of query words is linear (a dict, never a list scan).
 """
 
 from __future__ import annotations
@@ -31,6 +39,30 @@ BOOKKEEPING_KINDS = frozenset({
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE = re.compile(r"\s*\[(?:rollup )?#\d+\]")
 _stemmer = snowballstemmer.stemmer("porter")  # the algorithm FTS5's porter tokenizer uses
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+# The one limit on a query's length, for every door (see the module docstring).
+MAX_QUERY_CHARS = 2000
+
+
+def cap_query(text: str, limit: int = MAX_QUERY_CHARS) -> tuple[str, bool]:
+    """`text` cut to at most `limit` characters, and whether it was cut. A word the cut splits
+    in two is dropped (unless it is all there is), so no half word becomes a search term."""
+    if len(text) <= limit:
+        return text, False
+    head = text[:limit]
+    if _WORD_CHAR.match(text, limit):  # the cut may fall inside a word: drop its first half
+        i = limit
+        while i > 0 and _WORD_CHAR.match(head, i - 1):
+            i -= 1
+        if head[:i].strip():
+            head = head[:i]
+    return head, True
+
+
+def distinct_query_words(text: str) -> list[str]:
+    """The distinct words of `text` (lowercase, stopwords dropped) in order, in linear time."""
+    return list(dict.fromkeys(w for w in words(text) if w not in STOPWORDS))
 
 
 @lru_cache(maxsize=200_000)

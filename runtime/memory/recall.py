@@ -15,6 +15,10 @@ that sits in the right conversation ranks above a stray word match elsewhere.
 
 Pure of side effects: it reads the store and returns what it found; the loop writes the
 `recall` event and telemetry. It never calls a model.
+
+It reads at most `cards.MAX_QUERY_CHARS` (2,000) characters of the text, the first ones: a
+longer text is truncated, never refused, and the result says so (`query_truncated`, also in
+`as_meta`, so the `recall` event records it). Terms are de-duplicated in linear time.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ..store import Event, Store
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
-from .cards import BOOKKEEPING_KINDS, Distinctive, content_words, stem
+from .cards import BOOKKEEPING_KINDS, Distinctive, cap_query, content_words, stem
 from .terms import words
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,7 @@ class Recall:
     ms: float = 0.0
     channel: str = "lexical"  # lexical, hybrid, or why the semantic channel was not used
     coverage: float | None = None
+    query_truncated: bool = False  # the text was longer than MAX_QUERY_CHARS; its head was read
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
@@ -86,23 +91,29 @@ class Recall:
         return head + "\n" + "\n".join(lines) if lines else None
 
     def as_meta(self, budget: Budget) -> dict[str, Any]:
-        return {"terms": self.terms, "ms": round(self.ms, 3), "channel": self.channel,
-                "coverage": self.coverage,
-                "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
-                           "episode": h.episode, "source": h.event.source}
-                          for h in self.hits[: budget.max_items]]}
+        meta: dict[str, Any] = {
+            "terms": self.terms, "ms": round(self.ms, 3), "channel": self.channel,
+            "coverage": self.coverage,
+            "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
+                       "episode": h.episode, "source": h.event.source}
+                      for h in self.hits[: budget.max_items]]}
+        if self.query_truncated:
+            meta["query_truncated"] = True
+        return meta
 
 
 def extract_terms(text: str, max_terms: int = 8,
                   idf: Callable[[list[str]], dict[str, float]] | None = None) -> list[str]:
     """At most `max_terms` distinct content words (by stem) from `text`, the rarest first
-    when an idf is given (a long message keeps its most telling words), else in order."""
+    when an idf is given (a long message keeps its most telling words), else in order. Linear
+    in the text (plus a sort of its distinct stems); callers cap the text's length."""
     seen: dict[str, str] = {}
     for w in content_words(text):
         seen.setdefault(stem(w), w)
     if idf is not None and len(seen) > max_terms:
         weights = idf(list(seen))
-        ranked = sorted(seen, key=lambda s: (-weights.get(s, 0.0), list(seen).index(s)))
+        order = {s: i for i, s in enumerate(seen)}
+        ranked = sorted(seen, key=lambda s: (-weights.get(s, 0.0), order[s]))
         keep = set(ranked[:max_terms])
         return [w for s, w in seen.items() if s in keep]
     return list(seen.values())[:max_terms]
@@ -117,8 +128,9 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     """The k best earlier events for `text` (ids below `before_id` only, when given)."""
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
+    text, cut = cap_query(text)
     terms = extract_terms(text, max_terms, scorer.idf)
-    result = Recall(terms)
+    result = Recall(terms, query_truncated=cut)
     match = ev.fts_query(terms)
     if match is None:
         result.ms = (time.perf_counter() - t0) * 1000
@@ -220,7 +232,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         lex.channel = "lexical" if embedder is None else "lexical (coverage above the gate)"
         lex.ms = (time.perf_counter() - t0) * 1000
         return lex
-    vec, _, why = em.timed_embed(embedder, text)  # type: ignore[arg-type]
+    vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
     if vec is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
         lex.hits = lex.hits[:k]

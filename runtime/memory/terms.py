@@ -29,11 +29,11 @@ def words(text: str) -> list[str]:
 
 
 def query_terms(text: str, limit: int | None = None) -> list[str]:
-    out: list[str] = []
+    out: dict[str, None] = {}  # insertion-ordered and O(1) to test: linear in the text
     for w in words(text):
         if w in STOPWORDS or w in out:
             continue
-        out.append(w)
+        out[w] = None
         if limit is not None and len(out) >= limit:
             break
-    return out
+    return list(out)

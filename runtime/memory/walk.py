@@ -8,6 +8,10 @@ level-1 spans against events and archive. Events not yet under a rollup are scan
 Below the threshold it refuses and runs no query past the entry scan: a refusal is a return
 value, never an exception. `walk` never writes; `walk_recorded` is the door that runs it and
 then records one telemetry row through a read-write store the caller hands it.
+
+A query longer than `cards.MAX_QUERY_CHARS` (2,000 characters) is truncated to it, never
+refused, and the result then carries `"query_truncated": true` (the key is absent otherwise);
+query words are de-duplicated in linear time, so a pasted book costs what 2,000 characters cost.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ..store import Event, Store, telemetry
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
-from .cards import BOOKKEEPING_KINDS, stem
+from .cards import BOOKKEEPING_KINDS, cap_query, stem
 from .terms import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -40,12 +44,9 @@ class Caps:
 
 
 def query_tokens(query: str) -> list[str]:
-    """Distinct lowercase [a-z0-9]+ words, stopwords dropped, in query order."""
-    out: list[str] = []
-    for w in TOKEN.findall(query.lower()):
-        if w not in STOPWORDS and w not in out:
-            out.append(w)
-    return out
+    """Distinct lowercase [a-z0-9]+ words, stopwords dropped, in query order (linear time; the
+    caller caps the query's length)."""
+    return list(dict.fromkeys(w for w in TOKEN.findall(query.lower()) if w not in STOPWORDS))
 
 
 @dataclass
@@ -81,7 +82,15 @@ def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None 
          before_id: int | None = None) -> dict[str, Any]:
     """Walk for `query`. `before_id`: ignore events from this id on (the loop passes the
     current tick's first input, so a question never finds itself)."""
-    caps = caps or Caps()
+    query, cut = cap_query(query)
+    result = _walk(store, query, threshold, caps or Caps(), before_id)
+    if cut:
+        result["query_truncated"] = True
+    return result
+
+
+def _walk(store: Store, query: str, threshold: float, caps: Caps,
+          before_id: int | None) -> dict[str, Any]:
     tokens = query_tokens(query)
     n = len(tokens)
     if not n:
@@ -209,7 +218,8 @@ def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = 
         telemetry.record(log_to or store, "walk", {
             "door": door, "query_tokens": result["query_tokens"],
             "confidence": result["confidence"], "refused": result["refused"],
-            "nodes": len(result["trace"]), "events": len(result["events"]), "ms": round(ms, 3)})
+            "nodes": len(result["trace"]), "events": len(result["events"]), "ms": round(ms, 3),
+            **({"query_truncated": True} if result.get("query_truncated") else {})})
     except Exception as e:
         log.warning("walk telemetry not recorded (%s: %s); the walk result stands",
                     type(e).__name__, e)

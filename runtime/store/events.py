@@ -355,11 +355,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
     """A safe FTS5 MATCH string: each term quoted, joined by OR/AND; None when no terms."""
-    words = []
-    for t in terms:
-        for w in _WORD.findall(t.lower()):
-            if w not in words:
-                words.append(w)
+    words = list(dict.fromkeys(w for t in terms for w in _WORD.findall(t.lower())))
     if not words:
         return None
     return f" {mode} ".join(f'"{w}"' for w in words)

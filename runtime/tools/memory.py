@@ -1,35 +1,49 @@
-"""`memory_search`: the agent's lexical search over events, archive and rollups, with ids."""
+"""The agent's memory tools: `memory_search` (lexical search over events, archive and rollups,
+with ids), `memory_walk` (the pure walk, as JSON) and `memory_propose` (a fact for the gate).
+
+A query longer than `cards.MAX_QUERY_CHARS` is not refused: only its first MAX_QUERY_CHARS
+characters are read, and the result says so (`"query_truncated": true` in a walk; a first line
+in a search's answer). An event id past SQLite's 64-bit range is a schema error.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from ..memory import walk as walker
+from ..memory.cards import MAX_QUERY_CHARS, cap_query
 from ..memory.search import search
 from .registry import Tool, ToolContext
 
+QUERY_NOTE = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read; "
+              "a few telling words find more)")
+
 
 class SearchInput(BaseModel):
-    query: str = Field(min_length=1, max_length=500, description="words to look for")
+    query: str = Field(min_length=1, description="words to look for (at most "
+                       f"{MAX_QUERY_CHARS} characters are read)")
     limit: int = Field(8, ge=1, le=30, description="how many results")
 
 
 def _search(ctx: ToolContext, p: SearchInput) -> str:
-    hits = search(ctx.store, p.query, p.limit)
+    query, cut = cap_query(p.query)
+    hits = search(ctx.store, query, p.limit)
+    note = [QUERY_NOTE] if cut else []
     if not hits:
-        return f"no memory matches {p.query!r}"
+        return "\n".join([*note, f"no memory matches {query[:200]!r}"])
     lines = [
         f"[{h.kind} {h.id} · {(h.ts or '')[:16]} · {h.label} · {h.source}] {h.excerpt}"
         for h in hits
     ]
-    return "\n".join(lines)
+    return "\n".join([*note, *lines])
 
 
 class WalkInput(BaseModel):
-    query: str = Field(min_length=1, max_length=500,
-                       description="a few words for what you want to remember")
+    query: str = Field(min_length=1, description="a few words for what you want to remember "
+                       f"(at most {MAX_QUERY_CHARS} characters are read)")
 
 
 def _walk(ctx: ToolContext, p: WalkInput) -> str:
@@ -38,11 +52,16 @@ def _walk(ctx: ToolContext, p: WalkInput) -> str:
     return json.dumps(result, ensure_ascii=False)
 
 
+# An id as SQLite can hold it (a 64-bit integer); one past that range is a schema error the
+# model can correct, not an OverflowError from the database.
+EventId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
 class ProposeInput(BaseModel):
     text: str = Field(min_length=1, max_length=500,
                       description="one durable fact or lesson, in plain words")
-    source_events: list[int] = Field(min_length=1,
-                                     description="ids of the events it comes from")
+    source_events: list[EventId] = Field(min_length=1,
+                                         description="ids of the events it comes from")
     confidence: float = Field(ge=0, le=1, description="how sure you are, 0 to 1")
 
 

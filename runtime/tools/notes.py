@@ -3,6 +3,8 @@ its source events and may supersede an earlier one). Neither has side effects ou
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
 from ..store import decisions, now_iso
@@ -18,12 +20,18 @@ def _note(ctx: ToolContext, p: NoteInput) -> str:
     return f"noted as event {event_id}"
 
 
+# An id as SQLite holds it (64-bit): one past that range is a schema error the model can
+# correct, not an OverflowError inside the tool.
+EventId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
 class DecideInput(BaseModel):
     text: str = Field(min_length=1, max_length=4000, description="the decision and why")
-    source_events: list[int] = Field(
+    source_events: list[EventId] = Field(
         default_factory=list, description="ids of the events this decision rests on"
     )
-    supersedes: int | None = Field(None, description="id of an earlier decision this replaces")
+    supersedes: EventId | None = Field(None,
+                                       description="id of an earlier decision this replaces")
 
 
 def _decide(ctx: ToolContext, p: DecideInput) -> str:
