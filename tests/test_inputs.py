@@ -17,9 +17,8 @@ import pytest
 from runtime.cli import main
 from runtime.home import Home
 from runtime.loop import Loop
-from runtime.store import Event, Store
+from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 from runtime.store import side_effects as ledger
 from runtime.tools import ToolContext, default_registry
 
@@ -31,6 +30,22 @@ from .fakeapi import message as fakeapi_message
 
 def make_loop(home: Home, **kw) -> Loop:
     return Loop(home, home.settings(), **kw)
+
+
+def stopped_mid_call(loop: Loop, api: FakeMessagesAPI, requests: int):
+    """Run one tick and SIGTERM it once the server has seen `requests` requests (the last one
+    hangs): what a kill or a stop during a model call leaves behind."""
+    async def go():
+        loop._make_model()
+        try:
+            task = asyncio.create_task(loop.tick())
+            while len(api.requests) < requests:
+                await asyncio.sleep(0.01)
+            loop.stop("SIGTERM")
+            return await task
+        finally:
+            await loop.model.close()
+    return asyncio.run(go())
 
 
 def completed_turns_for(home: Home, input_id: int) -> int:
@@ -187,17 +202,7 @@ def test_stop_cancels_a_hung_model_call_and_the_input_stays_pending(home: Home,
     api.enqueue(Scripted(200, text("too late"), delay=30))
     loop = make_loop(home)
 
-    async def go():
-        loop._make_model()
-        try:
-            task = asyncio.create_task(loop.tick())
-            while not api.requests:
-                await asyncio.sleep(0.01)
-            loop.stop("SIGTERM")
-            return await task
-        finally:
-            await loop.model.close()
-    outcome = asyncio.run(go())
+    outcome = stopped_mid_call(loop, api, 1)
     assert outcome.kind == "stopped"
     assert status(home, mid) == "pending"
 
@@ -221,17 +226,7 @@ def test_a_stopped_turn_is_replayed_without_repeating_its_side_effect(home: Home
                 Scripted(200, text("late"), delay=30))
     loop = make_loop(home, live=True)
 
-    async def go():
-        loop._make_model()
-        try:
-            task = asyncio.create_task(loop.tick())
-            while len(api.requests) < 2:
-                await asyncio.sleep(0.01)
-            loop.stop("SIGTERM")
-            return await task
-        finally:
-            await loop.model.close()
-    assert asyncio.run(go()).kind == "stopped"
+    assert stopped_mid_call(loop, api, 2).kind == "stopped"
     assert status(home, mid) == "pending"
     outbox = home.root / "state" / "outbox"
     assert len(list(outbox.iterdir())) == 1
@@ -260,17 +255,7 @@ def test_an_attempt_killed_while_replaying_does_not_lose_the_record(home: Home,
                 Scripted(200, text("late"), delay=30))
     loop = make_loop(home, live=True)
 
-    async def go():
-        loop._make_model()
-        try:
-            task = asyncio.create_task(loop.tick())
-            while len(api.requests) < 2:
-                await asyncio.sleep(0.01)
-            loop.stop("SIGTERM")
-            return await task
-        finally:
-            await loop.model.close()
-    assert asyncio.run(go()).kind == "stopped"
+    assert stopped_mid_call(loop, api, 2).kind == "stopped"
     with Store.open(home.db_path) as store:
         first = ev.tail(store, 1, kind="tick")[0]
         ev.append(store, Event(kind="tick", body="tick: killed at once", actor="coworker",
