@@ -460,6 +460,8 @@ def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bo
             raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
         events = ev.tail(store, n, kind=kind, since_ts=since_ts, by_id=by_id)
         if not events and not follow:
+            if as_json:  # JSON lines: none is no line at all
+                return
             out.print("no events yet" + (f" of kind {kind!r}" if kind else "")
                       + (f" since {since_ts}" if since_ts else ""))
             return

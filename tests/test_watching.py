@@ -285,3 +285,8 @@ def test_log_follow_prints_new_events_as_they_come(offline_home: Home, capsys):
         timer.join()
     bodies = [json.loads(x)["body"] for x in capsys.readouterr().out.splitlines()]
     assert bodies == ["already there", "arrived while following"]
+
+
+def test_log_json_with_nothing_to_show_prints_nothing(offline_home: Home, capsys):
+    assert main(["log", "--kind", "decision", "--json"]) == 0
+    assert capsys.readouterr().out == ""
