@@ -1,8 +1,12 @@
-"""The `coworker` command: the only place errors become exit codes and text.
+"""The `coworker` command: parses arguments, calls the library, prints, exits.
 
-Every command has help text with an example. A user's mistake prints one line saying what to
-do and exits non-zero (2 for usage and config, 1 for refusals and failures); it never shows a
-traceback. Exit codes: 0 ok, 1 refused or failed, 2 usage error.
+The owner's door. It holds no domain rule: the owner's actions (tell, pin, strike, tag, the
+review of promotions...) are runtime/actions.py's, called with `Door.CLI`; the rituals, import,
+backup, doctor, bench and eval are their own modules'. How things look is runtime/render.py's.
+It is the only place errors become exit codes and text: a user's mistake prints one line saying
+what to do and exits non-zero; it never shows a traceback. Exit codes: 0 ok, 1 refused or
+failed, 2 usage or config error, 3 `status` with no coworker running, 130 interrupted.
+Every command has help text with an example.
 """
 
 from __future__ import annotations
@@ -17,29 +21,34 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from . import __version__, process
-from .errors import CoworkerError, StoreBusy, UsageError
+from . import __version__, process, render
+from .actions import MAX_ID, Actions, Door
+from .errors import CoworkerError, UsageError
+from .evaluate import CHANNELS
 from .home import Home, private_umask
+from .render import err, out
 from .settings import redact
-from .store import Event, Store, iso_z
+from .store import Store, iso_z
 from .store import events as ev
-from .store import inputs as inputs_store
 
 # An id or a count a user types: bounded, so a 20-digit number is a usage error, not an
 # integer SQLite cannot hold.
-MAX_ID = 2**63 - 1
 ID = click.IntRange(min=1, max=MAX_ID)
-
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _home() -> Home:
     return Home.locate().require()
+
+
+def _owner() -> Actions:
+    """The owner's actions on the home of this folder (or COWORKER_HOME)."""
+    return Actions(_home(), Door.CLI)
+
+
+def _warn(warning: str | None) -> None:
+    if warning:
+        err.print(f"warning: {warning}")
 
 
 def _store(home: Home, readonly: bool = False) -> Store:
@@ -151,27 +160,6 @@ def stop(timeout: float) -> None:
     out.print(f"coworker stopped (pid {pid})")
 
 
-def _ago(iso: str | None) -> str:
-    if not iso:
-        return "never"
-    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    delta = (datetime.now(UTC) - when).total_seconds()
-    if delta >= 0:
-        return f"{iso[:19]}Z ({_duration(delta)} ago)"
-    return f"{iso[:19]}Z (in {_duration(-delta)})"
-
-
-def _duration(s: float) -> str:
-    s = int(s)
-    if s < 90:
-        return f"{s}s"
-    if s < 5400:
-        return f"{s // 60}m"
-    if s < 86400 * 2:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d"
-
-
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def status(as_json: bool) -> None:
@@ -183,79 +171,13 @@ def status(as_json: bool) -> None:
       coworker status
     """
     home = _home()
-    pid = process.running_pid(home)
-    run = process.read_runfile(home) if pid else {}
-    from datetime import timedelta
-
-    from .store import telemetry
-
-    week_ago = (datetime.now(UTC) - timedelta(days=7)).isoformat().replace("+00:00", "Z")
-    with _store(home, readonly=True) as store:
-        counts = ev.counts(store)
-        by_kind = ev.counts_by_kind(store)
-        walks = telemetry.walk_stats(store, week_ago)
-        inputs = inputs_store.counts(store)
-        aside = [{"id": i.id, "kind": i.kind, "body": i.event.body[:200],
-                  "failures": i.failures, "error": i.last_error}
-                 for i in inputs_store.listing(store, "set_aside")]
-        last_failure = inputs_store.last_failure(store)
-    data = {
-        "home": str(home.root),
-        "running": pid is not None,
-        "pid": pid,
-        "uptime_s": process.uptime_s(run) if pid else None,
-        "last_tick_at": run.get("last_tick_at"),
-        "last_outcome": run.get("last_outcome"),
-        "next_tick_at": run.get("next_tick_at"),
-        "interval_s": run.get("interval_s"),
-        "config_in_use": process.config_in_use(home, run) if pid else None,
-        "config_rejected": bool(pid) and process.config_rejected(home, run),
-        "model": run.get("model"),
-        "writes": run.get("writes") if pid else None,
-        "capped": run.get("capped") if pid else None,
-        "events": counts,
-        "events_by_kind": by_kind,
-        "walks_7d": walks,
-        "inputs": inputs,
-        "set_aside": aside,
-        "last_failure": last_failure,
-    }
+    data = Actions(home, Door.CLI).status()
     if as_json:
         out.print_json(json.dumps(data))
-        home.settings()
-        raise click.exceptions.Exit(0 if pid else NOT_RUNNING)
-    if pid is None:
-        out.print(f"not running in {home.root} (start it: `coworker start` or `coworker run`)")
     else:
-        out.print(f"running: pid {pid}, up {_duration(data['uptime_s'] or 0)}")
-        out.print(f"last tick: {_ago(data['last_tick_at'])} -> {data['last_outcome']}")
-        out.print(f"next tick: {_ago(data['next_tick_at'])}")
-        cfg = data["config_in_use"]
-        out.print("config: " + (
-            "config.toml on disk is INVALID; the last good config is running (the log says "
-            "why; fix the file)" if data["config_rejected"] else
-            "the running process uses config.toml as on disk" if cfg else
-            "config.toml changed on disk; the next tick applies it (or reports why it cannot)"
-            if cfg is False else "unknown"))
-        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}"
-                  + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
-        out.print("side effects: " + ("LIVE (reply and other side-effect tools act)"
-                                      if data["writes"] == "live" else
-                                      "dry-run (recorded, not carried out; `--live` to act)"))
-    kinds = ", ".join(f"{k} {v}" for k, v in by_kind.items()) or "none"
-    out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
-    out.print(f"inputs: {inputs['pending']} pending, {inputs['consumed']} consumed, "
-              f"{inputs['set_aside']} set aside")
-    for a in aside:
-        out.print(f"  set aside: #{a['id']} ({a['kind']}, {a['failures']} failed turns: "
-                  f"{a['error']}) {' '.join(a['body'].split())[:80]}; `coworker retry "
-                  f"{a['id']}` puts it back", markup=False)
-    if last_failure:
-        out.print(f"last failure: {_ago(last_failure['at'])} on input #{last_failure['input']}: "
-                  f"{last_failure['error']}", markup=False)
-    out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
+        render.status(data)
     home.settings()  # a broken config.toml is reported after the status, as one line, exit 2
-    if pid is None:
+    if not data["running"]:
         raise click.exceptions.Exit(NOT_RUNNING)
 
 
@@ -282,45 +204,16 @@ def tell(text: tuple[str, ...]) -> None:
         message = " ".join(text).strip()
     if not message:
         raise UsageError('nothing to tell: coworker tell "your message"')
-    home = _home()
-    try:
-        with Store.open(home.db_path, busy_timeout_ms=TELL_BUSY_MS) as store:
-            event_id = inputs_store.add_message(store, Event.owner_message(message, "tell"))
-    except StoreBusy as e:
-        # never lose a message: the inbox is read at the next tick, whatever holds the database
-        path = _to_inbox(home, message)
-        pid = process.wake(home)
-        err.print(f"the database is busy ({str(e).split(' (')[0]}); your message is saved as "
-                  f"{path} and the coworker reads it at its next tick"
-                  + (f" (woke pid {pid})" if pid else ""), markup=False)
-        return
-    pid = process.wake(home)
-    if pid is None:
-        out.print(f"recorded as event {event_id}; no coworker is running, it reads this when "
-                  "it starts (`coworker start`)")
+    told = _owner().tell(message)
+    if told.event_id is None:  # the database was busy: saved in the inbox, never lost
+        err.print(f"the database is busy ({told.busy}); your message is saved as "
+                  f"{told.inbox_path} and the coworker reads it at its next tick"
+                  + (f" (woke pid {told.woke_pid})" if told.woke_pid else ""))
+    elif told.woke_pid is None:
+        out.print(f"recorded as event {told.event_id}; no coworker is running, it reads this "
+                  "when it starts (`coworker start`)")
     else:
-        out.print(f"recorded as event {event_id}; woke the coworker (pid {pid})")
-
-
-TELL_BUSY_MS = 2000
-
-
-def _to_inbox(home: Home, message: str) -> Path:
-    """Write a told message into state/inbox/ atomically (a dot-file the loop ignores, then a
-    rename), so the loop never reads half of it."""
-    import secrets
-
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    name = f"tell-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.txt"
-    home.inbox.mkdir(parents=True, exist_ok=True)
-    tmp = home.inbox / f".{name}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(message + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    target = home.inbox / name
-    os.replace(tmp, target)
-    return target
+        out.print(f"recorded as event {told.event_id}; woke the coworker (pid {told.woke_pid})")
 
 
 @cli.command()
@@ -336,20 +229,7 @@ def retry(ids: tuple[int, ...]) -> None:
       coworker retry
       coworker retry 117
     """
-    home = _home()
-    with _store(home) as store:
-        with store.transaction():  # the retry and its event: both or neither
-            back = inputs_store.retry(store, list(ids) if ids else None)
-            if back:
-                ev.append(store, Event(kind="input_retry", body=f"owner put back input(s) "
-                                       f"{', '.join(map(str, back))}", actor="owner",
-                                       author_kind="user", meta={"inputs": back}))
-    if not back:
-        from .memory.memorymd import Refused
-
-        raise Refused("nothing to retry: " + (f"input(s) {', '.join(map(str, ids))} are not set "
-                      "aside" if ids else "no input is set aside") + " (`coworker status`)")
-    pid = process.wake(home)
+    back, pid = _owner().retry(ids)
     out.print(f"put back {len(back)} input(s): {', '.join(f'#{i}' for i in back)}; "
               + ("woke the coworker" if pid else "the coworker takes them when it runs"))
 
@@ -369,15 +249,7 @@ def redact_cmd(event_id: int, why: str) -> None:
     Example:
       coworker redact 117 --why "leaked API key"
     """
-    from .memory import memmap
-    from .redaction import redact_event
-
-    home = _home()
-    with _store(home) as store:
-        report = redact_event(store, event_id, why)
-        if home.memory_map.exists():  # it quotes rollup titles: rewrite it from the ladder
-            memmap.write(store, home.memory_map, home.settings().coworker.name)
-    out.print(report.line())
+    out.print(_owner().redact(event_id, why).line())
 
 
 # The kinds the coworker itself writes (imported history may add its own).
@@ -466,19 +338,10 @@ def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bo
                       + (f" since {since_ts}" if since_ts else ""))
             return
         for e in events:
-            _print_event(e, as_json)
+            render.event(e, as_json)
         if follow:
             last = max([e.id or 0 for e in events] + [ev.max_id(store)])
             _follow(store, last, kind, as_json)
-
-
-def _print_event(e: Event, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(e.as_dict(), ensure_ascii=False))
-        return
-    body = " ".join(e.body.split())
-    out.print(f"[dim]{e.id:>6} {e.ts[:19]}[/dim] [bold]{escape(e.kind)}[/bold] "
-              f"[dim]{escape(e.actor)}/{e.author_kind}[/dim] {escape(body[:300])}", markup=True)
 
 
 FOLLOW_POLL_S = 0.5
@@ -491,7 +354,7 @@ def _follow(store: Store, after_id: int, kind: str | None, as_json: bool,
 
     while True:
         for e in ev.since(store, after_id, kinds=[kind] if kind else None):
-            _print_event(e, as_json)
+            render.event(e, as_json)
             after_id = max(after_id, e.id or 0)
         sys.stdout.flush()
         if stop():
@@ -536,22 +399,16 @@ def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
     Example:
       coworker search parser bugs
     """
-    from .memory.search import search as do_search
-
-    home = _home()
-    with _store(home, readonly=True) as store:
-        hits = do_search(store, " ".join(query), n)
+    hits = Actions(_home(), Door.CLI).search(" ".join(query), n)
     if as_json:
         for h in hits:
-            click.echo(json.dumps(h.as_dict(), ensure_ascii=False))
+            render.json_line(h.as_dict())
         return
     if not hits:
         out.print("no matches")
         raise click.exceptions.Exit(1)
-    table = Table("what", "id", "date", "kind", "excerpt", box=None)
-    for h in hits:
-        table.add_row(h.kind, str(h.id), (h.ts or "")[:10], h.label, h.excerpt)
-    out.print(table)
+    out.print(render.table(["what", "id", "date", "kind", "excerpt"],
+                           [(h.kind, h.id, (h.ts or "")[:10], h.label, h.excerpt) for h in hits]))
 
 
 @cli.command(name="import")
@@ -657,16 +514,16 @@ def rituals(as_json: bool) -> None:
         for r in rows:
             click.echo(json.dumps(r, sort_keys=True))
         return
-    table = Table("ritual", "schedule", "last run", "figures", "next run", box=None)
+    cells = []
     for r in rows:
         last = r["last_run"]
         figures = "" if last is None else ", ".join(
             f"{k}={v}" for k, v in sorted(last["stats"].items())
             if k in ("archived", "sealed", "seconds", "outcome", "error", "steps"))
-        table.add_row(r["name"], f"{r['cron']} ({tz})",
+        cells.append((r["name"], f"{r['cron']} ({tz})",
                       "never" if last is None else f"{last['started_at'][:19]} {last['status']}",
-                      figures, (r["next_run"] or "")[:19])
-    out.print(table)
+                      figures, (r["next_run"] or "")[:19]))
+    out.print(render.table(["ritual", "schedule", "last run", "figures", "next run"], cells))
 
 
 @cli.command()
@@ -683,69 +540,18 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
       coworker walk parser crash unicode
       coworker walk "who owns billing" --json
     """
-    from .memory import walk as walker
-
-    home = _home()
-    settings = home.settings()
     text = " ".join(query).strip()
     if not text:
         raise UsageError('nothing to walk: coworker walk "a few words"')
-    with _store(home) as rw, _store(home, readonly=True) as ro:
-        result = walker.walk_recorded(ro, text, settings.memory.walk_threshold, door="cli",
-                                      log_to=rw)
-        if as_json:
-            click.echo(json.dumps(result, ensure_ascii=False, indent=1))
-        else:
-            _print_walk(ro, text, result)
+    home = _home()
+    result = Actions(home, Door.CLI).walk(text)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=1))
+    else:
+        with _store(home, readonly=True) as store:
+            render.walk(store, text, result)
     if result["refused"]:
         raise click.exceptions.Exit(1)
-
-
-def _print_walk(store: Store, query: str, result: dict) -> None:
-    from .store import rollups as rl
-
-    n = len(result["query_tokens"])
-    if result["refused"]:
-        out.print(f"refused: {result['reason']}", markup=False)
-        return
-    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
-              f'({len(result["matched_tokens"])}/{n}: {", ".join(result["matched_tokens"])})',
-              markup=False)
-    nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
-    rollups = {i: rl.get(store, i) for i in nodes}
-    events = {e["id"]: e for e in result["events"]}
-    shown: set[int] = set()
-
-    def show(rid: int, depth: int) -> None:
-        r = rollups[rid]
-        dates = f"{(r.first_ts or '')[:10]}..{(r.last_ts or '')[:10]}"
-        out.print(f"{'  ' * depth}L{r.level} #{r.id} {dates} {r.title}: "
-                  f"{' '.join(r.body.split())[:100]}", markup=False)
-        out.print(f"{'  ' * depth}  ({nodes[rid]['why']})", style="dim", markup=False)
-        for cid in [c for c in nodes if rollups[c].parent_id == rid]:
-            show(cid, depth + 1)
-        if r.level == 1 and r.first_event is not None:
-            for eid, e in events.items():
-                if r.first_event <= eid <= (r.last_event or 0) and eid not in shown:
-                    shown.add(eid)
-                    out.print(f"{'  ' * (depth + 1)}#{eid} {e['ts'][:16]} {e['kind']} "
-                              f"{e['actor']}: {' '.join(e['body'].split())[:160]}", markup=False)
-
-    for rid in [i for i in nodes if rollups[i].parent_id not in nodes]:
-        show(rid, 0)
-    rest = [e for eid, e in events.items() if eid not in shown]
-    if rest:
-        out.print("not yet under a rollup:", markup=False)
-        for e in rest:
-            out.print(f"  #{e['id']} {e['ts'][:16]} {e['kind']} {e['actor']}: "
-                      f"{' '.join(e['body'].split())[:160]}", markup=False)
-    if result["truncated"]:
-        out.print("(truncated: a cap was reached; narrow the query)", markup=False)
-    if result.get("query_truncated"):
-        from .memory.cards import MAX_QUERY_CHARS
-
-        out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)",
-                  markup=False)
 
 
 @cli.command()
@@ -782,15 +588,6 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
               f"{result['walk_p95_over_bare_p95']}")
 
 
-def _rerender_map(home: Home, store: Store) -> None:
-    from .memory import memmap
-
-    try:
-        memmap.write(store, home.memory_map, home.settings().coworker.name)
-    except Exception as e:  # the map is for reading; its failure must not undo the change
-        err.print(f"warning: memory map not re-rendered ({type(e).__name__}: {e})", markup=False)
-
-
 @cli.command()
 @click.argument("action", type=click.Choice(["list", "approve", "reject"]), default="list")
 @click.argument("promotion_id", required=False, type=ID)
@@ -809,37 +606,30 @@ def promotions(action: str, promotion_id: int | None, why: str | None, show_all:
       coworker promotions approve 3
       coworker promotions reject 4 --why "that was a one-off"
     """
-    from .memory import gate
-    from .store import promotions as pr
-
-    home = _home()
-    settings = home.settings()
     if action != "list" and promotion_id is None:
         raise UsageError(f"which promotion? coworker promotions {action} ID")
-    with _store(home) as store:
-        if action == "approve":
-            entry = gate.approve(store, home, settings, int(promotion_id or 0))
-            out.print(f"promotion {promotion_id} approved: MEMORY.md entry [{entry}]")
-            _rerender_map(home, store)
-            return
-        if action == "reject":
-            gate.reject(store, int(promotion_id or 0), why)
-            out.print(f"promotion {promotion_id} rejected")
-            _rerender_map(home, store)
-            return
-        rows = pr.listing(store, None if show_all else "queued")
+    owner = _owner()
+    if action == "approve":
+        done = owner.approve(int(promotion_id or 0))
+        out.print(f"promotion {promotion_id} approved: MEMORY.md entry [{done.entry_id}]")
+        _warn(done.map_warning)
+        return
+    if action == "reject":
+        _warn(owner.reject(int(promotion_id or 0), why).map_warning)
+        out.print(f"promotion {promotion_id} rejected")
+        return
+    rows = owner.promotions(show_all)
     if as_json:
         for p in rows:
-            click.echo(json.dumps(p.__dict__, ensure_ascii=False))
+            render.json_line(p.__dict__)
         return
     if not rows:
         out.print("nothing is queued" if not show_all else "no promotions yet")
         return
-    table = Table("id", "status", "conf", "text", "sources", "reason", box=None)
-    for p in rows:
-        table.add_row(str(p.id), p.status, "" if p.confidence is None else f"{p.confidence:.2f}",
-                      p.text, ", ".join(f"#{i}" for i in p.source_events or []), p.reason or "")
-    out.print(table)
+    out.print(render.table(
+        ["id", "status", "conf", "text", "sources", "reason"],
+        [(p.id, p.status, "" if p.confidence is None else f"{p.confidence:.2f}", p.text,
+          ", ".join(f"#{i}" for i in p.source_events or []), p.reason or "") for p in rows]))
 
 
 @cli.command()
@@ -854,30 +644,10 @@ def strike(key: tuple[str, ...]) -> None:
     Example:
       coworker strike m3
     """
-    from .memory.memorymd import MemoryFile, Refused, snapshot
-
-    home = _home()
-    text = " ".join(key).strip()
-    if not text:
-        raise UsageError("nothing to strike: coworker strike ID|TEXT (see MEMORY.md)")
-    memory = MemoryFile.load(home.memory_md)
-    hits = memory.find(text)
-    if not hits:
-        raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
-            ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries) or "none"))
-    if len(hits) > 1:
-        raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
-                      "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
-    entry = hits[0]
-    snap = snapshot(home.memory_md, home.snapshots, f"before striking [{entry.id}]")
-    memory.without(str(entry.id)).save()
-    with _store(home) as store:
-        ev.append(store, Event(kind="memory_strike", body=f"struck [{entry.id}] {entry.text}",
-                               actor="owner", author_kind="user",
-                               meta={"entry_id": entry.id, "snapshot": snap.number}))
-        _rerender_map(home, store)
-    out.print(f"struck [{entry.id}] {entry.text} (snapshot v{snap.number} kept; "
-              f"`coworker restore {snap.number}` brings it back)")
+    done = _owner().strike(" ".join(key))
+    out.print(f"struck [{done.entry_id}] {done.text} (snapshot v{done.snapshot} kept; "
+              f"`coworker restore {done.snapshot}` brings it back)")
+    _warn(done.map_warning)
 
 
 @cli.command(name="snapshots")
@@ -888,18 +658,13 @@ def snapshots_cmd() -> None:
     Example:
       coworker snapshots
     """
-    from .memory.memorymd import snapshots as list_snapshots
-
-    home = _home()
-    rows = list_snapshots(home.snapshots)
+    rows = _owner().snapshots()
     if not rows:
         out.print("no snapshots yet (strike, restore and approve write one first)")
         return
-    table = Table("version", "date", "reason", "entries", box=None)
-    for snap in rows:
-        table.add_row(str(snap.number), snap.date, snap.reason,
-                      "?" if snap.entries < 0 else str(snap.entries))
-    out.print(table)
+    out.print(render.table(["version", "date", "reason", "entries"],
+                           [(snap.number, snap.date, snap.reason,
+                             "?" if snap.entries < 0 else snap.entries) for snap in rows]))
 
 
 @cli.command()
@@ -911,16 +676,9 @@ def restore(number: int) -> None:
     Example:
       coworker snapshots && coworker restore 2
     """
-    from .memory.memorymd import restore as do_restore
-
-    home = _home()
-    before, chosen = do_restore(home.memory_md, home.snapshots, number)
-    with _store(home) as store:
-        ev.append(store, Event(kind="memory_restore", body=f"restored MEMORY.md v{number}",
-                               actor="owner", author_kind="user",
-                               meta={"restored": number, "snapshot": before.number}))
-        _rerender_map(home, store)
-    out.print(f"restored v{chosen.number} ({chosen.reason}); the file before is v{before.number}")
+    done = _owner().restore(number)
+    out.print(f"restored v{done.number} ({done.reason}); the file before is v{done.before}")
+    _warn(done.map_warning)
 
 
 @cli.command()
@@ -932,27 +690,7 @@ def pin(text: tuple[str, ...]) -> None:
     Example:
       coworker pin "Never deploy on Fridays"
     """
-    from .store import pins as pins_store
-
-    home = _home()
-    settings = home.settings()
-    body = " ".join(" ".join(text).split())
-    if not body:
-        raise UsageError('nothing to pin: coworker pin "text"')
-    with _store(home) as store:
-        used = sum(len(p.text) for p in pins_store.active(store))
-        limit = settings.memory.pins_max_chars
-        if used + len(body) > limit:
-            from .memory.memorymd import Refused
-
-            raise Refused(f"pins would hold {used + len(body)} characters, over their budget of "
-                          f"{limit}: unpin something (`coworker pins`) or raise "
-                          "[memory] pins_max_chars")
-        with store.transaction():  # the pin and its event: both or neither
-            p = pins_store.add(store, body)
-            ev.append(store, Event(kind="pin", body=body, actor="owner", author_kind="user",
-                                   meta={"pin_id": p.id}))
-    out.print(f"pinned as {p.id}")
+    out.print(f"pinned as {_owner().pin(' '.join(text))}")
 
 
 @cli.command()
@@ -964,16 +702,7 @@ def unpin(pin_id: int) -> None:
     Example:
       coworker unpin 2
     """
-    from .memory.memorymd import Refused
-    from .store import pins as pins_store
-
-    home = _home()
-    with _store(home) as store:
-        with store.transaction():  # the unpin and its event: both or neither
-            if not pins_store.unpin(store, pin_id):
-                raise Refused(f"no active pin {pin_id}; `coworker pins` lists them")
-            ev.append(store, Event(kind="unpin", body=f"unpinned {pin_id}", actor="owner",
-                                   author_kind="user", meta={"pin_id": pin_id}))
+    _owner().unpin(pin_id)
     out.print(f"unpinned {pin_id}")
 
 
@@ -985,15 +714,11 @@ def pins() -> None:
     Example:
       coworker pins
     """
-    from .store import pins as pins_store
-
-    home = _home()
-    with _store(home, readonly=True) as store:
-        rows = pins_store.active(store)
+    rows = _owner().pins()
     if not rows:
         out.print("no pins")
     for p in rows:
-        out.print(f"{p.id}: {p.text}", markup=False)
+        out.print(f"{p.id}: {p.text}")
 
 
 @cli.group(name="eval")
@@ -1009,7 +734,7 @@ def eval_group() -> None:
 @eval_group.command(name="locomo")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--k", "k", type=click.IntRange(min=1, max=100), default=10, show_default=True)
-@click.option("--channels", type=click.Choice(["lexical", "hybrid", "bm25"]),
+@click.option("--channels", type=click.Choice(CHANNELS),
               default="lexical", show_default=True,
               help="lexical: the loop's recall path; hybrid: fused with the semantic channel "
               "([semantic] of this home, else all-MiniLM in process); bm25: plain FTS5 bm25 "
@@ -1040,13 +765,11 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     out.print(f"LoCoMo, channels {channels}, k={k}: {report.conversations} conversations, "
               f"{report.questions_valid} questions scored ({report.questions_invalid} without "
               f"valid evidence left out, of {report.questions_total})")
-    table = Table("", "n", f"turn recall@{k}", f"hit@{k}", "MRR@10", f"session recall@{k}",
-                  box=None)
-    for name, agg in [("overall", o), *report.per_category.items()]:
-        if agg.get("n"):
-            table.add_row(name, str(agg["n"]), f"{agg['turn_recall']:.3f}", f"{agg['hit']:.3f}",
-                          f"{agg['mrr10']:.3f}", f"{agg['session_recall']:.3f}")
-    out.print(table)
+    out.print(render.table(
+        ["", "n", f"turn recall@{k}", f"hit@{k}", "MRR@10", f"session recall@{k}"],
+        [(name, agg["n"], f"{agg['turn_recall']:.3f}", f"{agg['hit']:.3f}", f"{agg['mrr10']:.3f}",
+          f"{agg['session_recall']:.3f}")
+         for name, agg in [("overall", o), *report.per_category.items()] if agg.get("n")]))
     out.print(f"recall latency: p50 {report.latency_ms.get('p50')} ms, "
               f"p95 {report.latency_ms.get('p95')} ms")
 
@@ -1064,23 +787,10 @@ def tag(item: str, words: tuple[str, ...]) -> None:
       coworker tag 117 outage incident
       coworker tag r.12 billing
     """
-    from .store import tags as tags_store
-
-    kind, _, num = item.rpartition(".")
-    kind = {"": "event", "e": "event", "r": "rollup"}.get(kind)
-    if kind is None or not (num.isascii() and num.isdigit()) or not 1 <= int(num) <= MAX_ID:
-        raise UsageError(f"{item!r} is not an item: give an event id (117 or e.117) or a rollup "
-                         "id (r.12)")
-    home = _home()
-    with _store(home) as store:
-        try:
-            added = tags_store.add(store, kind, int(num), words)
-        except LookupError as e:
-            from .memory.memorymd import Refused
-
-            raise Refused(f"{e}; `coworker search` shows ids") from e
-    out.print(f"tagged {kind} {num} with {', '.join(added)}" if added else
-              f"{kind} {num} already has those tags")
+    done = _owner().tag(item, words)
+    what = f"{done.kind} {done.item_id}"
+    out.print(f"tagged {what} with {', '.join(done.added)}" if done.added else
+              f"{what} already has those tags")
 
 
 @cli.command()
@@ -1109,20 +819,24 @@ def demo(keep: Path | None) -> None:
         d = build(root)
         r = d.reflect
         sealed = ", ".join(f"level {k}: {v}" for k, v in sorted(r["sealed"].items()))
-        out.print(f"A coworker with two weeks of triage behind it ({d.imported} events), in "
-                  f"{root}.")
+        where = (f"in {root}" if keep else "in a temporary folder, deleted when the demo ends "
+                 "(`coworker demo --keep DIR` keeps it)")
+        out.print(f"A coworker with two weeks of triage behind it ({d.imported} events), "
+                  f"{where}.")
         out.print(f"reflect: archived {r['archived']} events older than a week, sealed {sealed} "
                   f"in {r['seconds']:.2f} s.\n")
         lines = d.home.memory_map.read_text(encoding="utf-8").splitlines()
         shown = lines[:60]
         out.print("\n".join(shown))
         if len(lines) > len(shown):
-            out.print(f"... ({len(lines) - len(shown)} more lines in {d.home.memory_map})")
+            out.print(f"... ({len(lines) - len(shown)} more lines"
+                      + (f" in {d.home.memory_map})" if keep else
+                         "; `coworker demo --keep DIR` keeps the whole map)"))
         threshold = d.home.settings().memory.walk_threshold
         with Store.open(d.home.db_path, readonly=True) as store:
             for q in (d.found_query, d.refused_query):
                 out.print(f"\n$ coworker walk {q}")
-                _print_walk(store, q, walker.walk(store, q, threshold=threshold))
+                render.walk(store, q, walker.walk(store, q, threshold=threshold))
         out.print("\nNext: `coworker init` in a folder of your own, then `coworker run`.")
 
 

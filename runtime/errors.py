@@ -1,7 +1,11 @@
-"""The error hierarchy. Every message says how to fix the problem.
+"""The error hierarchy: every error a user can cause, and every message says how to fix it.
 
-Errors are raised as these types anywhere in the package and turned into one line of text
-and an exit code only at the CLI's edge (runtime/cli.py). Nothing here prints.
+Errors are raised as these types anywhere in the package and turned into one line of text and
+an exit code only at the doors' edges (runtime/cli.py prints one line and exits; the MCP server
+returns a tool error). Nothing here prints. Every error a user can cause is a `CoworkerError`:
+a `UsageError` (exit 2: malformed arguments, files or config) or a refusal (exit 1: the request
+is well formed but cannot be carried out). Modules may define narrower kinds (MEMORY.md's
+`MemoryFileError`, the gate's `ReviewError`, backup's `BackupRefused`) as subclasses of these.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ class ConfigError(UsageError):
 
 class NotInitialised(UsageError):
     """The folder is not a coworker home."""
+
+
+class Refused(CoworkerError):
+    """A well-formed request that cannot be carried out as asked: nothing matches, several do,
+    a budget would be exceeded, or the door lacks the owner's authority. Exit 1."""
 
 
 class AlreadyRunning(CoworkerError):

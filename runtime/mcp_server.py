@@ -2,7 +2,9 @@
 
 Owns the MCP surface of one home: the tools `memory_walk`, `memory_search`, `memory_recall`,
 `pins_list` and `tell`, and the resources `memory://MEMORY.md` and `memory://memory-map.md`.
-Each tool call opens a fresh Store and closes it before returning, so the server never holds a
+It is a thin door: every tool is an action of runtime/actions.py taken through `Door.MCP`, the
+door that may only read and tell as another agent (an owner's action asked through it is
+refused there). Each tool call opens a fresh Store and closes it before returning, so the server never holds a
 write lock between calls and a running loop is never blocked by it. The memory tools read
 (`memory_walk` also records one telemetry row, door "mcp"). `tell` is how another agent speaks
 to the coworker: it records one message as an input of the loop, as `coworker tell` does, but
@@ -29,6 +31,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
@@ -36,18 +39,18 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from . import __version__, process
+from . import __version__
+from .actions import Actions, Door
 from .errors import CoworkerError
 from .home import Home
 from .memory.cards import cap_query
-from .store import Event, Store, inputs
-from .store import pins as pn
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+NO_MEMORY_MD = "_No MEMORY.md yet: `coworker init` creates it._\n"
 NO_MAP = ("_No memory map yet: `coworker reflect` writes state/memory-map.md the first time it "
           "runs._\n")
 
@@ -87,12 +90,27 @@ async def _off_loop(fn: Callable[[], T]) -> T:
     return await done
 
 
-def _open(home: Home, readonly: bool = False) -> Store:
-    """A fresh connection for one call; read-only unless it must write (no database yet:
-    create and migrate an empty one, as the CLI does)."""
-    if readonly and home.db_path.exists():
-        return Store.open(home.db_path, readonly=True)
-    return Store.open(home.db_path)
+async def _call(fn: Callable[[], T]) -> T:
+    """One tool call's work, off the event loop; a user's error becomes the tool error the
+    client sees (one line, what to do), never a traceback."""
+    def run() -> T:
+        try:
+            return fn()
+        except CoworkerError as e:
+            raise ToolError(str(e)) from e
+    return await _off_loop(run)
+
+
+def _read(path: Path, missing: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return missing
+
+
+def _actions(home: Home, ctx: Context | None) -> Actions:
+    """The actions this door allows, as the calling client (reads, and tell as an agent)."""
+    return Actions(home, Door.MCP, client_name(ctx))
 
 
 def client_name(ctx: Context | None) -> str | None:
@@ -122,7 +140,7 @@ def build(home: Home) -> MCPServer:
             "from you, another agent: it arrives as an agent's message, never as its owner's."))
 
     @mcp.tool(annotations=READS)
-    async def memory_walk(query: str) -> dict[str, Any]:
+    async def memory_walk(query: str, ctx: Context) -> dict[str, Any]:
         """Walk the coworker's memory for `query` (a few content words) from coarse summaries
         down to raw events, or refuse. Returns {refused, confidence, query_tokens,
         matched_tokens, trace, events, truncated} and, when refused, a `reason`. A refusal
@@ -130,83 +148,41 @@ def build(home: Home) -> MCPServer:
         walk_threshold): the memory does not hold it with confidence. Deterministic; no model
         call. Cite the ids in `events` when you use them. At most 2000 characters of the
         query are read; a longer one is cut and the result has "query_truncated": true."""
-        from .memory import walk as walker
-
-        def run() -> dict[str, Any]:
-            try:
-                settings = home.settings()
-                with _open(home) as rw, _open(home, readonly=True) as ro:
-                    return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
-                                                door="mcp", log_to=rw)
-            except CoworkerError as e:
-                raise ToolError(str(e)) from e
-        return await _off_loop(run)
+        return await _call(lambda: _actions(home, ctx).walk(query))
 
     @mcp.tool(annotations=READS)
-    async def memory_search(query: str, limit: int = 10) -> dict[str, Any]:
+    async def memory_search(query: str, ctx: Context, limit: int = 10) -> dict[str, Any]:
         """Keyword search (BM25, best first) over the whole history, hot and archived events
         and the summary ladder's rollups. Returns {"hits": [{kind ("event" or "rollup"), id,
         ts, label, excerpt, score, source}]}. `limit`: 1 to 200. At most 2000 characters of
         the query are read; a longer one is cut and the result has "query_truncated": true."""
-        from .memory.search import search
-
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
-        text, cut = cap_query(query)
 
         def run() -> dict[str, Any]:
-            try:
-                with _open(home, readonly=True) as store:
-                    found: dict[str, Any] = {
-                        "hits": [h.as_dict() for h in search(store, text, limit)]}
-            except CoworkerError as e:
-                raise ToolError(str(e)) from e
-            if cut:
+            found: dict[str, Any] = {
+                "hits": [h.as_dict() for h in _actions(home, ctx).search(query, limit)]}
+            if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found
-        return await _off_loop(run)
+        return await _call(run)
 
     @mcp.tool(annotations=READS)
-    async def memory_recall(text: str) -> dict[str, Any]:
+    async def memory_recall(text: str, ctx: Context) -> dict[str, Any]:
         """What the coworker would recall for a message `text` before answering it: the
         search terms it takes from the text, the best earlier events (within the configured
         recall budget) as {id, ts, kind, actor, body, source}, and `block`, the exact recall
         text it would put in its own context (null when nothing is recalled). At most 2000
         characters of the text are read; a longer one is cut and the result has
         "query_truncated": true."""
-        from .memory.recall import Budget, recall
-
-        def run() -> dict[str, Any]:
-            try:
-                settings = home.settings()
-                cfg = settings.recall
-                budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
-                with _open(home, readonly=True) as store:
-                    found = recall(store, text, max_terms=cfg.max_terms)
-            except CoworkerError as e:
-                raise ToolError(str(e)) from e
-            items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
-                      "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
-                     for h in found.hits[: budget.max_items]]
-            result: dict[str, Any] = {"terms": found.terms, "items": items,
-                                      "block": found.block(budget)}
-            if found.query_truncated:
-                result["query_truncated"] = True
-            return result
-        return await _off_loop(run)
+        return await _call(lambda: _actions(home, ctx).recall(text))
 
     @mcp.tool(annotations=READS)
-    async def pins_list() -> dict[str, Any]:
+    async def pins_list(ctx: Context) -> dict[str, Any]:
         """The owner's active pins: text the coworker keeps in its context on every tick.
         Returns {"pins": [{id, ts, text}]}, oldest first."""
-        def run() -> dict[str, Any]:
-            try:
-                with _open(home, readonly=True) as store:
-                    return {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
-                                     for p in pn.active(store)]}
-            except CoworkerError as e:
-                raise ToolError(str(e)) from e
-        return await _off_loop(run)
+        return await _call(lambda: {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
+                                             for p in _actions(home, ctx).pins()]})
 
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                           idempotentHint=False, openWorldHint=False))
@@ -217,44 +193,25 @@ def build(home: Home) -> MCPServer:
         carries no owner authority: a message beginning "remember" is only queued for the
         owner's review, never written to the coworker's memory. Returns {"event_id",
         "woke_pid"} (woke_pid is null when no coworker is running)."""
-        message = text.strip()
-        if not message:
+        if not text.strip():
             raise ToolError('nothing to tell: pass the message as `text`')
-        client = client_name(ctx)
 
         def run() -> dict[str, Any]:
-            try:
-                with _open(home) as store:
-                    event_id = inputs.add_message(store, Event.agent_message(message, client))
-            except CoworkerError as e:
-                raise ToolError(str(e)) from e
-            pid = process.wake(home)
-            log.info("tell from %s: recorded event %d; %s", client or "an unnamed client",
-                     event_id, "no coworker running" if pid is None else f"woke pid {pid}")
-            return {"event_id": event_id, "woke_pid": pid}
-        return await _off_loop(run)
+            told = _actions(home, ctx).tell(text)
+            return {"event_id": told.event_id, "woke_pid": told.woke_pid}
+        return await _call(run)
 
     @mcp.resource("memory://MEMORY.md", name="MEMORY.md", mime_type="text/markdown",
                   description="What this coworker always has in mind: one entry a line, with "
                               "its sources. Curated by reflect and by the owner.")
     async def memory_md() -> str:
-        def run() -> str:
-            try:
-                return home.memory_md.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return "_No MEMORY.md yet: `coworker init` creates it._\n"
-        return await _off_loop(run)
+        return await _off_loop(lambda: _read(home.memory_md, NO_MEMORY_MD))
 
     @mcp.resource("memory://memory-map.md", name="memory-map.md", mime_type="text/markdown",
                   description="The map of the coworker's memory (the summary ladder, coarsest "
                               "first), regenerated by each reflect run.")
     async def memory_map() -> str:
-        def run() -> str:
-            try:
-                return home.memory_map.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return NO_MAP
-        return await _off_loop(run)
+        return await _off_loop(lambda: _read(home.memory_map, NO_MAP))
 
     return mcp
 

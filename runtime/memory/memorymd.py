@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import CoworkerError, UsageError
+from ..errors import Refused, UsageError
 
 ENTRY = re.compile(
     r"^- \[(?P<id>m\d+)\] (?P<text>.*?)"
@@ -42,10 +42,6 @@ log = logging.getLogger(__name__)
 
 class MemoryFileError(UsageError):
     """MEMORY.md cannot be read as entries; the message names the line."""
-
-
-class Refused(CoworkerError):
-    """A strike or restore that would be ambiguous or empty; exit 1."""
 
 
 def read_bytes(path: Path) -> bytes:

@@ -1,0 +1,419 @@
+"""The actions a person or another agent can take on a coworker, and the door each comes through.
+
+Owns what each action does and who may do it: one API under the CLI and the MCP server, so an
+action is written once and its authority is checked in one place. Every `Actions` is made for
+one door (`Door`): the owner's terminal (`Door.CLI`) may do everything; another agent over MCP
+(`Door.MCP`) may only read (walk, search, recall, pins) and `tell` as an agent, never as the
+owner (docs/safety.md, the doors table; ADR-0013). An owner's action asked through another
+door is refused with `NotOwnersDoor` before anything is read or written.
+
+Owner's actions: tell, retry, redact, pin, unpin, strike, restore, tag, and the review of
+promotions (approve, reject). Each writes its change and its event in one transaction, or
+snapshots MEMORY.md first where it rewrites that file.
+
+It never parses command lines, never prints and never exits: it returns typed results and
+raises the errors of runtime/errors.py, which the doors turn into a line of text (the CLI) or
+a tool error (MCP). It never calls a model and never imports the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from . import process
+from .errors import Refused, StoreBusy, UsageError
+from .home import Home
+from .store import Event, Store
+from .store import events as ev
+from .store import inputs as inputs_store
+
+log = logging.getLogger(__name__)
+
+# An id a user types: what SQLite's INTEGER holds.
+MAX_ID = 2**63 - 1
+# How long `tell` waits for a busy database before it saves the message in the inbox instead.
+TELL_BUSY_MS = 2000
+
+
+class Door(StrEnum):
+    """Where an action comes from. The value is what telemetry and events record."""
+
+    CLI = "cli"    # the owner at a terminal: the owner's own words and authority
+    MCP = "mcp"    # another agent over MCP: reads, and tells as an agent
+
+
+OWNERS_DOORS = frozenset({Door.CLI})
+
+
+class NotOwnersDoor(Refused):
+    """An owner's action asked for through a door that does not carry the owner's authority."""
+
+
+@dataclass(frozen=True)
+class Told:
+    """A recorded message. `event_id` is None when the database was busy and the message was
+    saved as `inbox_path` instead (the loop reads it at its next tick)."""
+
+    event_id: int | None
+    woke_pid: int | None
+    inbox_path: Path | None = None
+    busy: str | None = None  # why the database could not take it, when it went to the inbox
+
+
+@dataclass(frozen=True)
+class Changed:
+    """An owner's change to MEMORY.md: the entry, the snapshot kept before it, and a warning
+    when the memory map could not be re-rendered (the change itself stands)."""
+
+    entry_id: str
+    text: str
+    snapshot: int
+    map_warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Restored:
+    number: int
+    reason: str
+    before: int
+    map_warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Tagged:
+    kind: str       # "event" or "rollup"
+    item_id: int
+    added: list[str]
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    promotion_id: int
+    entry_id: str | None  # the MEMORY.md entry an approval wrote
+    map_warning: str | None = None
+
+
+def parse_item(item: str) -> tuple[str, int]:
+    """An item a user names for `tag`: `117` or `e.117` (an event), `r.12` (a rollup)."""
+    prefix, _, num = item.rpartition(".")
+    kind = {"": "event", "e": "event", "r": "rollup"}.get(prefix)
+    if kind is None or not (num.isascii() and num.isdigit()) or not 1 <= int(num) <= MAX_ID:
+        raise UsageError(f"{item!r} is not an item: give an event id (117 or e.117) or a rollup "
+                         "id (r.12)")
+    return kind, int(num)
+
+
+class Actions:
+    """The actions of one home, as taken through one door (and, for MCP, by one client)."""
+
+    def __init__(self, home: Home, door: Door, client: str | None = None) -> None:
+        self.home = home
+        self.door = door
+        self.client = client
+
+    # -- doors -------------------------------------------------------------------------------
+
+    def _owner(self, action: str) -> None:
+        if self.door not in OWNERS_DOORS:
+            raise NotOwnersDoor(f"{action} is the owner's action; the {self.door} door may only "
+                                "read and tell (as an agent)")
+
+    def _store(self, readonly: bool = False, busy_timeout_ms: int | None = None) -> Store:
+        """A connection for one action. Read-only when it only reads, except that a home with no
+        database yet gets an empty, migrated one (as `init` makes)."""
+        path = self.home.db_path
+        if readonly and path.exists():
+            return Store.open(path, readonly=True)
+        if busy_timeout_ms is not None:
+            return Store.open(path, busy_timeout_ms=busy_timeout_ms)
+        return Store.open(path)
+
+    def _owner_event(self, store: Store, kind: str, body: str, **meta: Any) -> int:
+        return ev.append(store, Event(kind=kind, body=body, actor="owner", author_kind="user",
+                                      meta=meta))
+
+    def _rerender_map(self, store: Store) -> str | None:
+        """Rewrite the memory map after a change to what it shows. The map is for reading: its
+        failure is logged loudly and returned, never undoes the change."""
+        from .memory import memmap
+
+        try:
+            memmap.write(store, self.home.memory_map, self.home.settings().coworker.name)
+        except Exception as e:  # noqa: BLE001 - any failure of the map leaves the change whole
+            why = f"memory map not re-rendered ({type(e).__name__}: {e})"
+            log.warning(why)
+            return why
+        return None
+
+    # -- reads: every door ---------------------------------------------------------------------
+
+    def walk(self, query: str) -> dict[str, Any]:
+        """memory.walk for `query`, recorded in telemetry under this door."""
+        from .memory import walk as walker
+
+        threshold = self.home.settings().memory.walk_threshold
+        with self._store() as rw, self._store(readonly=True) as ro:
+            return walker.walk_recorded(ro, query, threshold, door=str(self.door), log_to=rw)
+
+    def search(self, query: str, limit: int = 10) -> list[Any]:
+        """Lexical search, best first: a list of `memory.search.Hit`."""
+        from .memory.search import search
+
+        if not 1 <= limit <= 200:
+            raise UsageError(f"limit must be between 1 and 200, not {limit}")
+        with self._store(readonly=True) as store:
+            return search(store, query, limit)
+
+    def recall(self, text: str) -> dict[str, Any]:
+        """What the loop would recall before answering `text`: terms, items, the exact block."""
+        from .memory.recall import Budget, recall
+
+        cfg = self.home.settings().recall
+        budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
+        with self._store(readonly=True) as store:
+            found = recall(store, text, max_terms=cfg.max_terms)
+        items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
+                  "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
+                 for h in found.hits[: budget.max_items]]
+        result: dict[str, Any] = {"terms": found.terms, "items": items,
+                                  "block": found.block(budget)}
+        if found.query_truncated:
+            result["query_truncated"] = True
+        return result
+
+    def status(self) -> dict[str, Any]:
+        """What `coworker status` shows: the process (from its pidfile and run.json), the
+        event and input counts, what was set aside, the last failure and the week's walks."""
+        from datetime import timedelta
+
+        from .store import telemetry
+
+        home = self.home
+        pid = process.running_pid(home)
+        run = process.read_runfile(home) if pid else {}
+        week_ago = ev.iso_z(datetime.now(UTC) - timedelta(days=7))
+        with self._store(readonly=True) as store:
+            data: dict[str, Any] = {
+                "events": ev.counts(store),
+                "events_by_kind": ev.counts_by_kind(store),
+                "walks_7d": telemetry.walk_stats(store, week_ago),
+                "inputs": inputs_store.counts(store),
+                "set_aside": [{"id": i.id, "kind": i.kind, "body": i.event.body[:200],
+                               "failures": i.failures, "error": i.last_error}
+                              for i in inputs_store.listing(store, "set_aside")],
+                "last_failure": inputs_store.last_failure(store),
+            }
+        return {
+            "home": str(home.root),
+            "running": pid is not None,
+            "pid": pid,
+            "uptime_s": process.uptime_s(run) if pid else None,
+            "last_tick_at": run.get("last_tick_at"),
+            "last_outcome": run.get("last_outcome"),
+            "next_tick_at": run.get("next_tick_at"),
+            "interval_s": run.get("interval_s"),
+            "config_in_use": process.config_in_use(home, run) if pid else None,
+            "config_rejected": bool(pid) and process.config_rejected(home, run),
+            "model": run.get("model"),
+            "writes": run.get("writes") if pid else None,
+            "capped": run.get("capped") if pid else None,
+            **data,
+        }
+
+    def pins(self) -> list[Any]:
+        """The active pins, oldest first (`store.pins.Pin`)."""
+        from .store import pins as pins_store
+
+        with self._store(readonly=True) as store:
+            return pins_store.active(store)
+
+    def promotions(self, show_all: bool = False) -> list[Any]:
+        """Queued promotions (or every one), as `store.promotions` rows."""
+        from .store import promotions as pr
+
+        with self._store() as store:
+            return pr.listing(store, None if show_all else "queued")
+
+    def snapshots(self) -> list[Any]:
+        from .memory.memorymd import snapshots
+
+        return snapshots(self.home.snapshots)
+
+    # -- tell: every door, with the door's authority ------------------------------------------
+
+    def tell(self, text: str) -> Told:
+        """Record a message as an input of the loop and wake a running loop. Through the owner's
+        door it is the owner's message; through MCP, an agent's (actor `mcp:<client>`). When
+        the database stays busy past TELL_BUSY_MS, the owner's message is saved in the inbox
+        (never lost); an agent's is refused, and the agent may try again."""
+        message = text.strip()
+        if not message:
+            raise UsageError("nothing to tell: give the message text")
+        if self.door in OWNERS_DOORS:
+            event = Event.owner_message(message, "tell")
+        else:
+            event = Event.agent_message(message, self.client)
+        try:
+            with self._store(busy_timeout_ms=TELL_BUSY_MS) as store:
+                event_id = inputs_store.add_message(store, event)
+        except StoreBusy as e:
+            if self.door not in OWNERS_DOORS:
+                raise
+            path = to_inbox(self.home, message)
+            return Told(None, process.wake(self.home), path, str(e).split(" (")[0])
+        pid = process.wake(self.home)
+        if self.door not in OWNERS_DOORS:
+            log.info("tell from %s: recorded event %d; %s", self.client or "an unnamed client",
+                     event_id, "no coworker running" if pid is None else f"woke pid {pid}")
+        return Told(event_id, pid)
+
+    # -- the owner's actions -------------------------------------------------------------------
+
+    def retry(self, ids: Sequence[int] = ()) -> tuple[list[int], int | None]:
+        """Put set-aside inputs back in line (all of them when `ids` is empty); returns the ids
+        put back and the pid woken. Refused when none of them was set aside."""
+        self._owner("retry")
+        with self._store() as store, store.transaction():  # the retry and its event: both or neither
+            back = inputs_store.retry(store, list(ids) or None)
+            if back:
+                self._owner_event(store, "input_retry", "owner put back input(s) "
+                                  f"{', '.join(map(str, back))}", inputs=back)
+        if not back:
+            raise Refused("nothing to retry: " + (
+                f"input(s) {', '.join(map(str, ids))} are not set aside" if ids else
+                "no input is set aside") + " (`coworker status`)")
+        return back, process.wake(self.home)
+
+    def redact(self, event_id: int, why: str) -> Any:
+        """Take an event's text out of the history (runtime/redaction.py); a RedactionReport."""
+        from .memory import memmap
+        from .redaction import redact_event
+
+        self._owner("redact")
+        with self._store() as store:
+            report = redact_event(store, event_id, why)
+            if self.home.memory_map.exists():  # it quotes rollup titles: rewrite it
+                memmap.write(store, self.home.memory_map, self.home.settings().coworker.name)
+        return report
+
+    def pin(self, text: str) -> int:
+        """Pin text into every tick's context, within [memory] pins_max_chars; the pin's id."""
+        from .store import pins as pins_store
+
+        self._owner("pin")
+        body = " ".join(text.split())
+        if not body:
+            raise UsageError('nothing to pin: coworker pin "text"')
+        limit = self.home.settings().memory.pins_max_chars
+        with self._store() as store, store.transaction():  # the pin and its event: both or neither
+            used = sum(len(p.text) for p in pins_store.active(store))
+            if used + len(body) > limit:
+                raise Refused(f"pins would hold {used + len(body)} characters, over their budget "
+                              f"of {limit}: unpin something (`coworker pins`) or raise "
+                              "[memory] pins_max_chars")
+            p = pins_store.add(store, body)
+            self._owner_event(store, "pin", body, pin_id=p.id)
+        return p.id
+
+    def unpin(self, pin_id: int) -> None:
+        from .store import pins as pins_store
+
+        self._owner("unpin")
+        with self._store() as store, store.transaction():  # the unpin and its event
+            if not pins_store.unpin(store, pin_id):
+                raise Refused(f"no active pin {pin_id}; `coworker pins` lists them")
+            self._owner_event(store, "unpin", f"unpinned {pin_id}", pin_id=pin_id)
+
+    def strike(self, key: str) -> Changed:
+        """Remove exactly one MEMORY.md entry, by id (m12) or by text it contains; a snapshot
+        of the file is written first. No match, or several, is a refusal that lists them."""
+        from .memory.memorymd import MemoryFile, snapshot
+
+        self._owner("strike")
+        text = key.strip()
+        if not text:
+            raise UsageError("nothing to strike: coworker strike ID|TEXT (see MEMORY.md)")
+        memory = MemoryFile.load(self.home.memory_md)
+        hits = memory.find(text)
+        if not hits:
+            raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
+                ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries) or "none"))
+        if len(hits) > 1:
+            raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
+                          "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
+        entry = hits[0]
+        snap = snapshot(self.home.memory_md, self.home.snapshots, f"before striking [{entry.id}]")
+        memory.without(str(entry.id)).save()
+        with self._store() as store:
+            self._owner_event(store, "memory_strike", f"struck [{entry.id}] {entry.text}",
+                              entry_id=entry.id, snapshot=snap.number)
+            warning = self._rerender_map(store)
+        return Changed(str(entry.id), entry.text, snap.number, warning)
+
+    def restore(self, number: int) -> Restored:
+        """Bring back MEMORY.md version `number`; the current file is snapshotted first."""
+        from .memory.memorymd import restore
+
+        self._owner("restore")
+        before, chosen = restore(self.home.memory_md, self.home.snapshots, number)
+        with self._store() as store:
+            self._owner_event(store, "memory_restore", f"restored MEMORY.md v{number}",
+                              restored=number, snapshot=before.number)
+            warning = self._rerender_map(store)
+        return Restored(chosen.number, chosen.reason, before.number, warning)
+
+    def tag(self, item: str, words: Sequence[str]) -> Tagged:
+        """Add search words to an event or a rollup (`parse_item` reads the item)."""
+        from .store import tags as tags_store
+
+        self._owner("tag")
+        kind, num = parse_item(item)
+        with self._store() as store:
+            try:
+                added = tags_store.add(store, kind, num, words)
+            except LookupError as e:
+                raise Refused(f"{e}; `coworker search` shows ids") from e
+        return Tagged(kind, num, added)
+
+    def approve(self, promotion_id: int) -> Reviewed:
+        """Approve a queued promotion: snapshot MEMORY.md, then apply it."""
+        from .memory import gate
+
+        self._owner("approve")
+        with self._store() as store:
+            entry = gate.approve(store, self.home, self.home.settings(), promotion_id)
+            warning = self._rerender_map(store)
+        return Reviewed(promotion_id, entry, warning)
+
+    def reject(self, promotion_id: int, why: str | None) -> Reviewed:
+        from .memory import gate
+
+        self._owner("reject")
+        with self._store() as store:
+            gate.reject(store, promotion_id, why)
+            warning = self._rerender_map(store)
+        return Reviewed(promotion_id, None, warning)
+
+
+def to_inbox(home: Home, message: str) -> Path:
+    """Write a told message into state/inbox/ atomically (a dot-file the loop ignores, then a
+    rename), so the loop never reads half of it."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    name = f"tell-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.txt"
+    home.inbox.mkdir(parents=True, exist_ok=True)
+    tmp = home.inbox / f".{name}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(message + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    target = home.inbox / name
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,166 @@
+"""How the CLI shows things to a person: the two consoles, times, events, tables, the walk's tree.
+
+Owns the text layout of every human-readable output. User text (event bodies, MEMORY.md
+entries, pins, promotion texts, rollup titles, tags) is printed verbatim, never read as markup:
+`[m2]`, `[#12]` or `[/x]` in a body shows as written. The consoles are made with markup off,
+and every table cell is a `Text`, which rich never parses.
+
+It never reads the database except through the store it is handed, never writes, and never
+decides anything: the data comes from runtime/actions.py and the modules the CLI calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .store import Event, Store
+
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
+    """A borderless table whose cells are plain text, shown exactly as given."""
+    t = Table(*headers, box=None)
+    for row in rows:
+        t.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+    return t
+
+
+def json_line(data: Any, **kw: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, **kw))
+
+
+def duration(s: float) -> str:
+    s = int(s)
+    if s < 90:
+        return f"{s}s"
+    if s < 5400:
+        return f"{s // 60}m"
+    if s < 86400 * 2:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def ago(iso: str | None, now: datetime | None = None) -> str:
+    """An event time with how long ago (or how soon) it is: `2026-11-30T10:00:00Z (3h00m ago)`."""
+    if not iso:
+        return "never"
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    delta = ((now or datetime.now(UTC)) - when).total_seconds()
+    if delta >= 0:
+        return f"{iso[:19]}Z ({duration(delta)} ago)"
+    return f"{iso[:19]}Z (in {duration(-delta)})"
+
+
+def one_line(text: str, limit: int) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def event(e: Event, as_json: bool) -> None:
+    """One event as `coworker log` shows it: a JSON object, or one dimmed-header line."""
+    if as_json:
+        json_line(e.as_dict())
+        return
+    line = Text()
+    line.append(f"{e.id:>6} {e.ts[:19]}", style="dim")
+    line.append(" ")
+    line.append(e.kind, style="bold")
+    line.append(" ")
+    line.append(f"{e.actor}/{e.author_kind}", style="dim")
+    line.append(" " + one_line(e.body, 300))
+    out.print(line)
+
+
+def status(data: dict[str, Any]) -> None:
+    """`coworker status` for a person (the same figures as --json)."""
+    if not data["running"]:
+        out.print(f"not running in {data['home']} (start it: `coworker start` or `coworker run`)")
+    else:
+        out.print(f"running: pid {data['pid']}, up {duration(data['uptime_s'] or 0)}")
+        out.print(f"last tick: {ago(data['last_tick_at'])} -> {data['last_outcome']}")
+        out.print(f"next tick: {ago(data['next_tick_at'])}")
+        cfg = data["config_in_use"]
+        out.print("config: " + (
+            "config.toml on disk is INVALID; the last good config is running (the log says "
+            "why; fix the file)" if data["config_rejected"] else
+            "the running process uses config.toml as on disk" if cfg else
+            "config.toml changed on disk; the next tick applies it (or reports why it cannot)"
+            if cfg is False else "unknown"))
+        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}"
+                  + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
+        out.print("side effects: " + ("LIVE (reply and other side-effect tools act)"
+                                      if data["writes"] == "live" else
+                                      "dry-run (recorded, not carried out; `--live` to act)"))
+    counts, inputs = data["events"], data["inputs"]
+    kinds = ", ".join(f"{k} {v}" for k, v in data["events_by_kind"].items()) or "none"
+    out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
+    out.print(f"inputs: {inputs['pending']} pending, {inputs['consumed']} consumed, "
+              f"{inputs['set_aside']} set aside")
+    for a in data["set_aside"]:
+        out.print(f"  set aside: #{a['id']} ({a['kind']}, {a['failures']} failed turns: "
+                  f"{a['error']}) {one_line(a['body'], 80)}; `coworker retry {a['id']}` puts it "
+                  "back")
+    failure = data["last_failure"]
+    if failure:
+        out.print(f"last failure: {ago(failure['at'])} on input #{failure['input']}: "
+                  f"{failure['error']}")
+    walks = data["walks_7d"]
+    out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
+
+
+def walk(store: Store, query: str, result: dict[str, Any]) -> None:
+    """A walk as a tree: rollups from the coarsest the walk kept down to the raw events."""
+    from .store import rollups as rl
+
+    if result["refused"]:
+        out.print(f"refused: {result['reason']}")
+        return
+    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
+              f'({len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
+              f'{", ".join(result["matched_tokens"])})')
+    nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
+    rollups = {i: rl.get(store, i) for i in nodes}
+    events = {e["id"]: e for e in result["events"]}
+    shown: set[int] = set()
+
+    def event_line(indent: str, e: dict[str, Any]) -> None:
+        out.print(f"{indent}#{e['id']} {e['ts'][:16]} {e['kind']} {e['actor']}: "
+                  f"{one_line(e['body'], 160)}")
+
+    def show(rid: int, depth: int) -> None:
+        r = rollups[rid]
+        pad = "  " * depth
+        out.print(f"{pad}L{r.level} #{r.id} {(r.first_ts or '')[:10]}..{(r.last_ts or '')[:10]} "
+                  f"{r.title}: {one_line(r.body, 100)}")
+        out.print(f"{pad}  ({nodes[rid]['why']})", style="dim")
+        for cid in [c for c in nodes if rollups[c].parent_id == rid]:
+            show(cid, depth + 1)
+        if r.level != 1 or r.first_event is None:
+            return
+        for eid, e in events.items():
+            if r.first_event <= eid <= (r.last_event or 0) and eid not in shown:
+                shown.add(eid)
+                event_line(pad + "  ", e)
+
+    for rid in [i for i in nodes if rollups[i].parent_id not in nodes]:
+        show(rid, 0)
+    rest = [e for eid, e in events.items() if eid not in shown]
+    if rest:
+        out.print("not yet under a rollup:")
+        for e in rest:
+            event_line("  ", e)
+    if result["truncated"]:
+        out.print("(truncated: a cap was reached; narrow the query)")
+    if result.get("query_truncated"):
+        from .memory.cards import MAX_QUERY_CHARS
+
+        out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)")
