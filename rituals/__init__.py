@@ -1,2 +1,4 @@
-"""Rituals: scheduled work composed from memory's parts (reflect, weekly; the owner's own
-prompt rituals). Rituals call memory and the store; the loop never calls a ritual's internals."""
+"""Rituals: scheduled work composed from memory's parts. One lives here: reflect (weekly by
+default, `[rituals] reflect`). The owner's own prompt rituals (`[[rituals.custom]]`) are
+prompts, not code: the scheduler marks them due and the loop gives the prompt to the model in
+a turn. Rituals call memory and the store; the loop never calls a ritual's internals."""

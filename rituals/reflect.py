@@ -1,31 +1,41 @@
 """The weekly reflect ritual, composed from memory's parts.
 
-In order: move events older than `archive_after_days` to the archive (one transaction, then a
-WAL checkpoint); seal the ladder level by level (model-written summaries within a per-run
-budget when a model is configured, extractive otherwise); pass promotion candidates (durable
-lessons from the week's rollups, with a model) through the gate; merge the FTS index segments;
-record the run and its figures in `ritual_runs`; regenerate `state/memory-map.md` from the
-database (so the map shows this run). `dry_run` reports what it would archive and seal and
-writes nothing. A model that fails 3 summaries in a row is not asked again that run (no more
-summaries, no lessons): the rest is extractive, said once at WARNING and in `summaries`. A
-MEMORY.md the gate cannot read (a malformed line) costs that run its promotions, not the run.
+In order:
+1. move events older than `archive_after_days` to the archive (one transaction, then a WAL
+   checkpoint);
+2. seal the ladder level by level (model-written summaries within a per-run budget when a
+   model is configured, extractive otherwise);
+3. pass promotion candidates (durable lessons from the week's rollups, with a model) through
+   the gate;
+4. embed the events that have no vector yet, when the semantic channel is on (a failure is
+   said at WARNING and leaves recall lexical for them; the run goes on);
+5. merge the FTS index segments;
+6. record the run and its figures in `ritual_runs`;
+7. regenerate `state/memory-map.md` from the database (so the map shows this run).
+
+`dry_run` reports what it would archive and seal and writes nothing. A model that fails 3
+summaries in a row is not asked again that run (no more summaries, no lessons): the rest is
+extractive, said once at WARNING and in `summaries`. A MEMORY.md the gate cannot read (a
+malformed line) costs that run its promotions, not the run.
 
 This module is where a model meets memory: it builds the `summarize` and `lessons` callables
-and hands them to the ladder and the gate, which never import the model.
+and hands them to the ladder and the gate, which never import the model. The model answers
+through a tool it is forced to call, and pydantic checks the arguments (ADR-0015); no pattern
+ever digs an answer out of free text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from runtime.home import Home
 from runtime.memory import gate, ladder, memmap
@@ -117,12 +127,12 @@ def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | No
     counts: dict[str, int] = {}
     for item in proposed[:20]:
         try:
-            cand = gate.Candidate(str(item["text"]), [int(i) for i in item["source_events"]],
-                                  float(item.get("confidence", 0.5)), "reflect")
-        except (KeyError, TypeError, ValueError) as e:
-            log.warning("a proposed lesson is malformed (%s); skipped", e)
+            lesson = checked(Lesson, item, "proposed lesson")
+        except ValueError as e:
+            log.warning("%s; skipped", e)
             counts["malformed"] = counts.get("malformed", 0) + 1
             continue
+        cand = gate.Candidate(lesson.text, lesson.source_events, lesson.confidence, "reflect")
         try:
             verdict = gate.consider(store, home, settings, cand)
         except MemoryFileError as e:  # edited meanwhile: the rest waits for a readable file
@@ -194,83 +204,142 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
     return report
 
 
-# --- the model-written summary path ------------------------------------------------------
+# --- the model's structured answers: forced tools, checked by pydantic -------------------------
+#
+# The model answers through a tool it is forced to call (ADR-0015), never in free text that a
+# pattern would have to find: the tool's schema comes from the pydantic model that then checks
+# the arguments. A text answer, another tool, or arguments that do not validate (a missing
+# field, a wrong type, a field nobody asked for) all raise ValueError, which the callers treat
+# as an unusable answer: the ladder falls back to an extractive summary and counts a failure;
+# `_promote` proposes nothing this run (one lesson that does not validate is skipped alone).
+# Nothing is written from a partial answer.
+
+
+class SummaryArgs(BaseModel):
+    """The `write_summary` tool's arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(description="at most 8 words")
+    summary: str = Field(min_length=1, description="1 to 3 sentences that cite the ids in "
+                         "square brackets, like [#12]; only facts present in the items")
+
+
+# an id SQLite can hold (64 bits): a larger one is a malformed lesson, not an OverflowError
+EventId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+def schema_of(args: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema the model sees: the class's title and docstring are ours, not its."""
+    schema = args.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return schema
+
+
+class Lesson(BaseModel):
+    """One proposed lesson; checked one by one, so a malformed lesson costs only itself."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, description="one sentence that reuses the source's own "
+                      "words: a fact, never an instruction")
+    source_events: list[EventId] = Field(min_length=1, description="the event ids it comes from")
+    confidence: float = Field(0.5, ge=0, le=1, description="how sure you are, 0.0 to 1.0")
+
+
+class LessonsArgs(BaseModel):
+    """The `record_lessons` tool's arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    # each item is checked by Lesson on its own: here only that the list is a list
+    lessons: list[Annotated[Any, WithJsonSchema(schema_of(Lesson))]] = Field(
+        description="at most 5 durable facts or lessons worth keeping in long-term memory")
+
+
+A = TypeVar("A", bound=BaseModel)
+
+
+def checked(args: type[A], data: Any, what: str) -> A:
+    """`data` as `args`, or ValueError saying in one line what does not validate."""
+    try:
+        return args.model_validate(data)
+    except ValidationError as e:
+        why = "; ".join(f"{'.'.join(map(str, er['loc'])) or what}: {er['msg']}"
+                        for er in e.errors(include_url=False, include_input=False))
+        raise ValueError(f"the {what} does not validate ({why})") from None
+
+
+def tool_spec(name: str, description: str, args: type[BaseModel]) -> dict[str, Any]:
+    return {"name": name, "description": description, "input_schema": schema_of(args)}
+
+
+SUMMARY_TOOL = tool_spec("write_summary", "Record the summary of this stretch of history.",
+                         SummaryArgs)
+LESSONS_TOOL = tool_spec("record_lessons", "Record the durable lessons of this week.",
+                         LessonsArgs)
+
+
+def forced_call(settings: Settings, tool: dict[str, Any], prompt: str) -> Any:
+    """One model call that must answer through `tool`: that call's input, as sent, or
+    ValueError when the answer holds no such call. Runs its own short event loop, so it works
+    from the CLI and from the worker thread the running loop hands reflect to."""
+    from runtime.model import Model
+
+    async def call() -> Any:
+        model = Model(settings.model)
+        try:
+            return await model.create(system=[], tools=[tool], messages=[
+                {"role": "user", "content": prompt}],
+                tool_choice={"type": "tool", "name": tool["name"]})
+        finally:
+            await model.close()
+
+    reply = asyncio.run(call())
+    for use in reply.tool_uses:
+        if use.get("name") == tool["name"]:
+            return use.get("input")
+    raise ValueError(f"the answer did not call {tool['name']} (stop reason "
+                     f"{reply.stop_reason}, {len(reply.text)} characters of text)")
+
 
 PROMPT = (
-    "Summarise this stretch of a coworker's history for its long-term memory. Answer with JSON "
-    'only: {{"title": "at most 8 words", "summary": "1 to 3 sentences that cite the ids in '
-    'square brackets, like [#12]"}}. Use only facts present below.\n\nLevel {level} items:\n{items}'
+    "Summarise this stretch of a coworker's history for its long-term memory with the "
+    "write_summary tool: a title of at most 8 words, and 1 to 3 sentences that cite the ids in "
+    "square brackets, like [#12]. Use only facts present below.\n\nLevel {level} items:\n{items}"
 )
-_JSON = re.compile(r"\{.*\}", re.S)
 
 
 def model_summarizer(settings: Settings) -> ladder.Summarize | None:
-    """A `summarize` callable backed by the configured model, or None when there is none.
-
-    Each call runs its own short event loop, so it works from the CLI and from the worker
-    thread the running loop hands reflect to."""
+    """A `summarize` callable backed by the configured model, or None when there is none."""
     if not settings.model_enabled():
         return None
-    from runtime.model import Model
 
     def summarize(level: int, items: Sequence[tuple[int, str]]) -> tuple[str, str] | None:
         text = "\n".join(f"[#{i}] {' '.join(t.split())[:500]}" for i, t in items)
-        prompt = PROMPT.format(level=level, items=text[:12000])
-
-        async def call() -> str:
-            model = Model(settings.model)
-            try:
-                reply = await model.create(system=[], tools=[], messages=[
-                    {"role": "user", "content": prompt}])
-                return reply.text
-            finally:
-                await model.close()
-
-        answer = asyncio.run(call())
-        match = _JSON.search(answer)
-        if not match:
-            raise ValueError("the summary answer holds no JSON object")
-        data = json.loads(match.group(0))
-        return str(data.get("title", "")), str(data.get("summary", ""))
+        args = checked(SummaryArgs, forced_call(settings, SUMMARY_TOOL, PROMPT.format(
+            level=level, items=text[:12000])), "write_summary call")
+        return args.title, args.summary
 
     return summarize
 
 
 LESSONS_PROMPT = (
     "Below are this week's episodes from a coworker's memory, with the event ids they cite in "
-    "square brackets. List at most 5 durable facts or lessons worth keeping in long-term "
-    "memory, each one sentence that reuses the source's own words, with the event ids it comes "
-    'from. Answer with JSON only: [{{"text": "...", "source_events": [12, 15], '
-    '"confidence": 0.0-1.0}}]. No instructions to yourself; facts only.\n\n{items}'
+    "square brackets. Record at most 5 durable facts or lessons worth keeping in long-term "
+    "memory with the record_lessons tool, each one sentence that reuses the source's own "
+    "words, with the event ids it comes from and a confidence from 0.0 to 1.0. No "
+    "instructions to yourself; facts only.\n\n{items}"
 )
-_LIST = re.compile(r"\[.*\]", re.S)
 
 
 def model_lessons(settings: Settings) -> Lessons | None:
     """One model call per reflect run asking for durable lessons that cite event ids."""
     if not settings.model_enabled():
         return None
-    from runtime.model import Model
 
     def lessons(items: Sequence[tuple[int, str]]) -> list[dict[str, Any]]:
         text = "\n".join(f"(episode {i}) {' '.join(t.split())[:600]}" for i, t in items)
-
-        async def call() -> str:
-            model = Model(settings.model)
-            try:
-                reply = await model.create(system=[], tools=[], messages=[
-                    {"role": "user", "content": LESSONS_PROMPT.format(items=text[:20000])}])
-                return reply.text
-            finally:
-                await model.close()
-
-        match = _LIST.search(asyncio.run(call()))
-        if not match:
-            raise ValueError("the lessons answer holds no JSON list")
-        data = json.loads(match.group(0))
-        if not isinstance(data, list):
-            raise ValueError("the lessons answer is not a JSON list")
-        return [d for d in data if isinstance(d, dict)]
+        return checked(LessonsArgs, forced_call(settings, LESSONS_TOOL, LESSONS_PROMPT.format(
+            items=text[:20000])), "record_lessons call").lessons
 
     return lessons
 

@@ -120,7 +120,10 @@ class Model:
         )
 
     async def create(self, *, system: list[dict[str, Any]], tools: list[dict[str, Any]],
-                     messages: list[dict[str, Any]]) -> Reply:
+                     messages: list[dict[str, Any]],
+                     tool_choice: dict[str, Any] | None = None) -> Reply:
+        """One call, retried on what is temporary. `tool_choice` (`{"type": "tool", "name":
+        ...}`) forces an answer through that tool; None leaves the choice to the model."""
         attempts = 0
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_retryable),
@@ -133,7 +136,7 @@ class Model:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    msg = await self._attempt(system, tools, messages)
+                    msg = await self._attempt(system, tools, messages, tool_choice)
         except anthropic.APIStatusError as e:
             raise ModelError(_status_advice(e, attempts), attempts=attempts,
                              blames_input=e.status_code in (400, 413, 422)) from e
@@ -158,9 +161,12 @@ class Model:
 
 
     async def _attempt(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
-                       messages: list[dict[str, Any]]) -> Any:
+                       messages: list[dict[str, Any]],
+                       tool_choice: dict[str, Any] | None = None) -> Any:
         """One request under a deadline for the whole call: the client's own timeout is per
         read, so a server that drips a byte a second would otherwise hold the loop for ever."""
+        # no tool_choice key at all unless asked: the loop's requests stay byte for byte as before
+        choice: dict[str, Any] = {} if tool_choice is None else {"tool_choice": tool_choice}
         try:
             async with asyncio.timeout(self.cfg.timeout_s):
                 return await self.client.messages.create(
@@ -169,6 +175,7 @@ class Model:
                     system=system,
                     tools=tools,
                     messages=messages,
+                    **choice,
                 )
         except TimeoutError as e:
             raise CallDeadline(f"{self.cfg.timeout_s:g} s") from e

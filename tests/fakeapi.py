@@ -6,6 +6,8 @@ reply (or an HTTP error, or garbage) and read `requests` for what was asked. Whe
 empty, a `responder` (a callable given each request as recorded, returning a Scripted or a
 body) picks the answer, else `default` is sent. A Scripted answer may hang (`delay`), drip its
 body a byte at a time (`drip`), or drop the connection without a word (`reset`).
+`forced_tool(request)` names the tool a request forces its answer through (reflect's summaries
+and lessons); `tool_use(that name, input)` answers it as the real API would.
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ def tool_use(name: str, input: Any, id: str = "toolu_1", say: str | None = None,
     return message(content, stop_reason="tool_use", **usage_kw)
 
 
+def forced_tool(request: dict[str, Any]) -> str | None:
+    """The tool a recorded request forces the answer through (`tool_choice` of type "tool"),
+    or None. A forced call is answered with `tool_use(that name, input)`, as the real API
+    does; a test that answers it with text or another tool checks the caller copes."""
+    choice = (request.get("json") or {}).get("tool_choice") or {}
+    return choice.get("name") if choice.get("type") == "tool" else None
+
+
 @dataclass
 class Scripted:
     status: int = 200
@@ -79,7 +89,9 @@ class LocalServer:
         self._stopped = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever's next poll: 0.5 s by default, at every test's end
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True,
+                                       kwargs={"poll_interval": 0.02})
 
     @property
     def url(self) -> str:

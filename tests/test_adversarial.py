@@ -44,9 +44,8 @@ import pytest
 from runtime.home import Home
 from runtime.loop import Loop
 from runtime.memory import gate
-from runtime.store import Event, Store
+from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 from runtime.store import promotions as pr
 from runtime.store import rollups as rl
 

@@ -12,7 +12,7 @@ from runtime.store import events as ev
 from runtime.store import promotions as pr
 
 from .conftest import write_config
-from .fakeapi import FakeMessagesAPI, text
+from .fakeapi import FakeMessagesAPI, text, tool_use
 
 
 def history(home: Home) -> list[int]:
@@ -42,7 +42,7 @@ def test_reflect_asks_once_for_lessons_and_the_gate_decides_each(home: Home,
         {"text": "Ravi owns billing", "source_events": [99999], "confidence": 0.9},  # refused
         {"text": "no sources here"},  # malformed: skipped
     ]
-    api.enqueue(text(json.dumps(lessons)))
+    api.enqueue(tool_use("record_lessons", {"lessons": lessons}))
     report = rf.run(home, home.settings())
     assert len(api.requests) == 1
     assert "episode" in json.dumps(api.bodies[0]["messages"])
@@ -92,7 +92,7 @@ def test_a_lesson_that_turns_the_owners_words_around_is_queued_in_auto(home: Hom
         {"text": "dana owns the PARSER release checklist!", "source_events": [owner],
          "confidence": 0.95},  # verbatim but for case and punctuation: applied
     ]
-    api.enqueue(text(json.dumps(lessons)))
+    api.enqueue(tool_use("record_lessons", {"lessons": lessons}))
     report = rf.run(home, home.settings())
     assert report.promotions == "applied 1, queued 1", report.promotions
     with Store.open(home.db_path) as store:

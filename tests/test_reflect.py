@@ -22,10 +22,11 @@ from runtime.memory.memmap import render
 from runtime.memory.search import search
 from runtime.store import Event, Store
 from runtime.store import events as ev
+from runtime.store import promotions as pr
 from runtime.store import rollups as rl
 
 from .conftest import coworker, write_config
-from .fakeapi import FakeMessagesAPI, error, text
+from .fakeapi import FakeMessagesAPI, error, forced_tool, text, tool_use
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 GAP = timedelta(minutes=40)  # more than the ladder's 30-minute quiet gap
@@ -353,7 +354,8 @@ def parser_history(home: Home, n: int = 50, start: datetime | None = None) -> li
 
 
 def answer(title: str, summary: str) -> dict:
-    return text(json.dumps({"title": title, "summary": summary}))
+    """The answer to reflect's forced `write_summary` call, as the real API gives it."""
+    return tool_use("write_summary", {"title": title, "summary": summary})
 
 
 FAITHFUL = answer("Parser crash on emoji", "The parser crashed on emoji input during the "
@@ -384,6 +386,138 @@ def test_model_summaries_are_used_when_they_are_faithful(home: Home, api: FakeMe
     assert r.title == "Parser crash on emoji" and r.body.startswith("The parser crashed")
     prompt = json.dumps(api.bodies[0]["messages"])
     assert f"[#{ids[0]}]" in prompt and "emoji input" in prompt
+
+
+def test_summaries_and_lessons_are_asked_for_through_a_forced_tool(home: Home,
+                                                                   api: FakeMessagesAPI):
+    """No pattern digs an answer out of text: each request forces one tool, whose schema
+    names the fields the answer must fill."""
+    write_config(home.root, api.url, memory={"memory_promotions": "gated"})
+    ids = parser_history(home, 20)  # one episode: one summary call, then one lessons call
+    api.enqueue(FAITHFUL, tool_use("record_lessons", {"lessons": [
+        {"text": "The parser crashed on emoji input", "source_events": [ids[0]],
+         "confidence": 0.9}]}))
+    report = rf.run(home, home.settings())
+    assert [forced_tool(r) for r in api.requests] == ["write_summary", "record_lessons"]
+    summary, lessons = api.bodies
+    assert [t["name"] for t in summary["tools"]] == ["write_summary"]
+    schema = summary["tools"][0]["input_schema"]
+    assert schema["required"] == ["title", "summary"]
+    assert schema["additionalProperties"] is False
+    item = lessons["tools"][0]["input_schema"]["properties"]["lessons"]["items"]
+    assert item["required"] == ["text", "source_events"]
+    assert methods(home) == ["fake-model"]
+    assert report.promotions == "queued 1", report.promotions  # "gated": it waits for you
+    with Store.open(home.db_path) as store:
+        assert [p.text for p in pr.listing(store)] == ["The parser crashed on emoji input"]
+
+
+BAD_ARGUMENTS = {
+    "missing-field": {"title": "Parser crash on emoji"},
+    "wrong-type": {"title": "Parser crash on emoji",
+                   "summary": ["The parser crashed on emoji input during the nightly build."]},
+    "extra-junk": {"title": "Parser crash on emoji", "summary": "The parser crashed on emoji "
+                   "input during the nightly build.", "confidence": "high"},
+    "not-an-object": "The parser crashed on emoji input during the nightly build.",
+}
+
+
+@pytest.mark.parametrize("bad", BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS.keys())
+def test_a_summary_call_with_invalid_arguments_falls_back_to_extractive(
+        home: Home, api: FakeMessagesAPI, caplog, bad):
+    """Arguments the schema does not allow are an unusable answer, exactly like garbage:
+    that rollup is extractive (nothing of the answer is written), one failure is counted, and
+    the run says so once at WARNING."""
+    no_lessons(home, api)
+    parser_history(home)
+    api.enqueue(tool_use("write_summary", bad))
+    api.default = FAITHFUL
+    caplog.set_level(logging.INFO)
+    report = rf.run(home, home.settings())
+    assert methods(home) == ["extractive", "fake-model", "fake-model"]
+    assert report.summary_calls == 3 and report.summary_fallbacks == 1
+    with Store.open(home.db_path) as store:
+        first = rollups(store, 1)[0]
+    # no half of the bad answer was kept: the span's own sentence, citing its event
+    assert first.title != "Parser crash on emoji"
+    assert first.body.startswith("the parser crashed on emoji input") and "[#" in first.body
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "1 of 3 model summaries fell back to extractive (last: ValueError: the write_summary "
+        "call does not validate ("), warnings
+
+
+@pytest.mark.parametrize("reply", [
+    text(json.dumps({"title": "Parser crash on emoji", "summary": "The parser crashed on emoji "
+                     "input during the nightly build."})),
+    tool_use("note", {"title": "Parser crash on emoji", "summary": "The parser crashed on "
+                      "emoji input during the nightly build."}),
+], ids=["json-in-text", "another-tool"])
+def test_a_summary_not_given_through_the_forced_tool_falls_back(home: Home,
+                                                                api: FakeMessagesAPI,
+                                                                caplog, reply):
+    """Even a faithful summary is not dug out of text or another tool's call."""
+    no_lessons(home, api)
+    parser_history(home)
+    api.enqueue(reply)
+    api.default = FAITHFUL
+    caplog.set_level(logging.WARNING)
+    report = rf.run(home, home.settings())
+    assert methods(home) == ["extractive", "fake-model", "fake-model"]
+    assert report.summary_fallbacks == 1
+    assert any("did not call write_summary" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
+
+
+BAD_LESSONS = {
+    "missing-field": {},
+    "wrong-type": {"lessons": "The parser crashed on emoji input"},
+    "extra-junk": {"lessons": [], "notes": "nothing else"},
+    "text-answer": None,  # the answer is text, not the forced call
+}
+
+
+@pytest.mark.parametrize("bad", BAD_LESSONS.values(), ids=BAD_LESSONS.keys())
+def test_a_lessons_call_with_invalid_arguments_proposes_nothing(home: Home,
+                                                                api: FakeMessagesAPI, caplog,
+                                                                bad):
+    write_config(home.root, api.url, memory={"memory_promotions": "auto",
+                                             "summary_calls_per_run": 0})
+    parser_history(home, 20)
+    api.enqueue(text('[{"text": "x", "source_events": [1]}]') if bad is None
+                else tool_use("record_lessons", bad))
+    caplog.set_level(logging.WARNING)
+    report = rf.run(home, home.settings())
+    assert len(api.requests) == 1
+    assert report.promotions == "lessons call failed: ValueError", report.promotions
+    with Store.open(home.db_path) as store:
+        assert store.scalar("SELECT COUNT(*) FROM promotions") == 0
+        assert store.scalar("SELECT status FROM ritual_runs WHERE ritual = 'reflect'") == "ok"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("lessons call failed (ValueError: ")
+
+
+def test_one_malformed_lesson_is_skipped_and_the_rest_go_through_the_gate(
+        home: Home, api: FakeMessagesAPI, caplog):
+    write_config(home.root, api.url, memory={"memory_promotions": "gated",
+                                             "summary_calls_per_run": 0})
+    ids = parser_history(home, 20)
+    good = {"text": "The parser crashed on emoji input", "source_events": [ids[0]],
+            "confidence": 0.9}
+    api.enqueue(tool_use("record_lessons", {"lessons": [
+        {**good, "confidence": "very"},  # wrong type
+        {"text": "Mara filed a ticket"},  # no sources
+        {**good, "why": "it matters"},  # a field nobody asked for
+        {**good, "source_events": [2**70]},  # past SQLite's range
+        "Mara filed a ticket about the tokenizer",  # not an object
+        good]}))
+    caplog.set_level(logging.WARNING)
+    report = rf.run(home, home.settings())
+    assert report.promotions == "malformed 5, queued 1", report.promotions
+    with Store.open(home.db_path) as store:
+        assert [p.text for p in pr.listing(store)] == [good["text"]]
+    skipped = [r.getMessage() for r in caplog.records if r.getMessage().endswith("; skipped")]
+    assert len(skipped) == 5 and all("the proposed lesson does not validate (" in m for m in skipped)
 
 
 def test_a_summary_citing_ids_as_the_prompt_asks_passes_the_check(home: Home,
@@ -451,12 +585,12 @@ def test_the_summary_budget_caps_model_calls_per_run(home: Home, api: FakeMessag
     assert methods(home)[3:] == ["fake-model", "fake-model"]
 
 
-GARBAGE = text("I'm sorry, I can't summarise that right now.")  # no JSON object at all
+GARBAGE = text("I'm sorry, I can't summarise that right now.")  # text, not the forced call
 UNRELATED = answer("Quarterly budget review", "Finance approved the spring marketing budget "
                    "and hired two contractors.")  # JSON, but not about its source
 
 
-@pytest.mark.parametrize("reply", [GARBAGE, UNRELATED], ids=["no-json", "unfaithful"])
+@pytest.mark.parametrize("reply", [GARBAGE, UNRELATED], ids=["text-answer", "unfaithful"])
 def test_three_failed_summaries_in_a_row_make_the_rest_of_the_run_extractive(
         home: Home, api: FakeMessagesAPI, caplog, reply):
     """A model that answers garbage once cost 31 calls and 30 identical WARNING lines a run:
@@ -514,8 +648,9 @@ def test_a_malformed_memory_md_costs_the_promotions_not_the_run(home: Home,
     ids = parser_history(home, 20)
     home.memory_md.write_text(home.memory_md.read_text(encoding="utf-8")
                               + "- [x1] a line that looks like an entry\n", encoding="utf-8")
-    api.enqueue(text(json.dumps([{"text": "The parser crashed on emoji input",
-                                  "source_events": [ids[0]], "confidence": 0.9}])))
+    api.enqueue(tool_use("record_lessons", {"lessons": [{
+        "text": "The parser crashed on emoji input", "source_events": [ids[0]],
+        "confidence": 0.9}]}))
     caplog.set_level(logging.WARNING)
     report = rf.run(home, home.settings())
     assert api.requests == []  # no lessons asked for: the gate could not use them

@@ -19,8 +19,10 @@ One function, `consider`, decides every candidate, whichever door it came throug
 - confident: applied at once when `memory_promotions = "auto"`, queued when "gated"; with "off"
   nothing is proposed at all.
 
-Every decision is a `promotions` row with its reason. Retrieved text never becomes operational
-authority on its own: only the owner's own words, or the owner's approval, reach MEMORY.md.
+Every decision is a `promotions` row with its reason; `VerdictStatus` names the verdicts
+(a StrEnum, so a stored or printed verdict is the same plain word). Retrieved text never
+becomes operational authority on its own: only the owner's own words, or the owner's
+approval, reach MEMORY.md.
 `approve` finishes an approve that was interrupted after MEMORY.md was written. It reads the
 store and writes MEMORY.md; it never calls a model.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..errors import CoworkerError
 from ..home import Home
@@ -75,9 +78,18 @@ class Candidate:
     origin: str  # tool (memory_propose), reflect, owner ("remember"), agent (MCP "remember")
 
 
+class VerdictStatus(StrEnum):
+    """What the gate decided: a stored promotion status, or "off" (nothing recorded)."""
+
+    APPLIED = pr.Status.APPLIED
+    QUEUED = pr.Status.QUEUED
+    REFUSED = pr.Status.REFUSED
+    OFF = "off"
+
+
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # applied, queued, refused, off
+    status: VerdictStatus
     reason: str
     promotion_id: int | None = None
     entry_id: str | None = None
@@ -197,57 +209,76 @@ def _budget_problem(before: str, after: str, settings: Settings) -> str | None:
 
 
 def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> Verdict:
+    """The one gate: refused, queued (doubtful, over budget, or "gated") or applied, each
+    recorded as a `promotions` row with its reason; with promotions "off", nothing at all."""
     mode = settings.memory.memory_promotions
     if mode == "off":
-        return Verdict("off", 'memory_promotions is "off": nothing is proposed')
+        return Verdict(VerdictStatus.OFF, 'memory_promotions is "off": nothing is proposed')
     text = " ".join(cand.text.split())
     ids = sorted(set(cand.source_events))
 
-    def record(status: str, reason: str, entry_id: str | None = None) -> Verdict:
+    def record(status: VerdictStatus, reason: str, entry_id: str | None = None) -> Verdict:
         row = pr.add(store, text, ids or None, cand.confidence, status, reason, cand.origin,
                      entry_id)
-        log.log(logging.INFO if status == "applied" else logging.WARNING,
+        log.log(logging.INFO if status == VerdictStatus.APPLIED else logging.WARNING,
                 "promotion %d %s: %s (%s)", row.id, status, text[:80], reason)
         return Verdict(status, reason, row.id, entry_id)
 
-    # refused ---------------------------------------------------------------------------
+    refused, sources = _refusal(store, text, ids)
+    if refused is not None:
+        return record(VerdictStatus.REFUSED, refused)
+    memory = load_memory(store, home)
+    if (duplicate := _duplicate(text, memory)) is not None:
+        return record(VerdictStatus.REFUSED, duplicate)
+    doubts = _doubts(cand, text, sources)
+    after, entry = memory.with_entry(text, ids)
+    if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
+                                   after.render(), settings)) is not None:
+        doubts.append(problem)
+    if doubts:
+        return record(VerdictStatus.QUEUED, "; ".join(doubts))
+    if mode == "gated":
+        return record(VerdictStatus.QUEUED,
+                      'memory_promotions is "gated": every promotion waits for you')
+    after.save()
+    return record(VerdictStatus.APPLIED, "confident: the owner's own words, cited and checked",
+                  entry.id)
+
+
+def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[Event]]:
+    """Why the candidate is refused before MEMORY.md is read (no text, sources missing or not
+    its source), or None; and its source events."""
     if not text:
-        return record("refused", "empty text")
+        return "empty text", []
     if not ids:
-        return record("refused", "no source events: a promotion must cite the events it "
-                                 "comes from")
+        return "no source events: a promotion must cite the events it comes from", []
     found = ev.existing_ids(store, ids)
     missing = [i for i in ids if i not in found]
     if missing:
-        return record("refused", f"source events {missing} do not exist (provenance does not "
-                                 "validate)")
+        return f"source events {missing} do not exist (provenance does not validate)", []
     sources: list[Event] = [e for e in (ev.get(store, i) for i in ids) if e is not None]
     share = shared_share(text, [s.body for s in sources])
     if share < MIN_SOURCE_SHARE:
-        return record("refused", f"only {share:.0%} of its words are in its sources: it lost "
-                                 "too much of its source text")
-    memory = load_memory(store, home)
+        return (f"only {share:.0%} of its words are in its sources: it lost too much of its "
+                "source text"), sources
+    return None, sources
+
+
+def _duplicate(text: str, memory: MemoryFile) -> str | None:
     for entry in memory.numbered().entries:
         if _overlap(text, entry.text) >= DUPLICATE_OVERLAP:
-            return record("refused", f"duplicate of [{entry.id}] {entry.text[:60]}")
+            return f"duplicate of [{entry.id}] {entry.text[:60]}"
+    return None
 
-    # doubtful --------------------------------------------------------------------------
+
+def _doubts(cand: Candidate, text: str, sources: list[Event]) -> list[str]:
+    """Every reason to queue the candidate for the owner rather than apply it, in order."""
     doubts = []
     if cand.origin == "agent":
         doubts.append(AGENT_REASON)
     if cand.confidence < MIN_CONFIDENCE:
         doubts.append(f"confidence {cand.confidence:.2f} is under {MIN_CONFIDENCE}")
-    for s in sources:
-        if s.imported:
-            doubts.append(f"source #{s.id} was imported history, not your words")
-        elif not s.owners_words:
-            if cand.origin == "agent" and s.meta.get("via") == "mcp":
-                continue  # the agent's own message: AGENT_REASON says it
-            doubts.append(f"source #{s.id} was written by {s.author_kind} ({s.actor}, a "
-                          f"{s.kind}), not by you")
-        elif cand.origin != "owner" and (why := looks_pasted(s.body)) is not None:
-            doubts.append(f"source #{s.id} looks like a pasted document ({why}), not your "
-                          "own words")
+    doubts += [d for s in sources if (d := _source_doubt(cand, s)) is not None]
     if cand.origin != "owner" and (extra := details_not_in(text, sources)):
         doubts.append(f"holds details its cited sources do not: {', '.join(extra[:4])}")
     owner_bodies = [s.body for s in sources if s.owners_words]
@@ -256,16 +287,21 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
         doubts.append(problem)
     if (phrase := reads_as_instruction(text)) is not None:
         doubts.append(f"reads as an instruction to the agent ({phrase!r})")
-    after, entry = memory.with_entry(text, ids)
-    if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
-                                   after.render(), settings)) is not None:
-        doubts.append(problem)
-    if doubts:
-        return record("queued", "; ".join(doubts))
-    if mode == "gated":
-        return record("queued", 'memory_promotions is "gated": every promotion waits for you')
-    after.save()
-    return record("applied", "confident: the owner's own words, cited and checked", entry.id)
+    return doubts
+
+
+def _source_doubt(cand: Candidate, s: Event) -> str | None:
+    """Why source `s` is not the owner's own words for this candidate, or None."""
+    if s.imported:
+        return f"source #{s.id} was imported history, not your words"
+    if not s.owners_words:
+        if cand.origin == "agent" and s.meta.get("via") == "mcp":
+            return None  # the agent's own message: AGENT_REASON says it
+        return (f"source #{s.id} was written by {s.author_kind} ({s.actor}, a {s.kind}), not "
+                "by you")
+    if cand.origin != "owner" and (why := looks_pasted(s.body)) is not None:
+        return f"source #{s.id} looks like a pasted document ({why}), not your own words"
+    return None
 
 
 class ReviewError(CoworkerError):
@@ -277,13 +313,13 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
     p = pr.get(store, promotion_id)
     if p is None:
         raise ReviewError(f"no promotion {promotion_id}; `coworker promotions` lists them")
-    if p.status != "queued":
+    if p.status != pr.Status.QUEUED:
         raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued; only queued "
                           "promotions can be approved")
     memory = load_memory(store, home)
     if (done := _half_done(store, memory, p)) is not None:
         # an approve interrupted after MEMORY.md was written: finish it, write nothing
-        pr.decide(store, promotion_id, "approved", "approved by the owner (finished an "
+        pr.decide(store, promotion_id, pr.Status.APPROVED, "approved by the owner (finished an "
                   f"interrupted approve: [{done}] was already in MEMORY.md)", done)
         return done
     for entry in memory.numbered().entries:
@@ -297,7 +333,7 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
                           "[memory] memory_md_max_chars")
     snapshot(home.memory_md, home.snapshots, f"before approving promotion {promotion_id}")
     after.save()
-    pr.decide(store, promotion_id, "approved", "approved by the owner", entry.id)
+    pr.decide(store, promotion_id, pr.Status.APPROVED, "approved by the owner", entry.id)
     return str(entry.id)
 
 
@@ -317,9 +353,10 @@ def reject(store: Store, promotion_id: int, why: str | None) -> None:
     p = pr.get(store, promotion_id)
     if p is None:
         raise ReviewError(f"no promotion {promotion_id}; `coworker promotions` lists them")
-    if p.status != "queued":
+    if p.status != pr.Status.QUEUED:
         raise ReviewError(f"promotion {promotion_id} is {p.status}, not queued")
-    pr.decide(store, promotion_id, "rejected", f"rejected by the owner: {why or 'no reason given'}")
+    pr.decide(store, promotion_id, pr.Status.REJECTED,
+              f"rejected by the owner: {why or 'no reason given'}")
 
 
 REMEMBER = re.compile(r"^\s*remember(?:\s*:|\s+that\b|\b)\s*(?P<text>.+)$", re.I | re.S)

@@ -1,16 +1,27 @@
-"""Promotions: candidates for MEMORY.md and what the gate decided about each, with why."""
+"""Promotions: candidates for MEMORY.md and what the gate decided about each, with why.
+
+Owns the `promotions` rows and their statuses (`Status`); it never decides one: the gate does."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from ..settings import redact
 from .db import Store
 from .events import now_iso
 
-STATUSES = ("applied", "queued", "refused", "approved", "rejected")
+
+class Status(StrEnum):
+    """A promotion's status as stored: what the gate decided, then what the owner did."""
+
+    APPLIED = "applied"  # the gate wrote it to MEMORY.md
+    QUEUED = "queued"  # waiting for the owner's review
+    REFUSED = "refused"  # the gate turned it down
+    APPROVED = "approved"  # the owner approved a queued one: it is in MEMORY.md
+    REJECTED = "rejected"  # the owner rejected a queued one
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,7 @@ def add(store: Store, text: str, source_events: list[int] | None, confidence: fl
             "INSERT INTO promotions(ts, text, source_events, confidence, status, reason, origin, "
             "decided_at, entry_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (ts, redact(text), json.dumps(source_events) if source_events else None, confidence,
-             status, redact(reason), origin, ts if status != "queued" else None, entry_id))
+             status, redact(reason), origin, ts if status != Status.QUEUED else None, entry_id))
         return get(store, int(cur.lastrowid))  # type: ignore[return-value]
 
 

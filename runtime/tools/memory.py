@@ -1,5 +1,8 @@
 """The agent's memory tools: `memory_search` (lexical search over events, archive and rollups,
-with ids), `memory_walk` (the pure walk, as JSON) and `memory_propose` (a fact for the gate).
+with ids), `memory_walk` (the walk as JSON, blind to the tick's own inputs and steps, each walk
+recorded in telemetry) and `memory_propose` (a fact for the gate, which decides it and records
+the decision). Search and walk only read memory; no tool here writes MEMORY.md itself (only
+the gate may) or calls a model.
 
 A query longer than `cards.MAX_QUERY_CHARS` is not refused: only its first MAX_QUERY_CHARS
 characters are read, and the result says so (`"query_truncated": true` in a walk; a first line
