@@ -1,6 +1,6 @@
 """coworker: an AI coworker that lives in a background process, wakes on a tick and remembers.
 
-The package is a house of rooms (DESIGN section 11): cli -> loop -> (context, model, tools)
+The package is a house of rooms (docs/design.md section 15): cli -> loop -> (context, model, tools)
 -> memory -> store. Arrows run one way; the store knows nothing of the loop.
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Callable
@@ -89,6 +90,9 @@ def init() -> None:
     else:
         out.print(f"{home.root} is already a coworker home; nothing changed")
     out.print("next: `coworker run` (foreground) or `coworker start` (background)")
+    if shutil.which("coworker") is None:
+        out.print("(`coworker` is not on your PATH: in the clone use `./coworker`, or link it "
+                  "once: ln -s /path/to/clone/coworker ~/.local/bin/coworker)")
 
 
 @cli.command()
@@ -727,7 +731,7 @@ def eval_group() -> None:
 
     \b
     Example:
-      coworker eval locomo ../shared/bench/locomo/locomo-dev.json
+      coworker eval locomo locomo10.json
     """
 
 
@@ -749,9 +753,12 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     reflect), every question of categories 1-4 is asked, and the top-k turns are scored: turn
     recall@k, hit@k, MRR@10, session recall@k, per category, with explicit denominators.
 
+    FILE is LoCoMo's data/locomo10.json from github.com/snap-research/LoCoMo (CC BY-NC 4.0; not
+    shipped here); docs/benchmarks.md says where to get it and how to cut our development set.
+
     \b
     Example:
-      coworker eval locomo ../shared/bench/locomo/locomo-dev.json --json
+      coworker eval locomo locomo10.json --json
     """
     from .evaluate import run as run_eval
 

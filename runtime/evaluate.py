@@ -179,8 +179,9 @@ class Report:
 
 def load(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise UsageError(f"no such file: {path}; the development set is "
-                         "../shared/bench/locomo/locomo-dev.json")
+        raise UsageError(f"no such file: {path}; give a LoCoMo data file: data/locomo10.json "
+                         "from https://github.com/snap-research/LoCoMo (CC BY-NC 4.0; see "
+                         "docs/benchmarks.md)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:

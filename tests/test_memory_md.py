@@ -1,4 +1,4 @@
-"""MEMORY.md under the owner's control (issue 5, DESIGN section 7): the file's format and hand
+"""MEMORY.md under the owner's control (issue 5, docs/design.md section 10): the file's format and hand
 edits, every gate verdict with real events in the store, review (promotions approve/reject),
 strike, snapshots and restore, pins in the cached prefix, and provenance (author_kind, stale
 decisions). Commands the issue names run through the real CLI in a subprocess."""

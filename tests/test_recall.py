@@ -1,4 +1,4 @@
-"""The recall reflex (DESIGN 8), coworker tag, and the LoCoMo evaluation (DESIGN 9).
+"""The recall reflex (docs/design.md section 11), coworker tag, and the LoCoMo evaluation (section 14).
 
 Ticks are driven in process against the real anthropic client and the local Messages API
 (tests/fakeapi.py); the CLI is the real `coworker` in a subprocess.
