@@ -1,16 +1,17 @@
-"""APScheduler wiring and catch-up for rituals.
+"""The ritual schedule: which rituals exist, when each is next due, and catch-up at start.
 
-Owns the ritual definitions (reflect plus the owner's `[[rituals.custom]]`), parsing cron
-expressions in the configured time zone (5 fields as crontab, or 6 with seconds first), the
-AsyncIOScheduler whose jobs only say "this ritual is due" (the loop runs it on its next tick),
-and catch-up: a ritual whose window passed while the process was down is due once at start,
-however many windows it missed. It never runs a ritual itself.
+Owns the ritual definitions (reflect plus the owner's `[[rituals.custom]]`), the
+AsyncIOScheduler with one job per ritual in the configured time zone (cron expressions are
+parsed by `cron`), and catch-up: a ritual whose window passed while the process was down is
+due once at start, however many windows it missed. A job only awaits the loop's `on_due(name)`
+on the loop's own thread, which marks the ritual due and wakes the loop; the next tick makes
+it an input. It never runs a ritual itself and never writes an input.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -36,12 +37,14 @@ class RitualDef:
 
 
 def definitions(settings: Settings) -> list[RitualDef]:
+    """reflect first, then the owner's custom rituals in config order."""
     defs = [RitualDef("reflect", settings.rituals.reflect, None)]
     defs += [RitualDef(c.name, c.cron, c.prompt) for c in settings.rituals.custom]
     return defs
 
 
 def next_run(defn: RitualDef, tz: str, after: datetime | None = None) -> datetime | None:
+    """When `defn` is next due after `after` (now), in the time zone `tz`."""
     after = after or datetime.now(UTC)
     return parse_cron(defn.cron, tz).get_next_fire_time(None, after.astimezone(ZoneInfo(tz)))
 
@@ -52,7 +55,9 @@ def _parse(ts: str) -> datetime:
 
 def register_and_find_missed(store: Store, settings: Settings,
                              now: datetime | None = None) -> list[str]:
-    """Record first sightings; return the rituals whose window passed since their last run."""
+    """The rituals due now to catch up: those with a window between their last ritual_runs
+    row (a run of any status, or the row that registered them) and `now`. A ritual seen for
+    the first time is registered (a `registered` row), not due."""
     now = now or datetime.now(UTC)
     tz = settings.coworker.timezone
     due = []
@@ -71,9 +76,10 @@ def register_and_find_missed(store: Store, settings: Settings,
 
 
 class Scheduler:
-    """Real APScheduler jobs; each firing calls `on_due(name)`."""
+    """One APScheduler job per ritual; each firing awaits `on_due(name)`. A coroutine job:
+    AsyncIOScheduler runs it on the event loop's own thread, never in a worker thread."""
 
-    def __init__(self, settings: Settings, on_due: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, on_due: Callable[[str], Awaitable[None]]) -> None:
         self.on_due = on_due
         self.settings = settings
         self._sched: AsyncIOScheduler | None = None
@@ -99,11 +105,6 @@ class Scheduler:
             return
         self._sched.remove_all_jobs()
         self._add_jobs()
-
-    def jobs(self) -> list[tuple[str, datetime | None]]:
-        if self._sched is None:
-            return []
-        return [(j.id, j.next_run_time) for j in self._sched.get_jobs()]
 
     def shutdown(self) -> None:
         if self._sched is not None and self._sched.running:

@@ -11,16 +11,13 @@ from pathlib import Path
 import pytest
 
 from runtime.home import Home
-from runtime.loop import Loop, TickOutcome
+from runtime.loop import Loop, Outcome, RunState, TickOutcome
 from runtime.store import Event, Store, pins, telemetry
 from runtime.store import events as ev
 
-from .conftest import tell
 from .conftest import run_tick as tick
-from .conftest import write_config
+from .conftest import tell, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
-
-
 
 
 def make_loop(home: Home, **kw) -> Loop:
@@ -339,3 +336,64 @@ def test_a_clean_run_records_start_and_stop(home: Home, api: FakeMessagesAPI, ca
     assert any("stopped cleanly" in r.getMessage() for r in caplog.records)
     run = json.loads(Path(home.runfile).read_text())
     assert run["running"] is False and run["ticks"] == 1
+
+
+def test_the_run_state_goes_running_then_stopped(home: Home, api: FakeMessagesAPI):
+    loop = make_loop(home)
+    seen = [loop.state]
+    real_tick = loop.tick
+
+    async def watched_tick() -> TickOutcome:
+        seen.append(loop.state)
+        return await real_tick()
+
+    loop.tick = watched_tick
+    asyncio.run(loop.run(max_ticks=1))
+    seen.append(loop.state)
+    assert seen == [RunState.STOPPED, RunState.RUNNING, RunState.STOPPED]
+
+
+def test_async_with_starts_and_stops_and_a_stop_only_signals(home: Home, api: FakeMessagesAPI):
+    write_config(home.root, api.url, coworker={"tick_seconds": 3600, "max_tick_seconds": 3600})
+
+    async def go() -> tuple[Loop, list[object]]:
+        async with make_loop(home) as loop:
+            seen: list[object] = [loop.state]
+            real_sleep, sleeping = loop._sleep, asyncio.Event()
+
+            async def watched_sleep(seconds: float) -> None:
+                sleeping.set()
+                await real_sleep(seconds)
+
+            loop._sleep = watched_sleep
+            serving = asyncio.create_task(loop.run_until_stopped())
+            await sleeping.wait()  # the first tick ran; the loop sleeps an hour now
+            loop.stop("test stop")
+            # stop() only signals: nothing is torn down until the context ends
+            run = await asyncio.to_thread(Path(home.runfile).read_text)
+            seen += [loop.state, json.loads(run)["running"]]
+            await asyncio.wait_for(serving, 30)  # the hour's sleep was cut short
+            seen.append(loop.state)
+        return loop, seen
+
+    loop, seen = asyncio.run(go())
+    assert seen == [RunState.RUNNING, RunState.STOPPING, True, RunState.STOPPING]
+    assert loop.state is RunState.STOPPED
+    assert json.loads(Path(home.runfile).read_text())["running"] is False
+    assert [e.meta["reason"] for e in events_of(home, "stop")] == ["test stop"]
+
+
+def test_tick_outcomes_are_written_as_their_plain_words(home: Home, api: FakeMessagesAPI):
+    tell(home, "hello")
+    api.enqueue(text("Hello."))
+    loop = make_loop(home)
+    outcome = tick(loop)
+    assert outcome.kind is Outcome.NO_ACTION
+    loop._after_tick(outcome)
+    with Store.open(home.db_path) as store:
+        raw = store.query("SELECT body, meta FROM events WHERE kind = 'tick_end'")[0]
+    assert raw["body"].endswith(": no_action") and '"outcome": "no_action"' in raw["meta"]
+    assert json.loads(Path(home.runfile).read_text())["last_outcome"] == "no_action"
+    assert TickOutcome("step_cap").kind is Outcome.STEP_CAP
+    with pytest.raises(ValueError):
+        TickOutcome("sleepy")  # a closed set: a word outside it is a bug, caught at once

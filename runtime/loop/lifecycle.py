@@ -1,0 +1,424 @@
+"""The loop's life: start, ticks, a sleep a wake-up cuts short, a stop.
+
+Owns the Loop and its run state (STOPPED -> STARTING -> RUNNING -> STOPPING -> STOPPED);
+`async with` to start and stop (the pid lock, the signal handlers, the ritual scheduler and
+catch-up, the start, stop and crash events, a shielded and time-limited close of the model
+client); `stop()` and `wake()` that only signal; the interval that doubles after quiet,
+no-op or failed ticks; the runfile; hot config reload; and each tick's one choice: quiet (no
+model call, no event, a telemetry count) or a turn. A crash is logged and recorded apart
+from a stop. It asks perception what waits and hands the turn to turn; it never speaks SQL
+and never calls the model itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from .. import context as ctx
+from .. import process
+from ..errors import ConfigError
+from ..home import Home
+from ..model import Model
+from ..scheduler import Scheduler, register_and_find_missed
+from ..settings import Settings, file_hash
+from ..store import Store, iso_z, now_iso, telemetry, turns
+from ..store import promises as promises_store
+from ..tools import Registry, default_registry
+from . import inbox, perception
+from .record import record
+from .spending import SpendingCap
+from .state import Outcome, RunState, Stop, TickOutcome
+from .turn import SemanticCache, TickWork, TurnContext, take
+
+log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as before the split
+
+POLL_S = 0.5  # how often a sleep looks at the inbox (a file dropped there wakes no one)
+CLOSE_S = 5  # how long a stop waits for the model client to close
+
+
+@dataclass
+class LoopStats:
+    ticks: int = 0
+    quiet_ticks: int = 0
+    last_tick_at: str | None = None
+    last_outcome: str | None = None
+    history: list[str] = field(default_factory=list)
+
+
+class Loop:
+    """`await Loop(home, settings).run()`, or `async with Loop(...) as loop:` then
+    `await loop.run_until_stopped()`; `stop()` and `wake()` only signal."""
+
+    def __init__(self, home: Home, settings: Settings, *, live: bool | None = None,
+                 registry: Registry | None = None) -> None:
+        self.home = home
+        self.settings = settings
+        self.live_flag = live
+        self.registry = registry or default_registry()
+        self.scheduler: Scheduler | None = None
+        self.state = RunState.STOPPED
+        self.store = Store.open(home.db_path)
+        self.model: Model | None = None
+        self.interval = float(settings.coworker.tick_seconds)
+        self.stats = LoopStats()
+        self.config_hash = file_hash(home.config_path)
+        self._bad_hash_seen: str | None = None
+        self._wakeup = asyncio.Event()
+        self._stop = Stop()
+        self._lock: process.PidLock | None = None
+        self._signals: list[int] = []
+        self._started_epoch = time.time()
+        self._next_tick_epoch: float | None = None
+        self._due_rituals = perception.DueRituals()
+        self._resume: turns.Attempt | None = None  # the attempt this tick's batch takes up
+        self._more_pending = False  # more inputs wait than a turn takes: tick again at once
+        self._idle_digest: str | None = None  # no model: the inputs already reported
+        self._cap = SpendingCap()
+        self._semantic = SemanticCache()
+        self._work = TickWork()
+        self._make_model()
+
+    # signals -----------------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        if self.live_flag is not None:
+            return self.live_flag
+        return self.settings.writes.mode == "live"
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.requested
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Ask the loop to stop: the sleep ends, a model call in flight is cancelled (its
+        inputs stay pending), and the turn ends at its next step boundary."""
+        self._stop.request(reason)
+        if self.state in (RunState.STARTING, RunState.RUNNING):
+            self.state = RunState.STOPPING
+        self._wakeup.set()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def _ritual_due(self, name: str) -> None:
+        self._due_rituals.mark(name)
+        self._wakeup.set()
+
+    async def _ritual_fired(self, name: str) -> None:
+        """The APScheduler job: a coroutine, so it runs on the loop's own thread."""
+        log.info("ritual %s is due", name)
+        self._ritual_due(name)
+
+    # model -------------------------------------------------------------------------------
+    def _make_model(self) -> None:
+        self.model = Model(self.settings.model) if self.settings.model_enabled() else None
+        if self.model is None:
+            why = ('[model] provider = "none"' if self.settings.model.provider == "none"
+                   else "no API key")
+            log.warning(
+                "NO MODEL CONFIGURED (%s): the coworker records inputs and runs rituals but "
+                "takes no model turns. Set ANTHROPIC_API_KEY, or [model] api_key in %s "
+                "(chmod 600; and [model] base_url in config.toml for a local "
+                "Anthropic-compatible server).", why, self.home.state / "secrets.toml")
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def run(self, *, max_ticks: int | None = None) -> None:
+        """Start, tick until stopped (or `max_ticks` ticks), stop. A crash is logged at
+        CRITICAL, recorded, and raised."""
+        async with self:
+            await self.run_until_stopped(max_ticks=max_ticks)
+
+    async def __aenter__(self) -> Loop:
+        self._lock = process.PidLock(self.home)
+        # a `tell` may signal as soon as the pidfile names us, and until it is released: its
+        # wake-up must never meet the default action (which ends the process)
+        with contextlib.suppress(ValueError):  # not the main thread: asyncio owns signals
+            signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)
+        self._lock.acquire()
+        self._install_signals()
+        self.state = RunState.STARTING
+        record(self.store, "start", f"coworker started (pid {os.getpid()})", pid=os.getpid(),
+               model=self.settings.model.name if self.model else None,
+               writes="live" if self.live else "dry-run")
+        log.info("coworker started in %s (pid %d, writes %s)", self.home.root, os.getpid(),
+                 "live" if self.live else "dry-run")
+        try:
+            self._start_rituals()
+        except BaseException as e:
+            await self._close(e)
+            raise
+        if self.state is RunState.STARTING:  # a stop may have come in already
+            self.state = RunState.RUNNING
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._close(exc)
+
+    async def run_until_stopped(self, *, max_ticks: int | None = None) -> None:
+        """Tick until a stop (or `max_ticks` ticks), sleeping the interval between ticks."""
+        while not self.stopping:
+            self._after_tick(await self._guarded_tick())
+            if max_ticks is not None and self.stats.ticks >= max_ticks:
+                self.stop(f"ran {max_ticks} tick(s)")
+                break
+            await self._sleep(self.interval)
+
+    async def _guarded_tick(self) -> TickOutcome:
+        """A tick that raised (e.g. the database locked past its timeout) failed; the loop
+        goes on."""
+        try:
+            return await self.tick()
+        except Exception as e:
+            log.error("tick failed (%s: %s); the loop goes on", type(e).__name__, e,
+                      exc_info=True)
+            with contextlib.suppress(Exception):
+                record(self.store, "tick_failed", f"{type(e).__name__}: {e}")
+            return TickOutcome(Outcome.FAILED, detail=str(e))
+
+    def _start_rituals(self) -> None:
+        for name in register_and_find_missed(self.store, self.settings):
+            self._ritual_due(name)
+        self.scheduler = Scheduler(self.settings, self._ritual_fired)
+        self.scheduler.start()
+
+    def _install_signals(self) -> None:
+        aio = asyncio.get_running_loop()
+        for sig, handler in ((signal.SIGTERM, lambda: self.stop("SIGTERM")),
+                             (signal.SIGINT, lambda: self.stop("SIGINT")),
+                             (process.WAKE_SIGNAL, self.wake)):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                aio.add_signal_handler(sig, handler)
+                self._signals.append(sig)
+
+    def _remove_signals(self) -> None:
+        aio = asyncio.get_running_loop()
+        for sig in self._signals:
+            aio.remove_signal_handler(sig)
+        self._signals = []
+        with contextlib.suppress(ValueError):
+            signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)  # until the lock is gone
+
+    async def _close(self, exc: BaseException | None) -> None:
+        """Everything a start took, given back; an Exception is a crash, anything else (a clean
+        end, a cancel, Ctrl-C) a stop."""
+        crashed = exc if isinstance(exc, Exception) else None
+        if crashed is not None:
+            log.critical("coworker CRASHED: %s: %s", type(crashed).__name__, crashed,
+                         exc_info=crashed)
+            with contextlib.suppress(Exception):
+                record(self.store, "crash", f"{type(crashed).__name__}: {crashed}",
+                       error=repr(crashed))
+        self.state = RunState.STOPPING
+        if self.scheduler is not None:
+            with contextlib.suppress(Exception):
+                self.scheduler.shutdown()
+        if crashed is None:
+            with contextlib.suppress(Exception):
+                record(self.store, "stop", f"coworker stopped ({self._stop.reason})",
+                       reason=self._stop.reason)
+            log.info("coworker stopped cleanly (%s)", self._stop.reason)
+        self._remove_signals()
+        if self.model is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self.model.close()), CLOSE_S)
+        self._write_runfile(running=False)
+        if self._lock is not None:
+            self._lock.release()
+        self.store.close()
+        self.state = RunState.STOPPED
+
+    def _after_tick(self, outcome: TickOutcome) -> None:
+        self.stats.ticks += 1
+        self.stats.last_tick_at = now_iso()
+        self.stats.last_outcome = outcome.kind
+        self.stats.history.append(outcome.kind)
+        base = float(self.settings.coworker.tick_seconds)
+        cap = float(self.settings.coworker.max_tick_seconds)
+        if outcome.kind == Outcome.FAILED:
+            self.interval = min(max(self.interval, base) * 2, cap)
+        elif outcome.active:
+            self.interval = base
+        elif outcome.kind in (Outcome.QUIET, Outcome.NO_ACTION, Outcome.NO_MODEL):
+            self.interval = min(self.interval * 2, cap)
+        self._next_tick_epoch = time.time() + self.interval
+        self._write_runfile(running=True)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait `seconds`, less when a promise falls due sooner; a wake-up, a stop or a file
+        in the inbox ends it early. No wait when more inputs wait than a turn took."""
+        if self._more_pending:  # a turn takes at most max_inputs_per_turn; go on at once
+            self._more_pending = False
+            await asyncio.sleep(0)  # but let a queued signal (SIGTERM) run first
+            return
+        seconds = self._until_due(seconds)
+        deadline = time.monotonic() + seconds
+        while not self.stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), min(remaining, POLL_S))
+            except TimeoutError:
+                if inbox.files(self.home.inbox):
+                    return
+                continue
+            self._wakeup.clear()
+            return
+
+    def _until_due(self, seconds: float) -> float:
+        """`seconds`, or less when the next promise falls due sooner (the runfile says so)."""
+        due = promises_store.next_due(self.store)
+        if not due:
+            return seconds
+        until_due = (datetime.fromisoformat(due.replace("Z", "+00:00"))
+                     - datetime.now(UTC)).total_seconds()
+        seconds = max(0.0, min(seconds, until_due))
+        self._next_tick_epoch = time.time() + seconds
+        self._write_runfile(running=True)
+        return seconds
+
+    def _write_runfile(self, running: bool) -> None:
+        try:
+            process.write_runfile(self.home, self._runfile(running))
+        except OSError as e:
+            log.warning("could not write %s: %s", self.home.runfile, e)
+
+    def _runfile(self, running: bool) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "running": running,
+            "started_at": iso_z(datetime.fromtimestamp(self._started_epoch, UTC)),
+            "started_monotonic_epoch": self._started_epoch,
+            "last_tick_at": self.stats.last_tick_at,
+            "last_outcome": self.stats.last_outcome,
+            "next_tick_at": (iso_z(datetime.fromtimestamp(self._next_tick_epoch, UTC))
+                             if self._next_tick_epoch and running else None),
+            "interval_s": self.interval,
+            "ticks": self.stats.ticks,
+            "quiet_ticks": self.stats.quiet_ticks,
+            "config_hash": self.config_hash,
+            "rejected_config_hash": self._bad_hash_seen,
+            "model": self.settings.model.name if self.model else None,
+            "writes": "live" if self.live else "dry-run",
+            "capped": self._cap.reason,
+        }
+
+    # config ------------------------------------------------------------------------------
+    def reload_config(self) -> None:
+        """Apply an edited config.toml; a bad edit keeps the last good config, loudly."""
+        new_hash = file_hash(self.home.config_path)
+        if new_hash in (self.config_hash, self._bad_hash_seen):
+            return
+        try:
+            new = self.home.settings()
+        except ConfigError as e:
+            log.error("config.toml changed but is INVALID, still running on the last good "
+                      "config: %s", e)
+            record(self.store, "config_error", str(e))
+            # report once per bad edit; config_hash stays the applied file's, so `status`
+            # and doctor see that the file on disk is not the one in use
+            self._bad_hash_seen = new_hash
+            return
+        changed = _changes(self.settings, new)
+        self.settings = new
+        self.config_hash = new_hash
+        self._apply(changed)
+        log.warning("config.toml reloaded; changed: %s",
+                    ", ".join(f"{k} {v[0]!r} -> {v[1]!r}" for k, v in changed.items()) or "nothing")
+        record(self.store, "config_reload", "config.toml reloaded", changed=changed)
+        self._write_runfile(running=True)
+
+    def _apply(self, changed: dict[str, list[Any]]) -> None:
+        """What a changed key needs beyond the new settings: a new model client, the base
+        interval, the ritual schedule."""
+        if any(k.startswith("model.") for k in changed):
+            old_model = self.model
+            self._make_model()
+            if old_model is not None:
+                asyncio.get_running_loop().create_task(old_model.close())
+        if any(k.startswith("coworker.tick") for k in changed):
+            self.interval = float(self.settings.coworker.tick_seconds)
+        if self.scheduler is not None and any(
+                k.startswith("rituals.") or k == "coworker.timezone" for k in changed):
+            self.scheduler.reschedule(self.settings)
+
+    # the tick ----------------------------------------------------------------------------
+    def perceive(self) -> ctx.Perception:
+        """Take the inbox in, make what fell due an input, and choose this tick's batch."""
+        batch = perception.perceive(self.home, self.store, self.settings, self._due_rituals)
+        self._resume, self._more_pending = batch.resume, batch.more
+        return batch.perception
+
+    fingerprint = staticmethod(perception.fingerprint)
+
+    async def tick(self) -> TickOutcome:
+        """One tick; a non-quiet one ends with one INFO line saying what it did."""
+        t0 = time.monotonic()
+        self._work = TickWork()
+        outcome = await self._tick()
+        if outcome.kind != Outcome.QUIET:
+            self._work.log(outcome, time.monotonic() - t0)
+        return outcome
+
+    async def _tick(self) -> TickOutcome:
+        try:
+            self.reload_config()
+        except Exception:
+            log.exception("config reload failed; keeping the last good config")
+        seen = self.perceive()
+        if seen.empty():
+            return self._quiet()
+        digest = self.fingerprint(seen)
+        if (waiting := self._inputs_wait(seen, digest)) is not None:
+            return waiting
+        return await take(self._turn_context(), seen, self._resume, digest)
+
+    def _inputs_wait(self, seen: ctx.Perception, digest: str) -> TickOutcome | None:
+        """A quiet outcome when no turn can be taken for these inputs: no model (they are
+        reported once, then wait) or the spending cap (they wait for tomorrow). A built-in
+        ritual due runs anyway."""
+        if perception.builtin_due(seen):
+            return None
+        if self.model is None:
+            if digest == self._idle_digest:  # already reported; they wait for a model
+                self._more_pending = False  # nor do the ones behind them: no spinning
+                return self._quiet()
+            self._idle_digest = digest
+            return None
+        if over := self._cap.reached(self.store, self.settings):
+            self._more_pending = False  # the spending cap: inputs wait for tomorrow
+            self.stats.quiet_ticks += 1
+            telemetry.record(self.store, "capped_tick", {"cap": over})
+            return TickOutcome(Outcome.QUIET, detail=over)
+        return None
+
+    def _quiet(self) -> TickOutcome:
+        self.stats.quiet_ticks += 1
+        telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
+        return TickOutcome(Outcome.QUIET)
+
+    def _turn_context(self) -> TurnContext:
+        return TurnContext(home=self.home, settings=self.settings, store=self.store,
+                           registry=self.registry, model=self.model, live=self.live,
+                           stop=self._stop, cap=self._cap, semantic=self._semantic,
+                           work=self._work)
+
+
+def _changes(old: Settings, new: Settings) -> dict[str, list[Any]]:
+    """The keys an edit changed, [old, new] each; an API key shows as *** both ways."""
+    old_flat, new_flat = old.flat(), new.flat()
+    changed = {k: [old_flat.get(k), v] for k, v in new_flat.items() if old_flat.get(k) != v}
+    for k in changed:
+        if k.startswith("model.api_key"):
+            changed[k] = ["***", "***"]
+    return changed

@@ -1,0 +1,120 @@
+"""Perception: what waits for this tick, and the batch one turn takes.
+
+Owns turning what fell due into inputs (promises past due, rituals the scheduler marked),
+taking the inbox in (through inbox), choosing the batch (at most max_inputs_per_turn; an
+unfinished attempt taken up again with exactly its inputs; after a failure its inputs caused,
+the oldest input alone), the Perception the context renders, and its fingerprint. It adds
+inputs through the store; it never calls a model, never runs a tool and never consumes an
+input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from .. import context as ctx
+from ..home import Home
+from ..scheduler import BUILTIN, definitions
+from ..settings import Settings
+from ..store import Event, Store, now_iso, turns
+from ..store import inputs as inputs_store
+from ..store import promises as promises_store
+from . import inbox
+
+
+class DueRituals:
+    """Ritual names the scheduler marked due, until perception makes them inputs."""
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+
+    def mark(self, name: str) -> None:
+        if name not in self._names:
+            self._names.append(name)
+
+    def take(self) -> list[str]:
+        names, self._names = self._names, []
+        return names
+
+
+@dataclass(frozen=True)
+class Batch:
+    perception: ctx.Perception
+    resume: turns.Attempt | None  # the unfinished attempt this batch takes up again
+    more: bool  # more inputs wait than a turn takes: the next tick comes at once
+
+
+def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) -> Batch:
+    """Take the inbox in, make what fell due an input, and choose this turn's batch."""
+    inbox.take(home.inbox, store)
+    queue_due(store, settings, rituals)
+    pending = inputs_store.pending(store)
+    batch, resume = choose(store, settings, pending)
+    return Batch(_perception(batch), resume, more=len(pending) > len(batch))
+
+
+def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:
+    """Promises that fell due and rituals the scheduler marked become inputs (a ritual that
+    already waits as an input is never doubled)."""
+    for p in promises_store.due(store, now_iso()):
+        inputs_store.add(store, Event(
+            kind="promise_due", body=p.body, actor="coworker", author_kind="system",
+            meta={"promise_id": p.id, "made": p.ts, "due": p.meta.get("due")}), "promise")
+    prompts = {d.name: d.prompt or "" for d in definitions(settings)}
+    for name in rituals.take():
+        if inputs_store.pending_ritual(store, name):
+            continue
+        inputs_store.add(store, Event(
+            kind="ritual_due", body=f"ritual {name} is due", actor="coworker",
+            author_kind="system", meta={"ritual": name, "prompt": prompts.get(name, "")}),
+            "ritual")
+
+
+def choose(store: Store, settings: Settings, pending: list[inputs_store.Input]
+           ) -> tuple[list[inputs_store.Input], turns.Attempt | None]:
+    """This turn's inputs, and the unfinished attempt it replays (if any).
+
+    An attempt that did not complete (killed, stopped, failed) and whose inputs are all
+    still pending is taken up again with exactly those inputs, so its recorded steps can be
+    replayed. After a failure its inputs caused, the oldest input goes alone, so a poison
+    input is set aside by itself and the inputs behind it go on."""
+    if not pending:
+        return [], None
+    by_id = {i.id: i for i in pending}
+    last = turns.last_attempt(store)
+    if (last is not None and last.outcome in turns.RESUMABLE and last.inputs
+            and all(i in by_id for i in last.inputs)):
+        batch = [by_id[i] for i in last.inputs]
+        if len(batch) == 1 or all(i.failures == 0 for i in batch):
+            return batch, last
+    if pending[0].failures > 0:
+        return [pending[0]], None
+    return pending[: settings.coworker.max_inputs_per_turn], None
+
+
+def _perception(batch: list[inputs_store.Input]) -> ctx.Perception:
+    p = ctx.Perception(input_ids=[i.id for i in batch])
+    for item in batch:
+        e = item.event
+        if item.kind == "message":
+            p.inputs.append(e)
+        elif item.kind == "promise":
+            p.due_promises.append(e)
+        else:
+            name = str(e.meta.get("ritual", ""))
+            p.rituals.append((name, str(e.meta.get("prompt") or "")))
+            p.ritual_inputs[name] = item.id
+    return p
+
+
+def builtin_due(p: ctx.Perception) -> list[str]:
+    """The built-in rituals (reflect) in this perception: the tick runs them, not the model."""
+    return [n for n, _ in p.rituals if n in BUILTIN]
+
+
+def fingerprint(p: ctx.Perception) -> str:
+    """A short hash of what a tick perceived (its inputs and rituals), for its `tick` event."""
+    payload = json.dumps({"inputs": p.input_ids, "rituals": p.rituals}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
