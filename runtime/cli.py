@@ -921,7 +921,7 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
         raise UsageError("say what to do: coworker embed --backfill, or --check")
     with _store(home) as store:
         if backfill:
-            total = len(vs.missing_events(store, embedder.name, sorted(em.BOOKKEEPING_KINDS),
+            total = len(vs.missing_events(store, embedder.name, sorted(ev.BOOKKEEPING_KINDS),
                                           0, 10**9))
             with Progress("embedding", BarColumn(), MofNCompleteColumn(), console=err,
                           transient=True) as bar:

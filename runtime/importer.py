@@ -33,8 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from .errors import UsageError
 from .store import Event, Store
 from .store import import_keys as keys_store
-from .store.events import LOOP_STATE_KINDS
-from .store.migrations import AUTHOR_KINDS
+from .store.events import AUTHOR_KINDS, LOOP_STATE_KINDS
 
 BATCH = 5000
 FIELDS = ("ts", "kind", "actor", "author_kind", "body", "meta", "id", "source_id")

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from dataclasses import dataclass, field
 
 from .errors import StoreError, UsageError
-from .memory.cards import sentences, stem
-from .memory.terms import STOPWORDS, words
+from .memory.cards import sentences
+from .memory.tokens import STOPWORDS, stem, words
 from .settings import REDACTED
 from .store import Event, Store
 from .store import events as ev
@@ -76,10 +75,8 @@ class RedactionReport:
 
 
 def _fts_term(word: str) -> str:
-    """The FTS index's term for a word: lowercase, diacritics removed, porter stem."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", word)
-                    if not unicodedata.combining(c))
-    return stem(plain.lower())
+    """The FTS index's term for a word (the one tokenizer's stem matches the index's)."""
+    return stem(word)
 
 
 def rare_tokens(store: Store, body: str) -> list[str]:

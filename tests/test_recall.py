@@ -27,8 +27,7 @@ from runtime.store import Event, Store, archive
 from runtime.store import events as ev
 from runtime.store import rollups as rl
 
-from .conftest import tell
-from .conftest import coworker, write_config
+from .conftest import coworker, tell, write_config
 from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, text, tool_use
 

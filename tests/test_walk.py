@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from runtime.home import Home
 from runtime.memory.cards import MAX_QUERY_CHARS, cap_query
-from runtime.memory.walk import Caps, query_tokens, walk
+from runtime.memory.walk import Caps, Found, Step, WalkResult, query_tokens, walk, walk_result
 from runtime.store import Event, Store, archive, inputs, telemetry
 from runtime.store import events as ev
 from runtime.store import rollups as rl
@@ -103,6 +104,26 @@ def test_exact_trace_for_a_known_query(ro: Store):
     assert [e["id"] for e in r["events"]] == [1, 3, 5, 7, 9, 2, 4, 6, 8, 10]
     assert set(r["events"][0]) == {"id", "ts", "kind", "actor", "body", "source"}
     assert r["truncated"] is False
+
+
+def test_the_typed_result_and_its_dict_are_the_json_contract(ro: Store):
+    typed = walk_result(ro, "parser bugs triage")
+    assert isinstance(typed, WalkResult) and typed.refused is False and typed.reason is None
+    assert typed.trace[0] == Step(2, 5, "entry: best lexical match at level 2 "
+                                        "(3/3 tokens: parser, bugs, triage)")
+    assert isinstance(typed.events[0], Found) and typed.events[0].event.id == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        typed.refused = True  # type: ignore[misc]
+    as_dict = typed.as_dict()
+    assert as_dict == walk(ro, "parser bugs triage")
+    # the keys in this order: the JSON every door prints, byte for byte
+    assert list(as_dict) == ["refused", "confidence", "query_tokens", "matched_tokens", "trace",
+                             "events", "truncated"]
+    assert list(as_dict["events"][0]) == ["id", "ts", "kind", "actor", "body", "source"]
+    assert list(walk(ro, "kubernetes")) == ["refused", "reason", "confidence", "query_tokens",
+                                            "matched_tokens", "trace", "events", "truncated"]
+    long = walk(ro, "parser " + "x" * MAX_QUERY_CHARS)
+    assert list(long)[-1] == "query_truncated" and long["query_truncated"] is True
 
 
 def test_refusal_quotes_the_best_match_and_runs_nothing_after_the_entry_scan(ro: Store):
@@ -284,12 +305,12 @@ def test_cap_query_cuts_at_the_limit_never_inside_a_word():
 
 
 LINEAR = """
-from runtime.memory.cards import distinct_query_words, stem
 from runtime.memory.recall import extract_terms
+from runtime.memory.tokens import query_words, stem
 from runtime.memory.walk import query_tokens
 text = " ".join(f"w{i}x" for i in range(150_000))
 rare = {stem("w7x"): 9.0}
-print(len(query_tokens(text)), len(distinct_query_words(text)),
+print(len(query_tokens(text)), len(query_words(text)),
       extract_terms(text, 3, idf=lambda stems: {s: rare.get(s, 1.0) for s in stems}))
 """
 

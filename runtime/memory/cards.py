@@ -3,9 +3,10 @@
 Owns tf-idf against the whole log: term frequencies from the span, document frequencies read
 from the FTS index itself (the `events_vocab` table, porter stems), so a card costs a few
 indexed look-ups and no pass over the log. Cards are surface words (what a person would type);
-their stems match the FTS tokenizer's, so a card indexed in rollups_fts is found by the same
-query words. Extractive summaries pick the most informative sentences and cite their event ids.
-Deterministic; reads the store, never writes, never calls a model.
+words and stems come from `memory.tokens`, the one tokenizer, which splits and folds as the FTS
+tokenizer does, so a card indexed in rollups_fts is found by the same query words. Extractive
+summaries pick the most informative sentences and cite their event ids. Deterministic; reads
+the store, never writes, never calls a model.
 
 It also owns the one limit on a query's length, `MAX_QUERY_CHARS` (2,000 characters): walk,
 search, recall, the agent's memory tools and the MCP tools all read at most that much of a
@@ -22,23 +23,18 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
-
-import snowballstemmer
 
 from ..store import Store
 from ..store import events as ev
-from .terms import STOPWORDS, words
+from ..store.events import BOOKKEEPING_KINDS  # noqa: F401 - re-exported, see below
+from .tokens import STOPWORDS, stem, words
 
-# The loop's own bookkeeping: not content a summary or a card should be made of.
-BOOKKEEPING_KINDS = frozenset({
-    "tick", "tick_end", "start", "stop", "crash", "tool_call", "config_reload", "config_error",
-    "step_cap", "promise_due", "recall",
-})
+# BOOKKEEPING_KINDS (store.events), `stem` and `words` (memory.tokens) are re-exported for the
+# modules that still read them here (ladder, embed, gate, redaction, the CLI); they are owned
+# where they are imported from.
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE = re.compile(r"\s*\[(?:rollup )?#\d+\]")
-_stemmer = snowballstemmer.stemmer("porter")  # the algorithm FTS5's porter tokenizer uses
 _WORD_CHAR = re.compile(r"[^\W_]")
 
 # The one limit on a query's length, for every door (see the module docstring).
@@ -58,16 +54,6 @@ def cap_query(text: str, limit: int = MAX_QUERY_CHARS) -> tuple[str, bool]:
         if head[:i].strip():
             head = head[:i]
     return head, True
-
-
-def distinct_query_words(text: str) -> list[str]:
-    """The distinct words of `text` (lowercase, stopwords dropped) in order, in linear time."""
-    return list(dict.fromkeys(w for w in words(text) if w not in STOPWORDS))
-
-
-@lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    return _stemmer.stemWord(word)
 
 
 def is_content_word(w: str) -> bool:

@@ -27,7 +27,7 @@ from ..errors import CoworkerError
 from ..settings import SemanticSection
 from ..store import Store
 from ..store import vectors as vs
-from .cards import BOOKKEEPING_KINDS
+from ..store.events import BOOKKEEPING_KINDS
 
 log = logging.getLogger(__name__)
 

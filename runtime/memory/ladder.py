@@ -162,7 +162,7 @@ def vocabulary(block: Sequence[Event]) -> str:
     so recall can find the episode by any word said in it, not only by its top terms."""
     seen: dict[str, None] = {}
     for e in block:
-        if e.kind in cd.BOOKKEEPING_KINDS:
+        if e.kind in ev.BOOKKEEPING_KINDS:
             continue
         for w in (*cd.content_words(e.body), *cd.words(e.actor)):
             seen.setdefault(w, None)
@@ -173,7 +173,7 @@ def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
                  summarizer: Summarizer, report: LadderReport) -> int | None:
     first, last = block[0].id, block[-1].id
     items = [(int(e.id or 0), e.body) for e in block
-             if e.kind not in cd.BOOKKEEPING_KINDS and e.body.strip()]
+             if e.kind not in ev.BOOKKEEPING_KINDS and e.body.strip()]
     terms = scorer.cards([t for _, t in items], CARD_TERMS)
     written = summarizer.attempt(1, items)
     if written:

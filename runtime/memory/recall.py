@@ -1,8 +1,9 @@
 """Recall: the reflex before every model call, and the ranking `coworker eval locomo` measures.
 
-Owns extracting search terms from new input (stopwords in English and German, porter stems
-for de-duplication, at most `max_terms`, the rarest first), finding candidates without a flat
-pass over history, ranking them, and rendering the budgeted recall block.
+Owns extracting search terms from new input (words, stopwords and stems of `memory.tokens`,
+the one tokenizer; de-duplicated by stem, at most `max_terms`, the rarest first), finding
+candidates without a flat pass over history, ranking them, and rendering the budgeted recall
+block.
 
 Candidates come from two places, so the cost grows with the ladder and the hot window, not
 with total history:
@@ -34,8 +35,9 @@ from ..store import Event, Store
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
-from .cards import BOOKKEEPING_KINDS, Distinctive, cap_query, content_words, stem
-from .terms import words
+from ..store.events import BOOKKEEPING_KINDS
+from .cards import Distinctive, cap_query, content_words
+from .tokens import stem, words
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
 """Lexical search over the whole history (hot events and archive) and the ladder's rollups.
 
-Owns turning a query into FTS5 terms and merging the two indexes into one ranked list (bm25,
-best first). It reads; it never writes and never calls a model. It reads at most
-`cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a door that shows the hits
-says so: `cap_query(query)[1]`), and de-duplicates its words in linear time.
+Owns turning a query into FTS5 terms (the words of `memory.tokens`) and merging the two
+indexes into one ranked list (bm25, best first). It reads; it never writes and never calls a
+model. It reads at most `cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a
+door that shows the hits says so: `cap_query(query)[1]`), and de-duplicates its words in
+linear time.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from ..store import Store
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
-from .cards import BOOKKEEPING_KINDS, cap_query, distinct_query_words
+from ..store.events import BOOKKEEPING_KINDS
+from .cards import cap_query
+from .tokens import query_words
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ BOOKKEEPING = tuple(sorted(BOOKKEEPING_KINDS))
 
 
 def search(store: Store, query: str, limit: int = 10) -> list[Hit]:
-    match = ev.fts_query(distinct_query_words(cap_query(query)[0]))
+    match = ev.fts_query(query_words(cap_query(query)[0]))
     if match is None:
         return []
     hits: list[Hit] = []

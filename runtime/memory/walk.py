@@ -9,6 +9,11 @@ Below the threshold it refuses and runs no query past the entry scan: a refusal 
 value, never an exception. `walk` never writes; `walk_recorded` is the door that runs it and
 then records one telemetry row through a read-write store the caller hands it.
 
+Three steps: enter (`_enter`: the entry scan of the ladder and of fresh history), descend
+(`_descend`) and gather (`_gather`), returning a typed `WalkResult` (`walk_result`); its
+`as_dict()` is the JSON contract every door returns (`walk` and `walk_recorded` return it).
+Query words are those of `memory.tokens`, the one tokenizer (Unicode words, as FTS5 splits them).
+
 A query longer than `cards.MAX_QUERY_CHARS` (2,000 characters) is truncated to it, never
 refused, and the result then carries `"query_truncated": true` (the key is absent otherwise);
 query words are de-duplicated in linear time, so a pasted book costs what 2,000 characters cost.
@@ -17,8 +22,8 @@ query words are de-duplicated in linear time, so a pasted book costs what 2,000 
 from __future__ import annotations
 
 import logging
-import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,12 +31,13 @@ from ..store import Event, Store, telemetry
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
-from .cards import BOOKKEEPING_KINDS, cap_query, stem
-from .terms import STOPWORDS
+from ..store.events import BOOKKEEPING_KINDS
+from .cards import cap_query
+from .tokens import query_words, stem, words
 
 log = logging.getLogger(__name__)
 
-TOKEN = re.compile(r"[a-z0-9]+")
+UNLINKED = "; unlinked (no provenance), not drilled into"
 
 
 @dataclass(frozen=True)
@@ -43,10 +49,66 @@ class Caps:
     scan: int = 50  # entry candidates read per rung
 
 
+@dataclass(frozen=True)
+class Step:
+    """One line of the trace: a node (level >= 1) or an event (level 0), and why it is there."""
+    level: int
+    id: int
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "id": self.id, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Found:
+    """One raw event the walk reached, its body cut to the payload cap."""
+    event: Event
+    body: str
+    stale_by: int | None = None  # the decision that superseded it
+
+    def as_dict(self) -> dict[str, Any]:
+        e = self.event
+        row: dict[str, Any] = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor,
+                               "body": self.body, "source": e.source}
+        if self.stale_by is not None:  # the coworker can tell "was true" from "is true"
+            row["stale"] = f"superseded by decision {self.stale_by}"
+        return row
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """What a walk returns: a way down (trace and events) or a refusal with its reason."""
+    refused: bool
+    confidence: float
+    query_tokens: tuple[str, ...]
+    matched_tokens: tuple[str, ...]
+    trace: tuple[Step, ...] = ()
+    events: tuple[Found, ...] = ()
+    truncated: bool = False
+    reason: str | None = None  # set exactly when refused
+    query_truncated: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool; its keys
+        in this order (`reason` only on a refusal, `query_truncated` only when true)."""
+        out: dict[str, Any] = {"refused": self.refused}
+        if self.refused:
+            out["reason"] = self.reason
+        out.update({"confidence": self.confidence, "query_tokens": list(self.query_tokens),
+                    "matched_tokens": list(self.matched_tokens),
+                    "trace": [s.as_dict() for s in self.trace],
+                    "events": [f.as_dict() for f in self.events],
+                    "truncated": self.truncated})
+        if self.query_truncated:
+            out["query_truncated"] = True
+        return out
+
+
 def query_tokens(query: str) -> list[str]:
-    """Distinct lowercase [a-z0-9]+ words, stopwords dropped, in query order (linear time; the
-    caller caps the query's length)."""
-    return list(dict.fromkeys(w for w in TOKEN.findall(query.lower()) if w not in STOPWORDS))
+    """Distinct lowercase words (memory.tokens), stopwords dropped, in query order (linear
+    time; the caller caps the query's length)."""
+    return query_words(query)
 
 
 @dataclass
@@ -58,11 +120,14 @@ class _Scorer:
         self.stems = {t: stem(t) for t in self.tokens}
 
     def matched(self, text: str) -> list[str]:
-        have = {stem(w) for w in TOKEN.findall(text.lower())}
+        have = {stem(w) for w in words(text)}
         return [t for t in self.tokens if self.stems[t] in have]
 
-    def ratio(self, matched: list[str]) -> str:
+    def ratio(self, matched: Sequence[str]) -> str:
         return f"{len(matched)}/{len(self.tokens)}"
+
+    def share(self, matched: Sequence[str]) -> float:
+        return len(matched) / len(self.tokens)
 
 
 def _node_text(r: rl.Rollup) -> str:
@@ -71,40 +136,79 @@ def _node_text(r: rl.Rollup) -> str:
     return f"{r.title} {r.body} {r.terms} {r.vocab}"
 
 
-def _refusal(reason: str, tokens: list[str], best: list[str], n: int) -> dict[str, Any]:
-    return {"refused": True, "reason": reason,
-            "confidence": round(len(best) / n, 4) if n else 0.0,
-            "query_tokens": tokens, "matched_tokens": best, "trace": [], "events": [],
-            "truncated": False}
+def _confidence(matched: Sequence[str], n: int) -> float:
+    return round(len(matched) / n, 4) if n else 0.0
 
 
-def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-         before_id: int | None = None) -> dict[str, Any]:
-    """Walk for `query`. `before_id`: ignore events from this id on (the loop passes the
-    current tick's first input, so a question never finds itself)."""
+def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool) -> WalkResult:
+    return WalkResult(refused=True, reason=reason, confidence=_confidence(best, n),
+                      query_tokens=tuple(tokens), matched_tokens=tuple(best),
+                      query_truncated=cut)
+
+
+def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
+                before_id: int | None = None) -> WalkResult:
+    """Walk for `query`: enter, descend, gather. `before_id`: ignore events from this id on
+    (the loop passes the current tick's first input, so a question never finds itself)."""
     query, cut = cap_query(query)
-    result = _walk(store, query, threshold, caps or Caps(), before_id)
-    if cut:
-        result["query_truncated"] = True
-    return result
-
-
-def _walk(store: Store, query: str, threshold: float, caps: Caps,
-          before_id: int | None) -> dict[str, Any]:
+    caps = caps or Caps()
     tokens = query_tokens(query)
     n = len(tokens)
     if not n:
         return _refusal("no confident entry point: the query has no words to match (only "
                         f"stopwords or punctuation); best lexical match 0/0 (0.00) is below "
-                        f"the {threshold} threshold", tokens, [], 0)
+                        f"the {threshold} threshold", tokens, [], 0, cut)
     sc = _Scorer(tokens)
-    match = ev.fts_query(tokens)
-    assert match is not None
+    entry = _enter(store, sc, threshold, caps, before_id)
+    if sc.share(entry.best) < threshold:  # refuse: no query runs past the entry scan
+        return _refusal(
+            f"no confident entry point: best lexical match {len(entry.best_seen)}/{n} "
+            f"({len(entry.best_seen) / n:.2f}) is below the {threshold} threshold",
+            tokens, entry.best_seen, n, cut)
+    trace, frontier, cut_depth = _descend(store, sc, entry, caps)
+    steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
+    return WalkResult(refused=False, confidence=_confidence(entry.best, n),
+                      query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
+                      trace=(*trace, *steps), events=tuple(found),
+                      truncated=cut_depth or cut_gather, query_truncated=cut)
 
-    # --- entry scan: the ladder, coarsest rung first; then history not yet under a rollup
+
+def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
+         before_id: int | None = None) -> dict[str, Any]:
+    """`walk_result` as the JSON-ready dict every door returns."""
+    return walk_result(store, query, threshold=threshold, caps=caps,
+                       before_id=before_id).as_dict()
+
+
+# --- enter: the ladder, coarsest rung first; then history not yet under a rollup -------------
+
+@dataclass(frozen=True)
+class _Entry:
+    nodes: list[tuple[rl.Rollup, list[str]]]  # the confident entry nodes, best first
+    level: int  # the rung they are on (0: no rung was confident)
+    fresh: list[tuple[Event, list[str]]]  # confident events no rollup covers yet, best first
+    best: list[str]  # the entry's matched tokens (ties go to the ladder)
+    best_seen: list[str]  # the best match anywhere, confident or not (a refusal quotes it)
+
+
+def _enter(store: Store, sc: _Scorer, threshold: float, caps: Caps,
+           before_id: int | None) -> _Entry:
+    match = ev.fts_query(sc.tokens)
+    assert match is not None
+    nodes, level, seen_ladder = _enter_ladder(store, sc, match, threshold, caps)
+    fresh, seen_fresh = _enter_fresh(store, sc, match, threshold, caps, before_id)
+    best_seen = seen_fresh if len(seen_fresh) > len(seen_ladder) else seen_ladder
+    ladder_best = nodes[0][1] if nodes else []
+    fresh_best = fresh[0][1] if fresh else []
+    best = ladder_best if len(ladder_best) >= len(fresh_best) else fresh_best
+    return _Entry(nodes, level, fresh, best, best_seen)
+
+
+def _enter_ladder(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps
+                  ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
+    """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
+    and the best match seen on the rungs read."""
     best_seen: list[str] = []
-    entry: list[tuple[rl.Rollup, list[str], float]] = []
-    entry_level = 0
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
                   for r, s in rl.fts_search(store, match, caps.scan, level=level,
@@ -115,95 +219,97 @@ def _walk(store: Store, query: str, threshold: float, caps: Caps,
         scored.sort(key=lambda t: (-len(t[1]), t[2], t[0].id))
         if len(scored[0][1]) > len(best_seen):
             best_seen = scored[0][1]
-        confident = [t for t in scored if len(t[1]) / n >= threshold]
+        confident = [(r, m) for r, m, _ in scored if sc.share(m) >= threshold]
         if confident:
-            entry, entry_level = confident[: caps.per_level], level
-            break
-    fresh = [(e, sc.matched(e.body)) for e in
-             ev.fts_after(store, match, rl.episodes_cover_up_to(store), caps.scan)
-             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
-    fresh = sorted([t for t in fresh if t[1]], key=lambda t: (-len(t[1]), t[0].id or 0))
-    if fresh and len(fresh[0][1]) > len(best_seen):
-        best_seen = fresh[0][1]
-    fresh = [t for t in fresh if len(t[1]) / n >= threshold]
+            return confident[: caps.per_level], level, best_seen
+    return [], 0, best_seen
 
-    ladder_best = entry[0][1] if entry else []
-    fresh_best = fresh[0][1] if fresh else []
-    best = ladder_best if len(ladder_best) >= len(fresh_best) else fresh_best  # ties: ladder
-    if len(best) / n < threshold:
-        return _refusal(
-            f"no confident entry point: best lexical match {len(best_seen)}/{n} "
-            f"({len(best_seen) / n:.2f}) is below the {threshold} threshold",
-            tokens, best_seen, n)
 
-    # --- descend
-    trace: list[dict[str, Any]] = []
-    truncated = False
+def _enter_fresh(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps,
+                 before_id: int | None) -> tuple[list[tuple[Event, list[str]]], list[str]]:
+    """The confident events past the ladder's end, best first, and the best match among all."""
+    scanned = [(e, sc.matched(e.body)) for e in
+               ev.fts_after(store, match, rl.episodes_cover_up_to(store), caps.scan)
+               if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
+    scanned = sorted([t for t in scanned if t[1]], key=lambda t: (-len(t[1]), t[0].id or 0))
+    best_seen = scanned[0][1] if scanned else []
+    return [t for t in scanned if sc.share(t[1]) >= threshold], best_seen
+
+
+# --- descend: by parent_id, the best children of the frontier, one rung at a time ------------
+
+def _step(node: rl.Rollup, level: int, why: str, frontier: list[rl.Rollup]) -> Step:
+    """The trace line for a node; a linked node joins the frontier, an unlinked one is shown
+    and never drilled into."""
+    if node.source_range is None:
+        why += UNLINKED
+    else:
+        frontier.append(node)
+    return Step(level, node.id, why)
+
+
+def _descend(store: Store, sc: _Scorer, entry: _Entry, caps: Caps
+             ) -> tuple[list[Step], list[rl.Rollup], bool]:
+    """The trace of the descent, the level-1 nodes reached, and whether the depth cap cut it."""
+    trace: list[Step] = []
     frontier: list[rl.Rollup] = []
-    for r, m, _ in entry:
-        why = (f"entry: best lexical match at level {entry_level} "
+    for r, m in entry.nodes:
+        why = (f"entry: best lexical match at level {entry.level} "
                f"({sc.ratio(m)} tokens: {', '.join(m)})")
-        if r.source_range is None:
-            why += "; unlinked (no provenance), not drilled into"
-        else:
-            frontier.append(r)
-        trace.append({"level": entry_level, "id": r.id, "why": why})
-    level, depth = entry_level, 1
+        trace.append(_step(r, entry.level, why, frontier))
+    level, depth = entry.level, 1
     while level > 1 and frontier and depth < caps.depth:
-        kids: list[tuple[rl.Rollup, list[str], int]] = []
-        for parent in frontier:
-            for c in rl.children(store, parent.id):
-                m = sc.matched(_node_text(c))
-                if m:
-                    kids.append((c, m, parent.id))
-        kids.sort(key=lambda t: (-len(t[1]), t[0].id))
-        if len(kids) > caps.per_level:
-            kids = kids[: caps.per_level]
+        kids = _best_children(store, sc, frontier, caps.per_level)
         frontier = []
-        for c, m, pid in kids:
-            why = f"child of {pid}: {sc.ratio(m)} tokens"
-            if c.source_range is None:
-                why += "; unlinked (no provenance), not drilled into"
-            else:
-                frontier.append(c)
-            trace.append({"level": c.level, "id": c.id, "why": why})
+        trace.extend(_step(c, c.level, f"child of {pid}: {sc.ratio(m)} tokens", frontier)
+                     for c, m, pid in kids)
         level, depth = level - 1, depth + 1
     if level > 1 and frontier:
-        truncated = True  # the depth cap stopped the descent
-        frontier = []
+        return trace, [], True  # the depth cap stopped the descent
+    return trace, frontier, False
 
-    # --- raw events: the level-1 spans, and history not yet under a rollup
+
+def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: int
+                   ) -> list[tuple[rl.Rollup, list[str], int]]:
+    kids: list[tuple[rl.Rollup, list[str], int]] = []
+    for parent in parents:
+        for c in rl.children(store, parent.id):
+            m = sc.matched(_node_text(c))
+            if m:
+                kids.append((c, m, parent.id))
+    kids.sort(key=lambda t: (-len(t[1]), t[0].id))
+    return kids[:keep]
+
+
+# --- gather: the raw events of the level-1 spans, and history not yet under a rollup ---------
+
+def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
+            fresh: list[tuple[Event, list[str]]], caps: Caps
+            ) -> tuple[list[Step], list[Found], bool]:
+    """The events' trace lines, the events (capped, bodies cut), and whether a cap cut them."""
     found: list[tuple[Event, list[str], str]] = []
     for r in frontier:
         for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
             m = sc.matched(e.body)
             if m:
                 found.append((e, m, f"event in span {r.source_range}"))
-    for e, m in fresh:
-        found.append((e, m, "entry: event not yet under a rollup"))
+    found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
     found.sort(key=lambda t: (-len(t[1]), t[0].id or 0))
-    seen: set[int] = set()
-    unique = []
-    for t in found:
-        if t[0].id not in seen:
-            seen.add(int(t[0].id or 0))
-            unique.append(t)
-    if len(unique) > caps.events:
-        unique, truncated = unique[: caps.events], True
-    events = []
+    first: dict[int, tuple[Event, list[str], str]] = {}
+    for t in found:  # an event reached twice keeps its best reason
+        first.setdefault(int(t[0].id or 0), t)
+    unique = list(first.values())
+    truncated = len(unique) > caps.events
+    unique = unique[: caps.events]
     stale = dec.stale_events(store) if unique else {}
+    steps, rows = [], []
     for e, m, why in unique:
-        trace.append({"level": 0, "id": e.id, "why": f"{why}: {sc.ratio(m)} tokens"})
+        steps.append(Step(0, int(e.id or 0), f"{why}: {sc.ratio(m)} tokens"))
         body = e.body
         if len(body) > caps.payload_chars:
             body, truncated = body[: caps.payload_chars - 1] + "…", True
-        row = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": body,
-               "source": e.source}
-        if e.id in stale:  # the coworker can tell "was true" from "is true"
-            row["stale"] = f"superseded by decision {stale[e.id]}"
-        events.append(row)
-    return {"refused": False, "confidence": round(len(best) / n, 4), "query_tokens": tokens,
-            "matched_tokens": best, "trace": trace, "events": events, "truncated": truncated}
+        rows.append(Found(e, body, stale.get(int(e.id or 0))))
+    return steps, rows, truncated
 
 
 def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
@@ -212,15 +318,15 @@ def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = 
     """Run the walk and record it in telemetry (tokens, confidence, refused, nodes, events,
     milliseconds). A telemetry failure is logged loudly and never breaks the walk."""
     t0 = time.perf_counter()
-    result = walk(store, query, threshold=threshold, caps=caps, before_id=before_id)
+    result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id)
     ms = (time.perf_counter() - t0) * 1000
     try:
         telemetry.record(log_to or store, "walk", {
-            "door": door, "query_tokens": result["query_tokens"],
-            "confidence": result["confidence"], "refused": result["refused"],
-            "nodes": len(result["trace"]), "events": len(result["events"]), "ms": round(ms, 3),
-            **({"query_truncated": True} if result.get("query_truncated") else {})})
+            "door": door, "query_tokens": list(result.query_tokens),
+            "confidence": result.confidence, "refused": result.refused,
+            "nodes": len(result.trace), "events": len(result.events), "ms": round(ms, 3),
+            **({"query_truncated": True} if result.query_truncated else {})})
     except Exception as e:
         log.warning("walk telemetry not recorded (%s: %s); the walk result stands",
                     type(e).__name__, e)
-    return result
+    return result.as_dict()

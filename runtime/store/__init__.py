@@ -1,5 +1,11 @@
-"""The only room that speaks SQL: connection, migrations, events, archive, rollups, decisions,
-promotions, pins, ritual_runs, telemetry. It imports nothing of ours but errors and settings.
+"""The only room that speaks SQL. It imports nothing of ours but errors and settings.
+
+One module a table or a ledger: the connection (`db`), the schema (`migrations`), the event log
+and its vocabulary (`events`: Event, AUTHOR_KINDS, BOOKKEEPING_KINDS, LOOP_STATE_KINDS, the
+FTS5 primitive), the `archive` move, the ladder (`rollups`), `decisions`, `promotions`, `pins`,
+`tags`, `vectors`, the loop's ledgers (`inputs`, `side_effects`, `import_keys`, `redactions`),
+what it reads back of its own runs (`turns`, `promises`, `rituals`, `usage`) and `telemetry`.
+This file only re-exports the names every caller needs.
 """
 
 from .db import Store

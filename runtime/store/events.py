@@ -1,8 +1,10 @@
 """Events: the append-only log, read as one history with the archive.
 
-Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), appending,
-reading by id, tail and cursor, counting, and the FTS5 primitive over the history. No code path
-here updates or deletes an event; the database's triggers refuse it too.
+Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), the event
+vocabulary (who writes an event: AUTHOR_KINDS; which kinds are the loop's bookkeeping or its own
+state: BOOKKEEPING_KINDS, LOOP_STATE_KINDS), appending, reading by id, tail and cursor,
+counting, and the FTS5 primitive over the history. No code path here updates or deletes an
+event; the database's triggers refuse it too.
 
 Nothing the store accepts may later fail a read: meta is written as standard JSON only
 (non-finite floats become "Infinity", "-Infinity", "NaN", so json_extract never meets
@@ -24,12 +26,21 @@ from typing import Any
 
 from ..settings import redact
 from .db import Store
-from .migrations import AUTHOR_KINDS
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
 UNREADABLE_META = "unreadable_meta"  # the key a stored meta that is not JSON is read back under
 
 log = logging.getLogger(__name__)
+
+# Who wrote an event. The events table's CHECK constraint holds the list as it was shipped
+# (migrations are literal SQL); a new kind here needs a migration that widens the CHECK.
+AUTHOR_KINDS = ("user", "agent", "tool", "third_party", "system", "unknown")
+
+# The loop's own bookkeeping: not content a summary, a card, a search or a recall is made of.
+BOOKKEEPING_KINDS = frozenset({
+    "tick", "tick_end", "start", "stop", "crash", "tool_call", "config_reload", "config_error",
+    "step_cap", "promise_due", "recall",
+})
 
 # The kinds the loop reads as its own state. Import refuses them (an imported `tick` or
 # `promise` would steer the loop), and the loop reads them only from rows it wrote itself.
@@ -350,7 +361,8 @@ def counts_by_kind(store: Store) -> dict[str, int]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# The word pattern of memory.tokens (a test keeps the two equal): the store cannot import it.
+_WORD = re.compile(r"[^\W_]+")
 
 
 def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:

@@ -3,7 +3,8 @@
 Each runs inside one transaction together with its record in `_migrations`, so a database is
 never half-migrated. A shipped migration is never edited, only followed by a new one; a fresh
 database and a year-old one take the same path on open. Rows written before a column existed
-keep NULL there.
+keep NULL there. A migration is literal SQL: it never reads a live constant (such as
+`events.AUTHOR_KINDS`), so the schema a fresh database gets never changes under it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from .db import Store
 
 log = logging.getLogger(__name__)
-
-AUTHOR_KINDS = ("user", "agent", "tool", "third_party", "system", "unknown")
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:
@@ -37,7 +36,8 @@ def _script(db: sqlite3.Connection, sql: str) -> None:
 def m001_create_events(db: sqlite3.Connection) -> None:
     # AUTOINCREMENT because events move to the archive: a plain rowid would hand a moved
     # event's id to a new event, and ids are what provenance points at.
-    kinds = ", ".join(f"'{k}'" for k in AUTHOR_KINDS)
+    # The author kinds as shipped: literal, never the live constant (store.events.AUTHOR_KINDS).
+    kinds = "'user', 'agent', 'tool', 'third_party', 'system', 'unknown'"
     _script(
         db,
         f"""
@@ -343,7 +343,8 @@ def m010_create_inputs_and_ledgers(db: sqlite3.Connection) -> None:
     # - `redactions`: the one audited exception to append-only. An event's body (and a sealed
     #   rollup's text that quotes it) may be overwritten only with the marker of a redaction
     #   row written in the same transaction.
-    kinds = ", ".join(f"'{k}'" for k in AUTHOR_KINDS)
+    # The author kinds as shipped in m001: literal, never the live constant.
+    kinds = "'user', 'agent', 'tool', 'third_party', 'system', 'unknown'"
     _script(
         db,
         f"""
