@@ -256,15 +256,6 @@ def redact_cmd(event_id: int, why: str) -> None:
     out.print(_owner().redact(event_id, why).line())
 
 
-# The kinds the coworker itself writes (imported history may add its own).
-KNOWN_KINDS = (
-    "message", "tick", "tick_end", "tick_failed", "model_response", "tool_call", "tool_result",
-    "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
-    "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
-    "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
-    "config_error", "step_cap", "spending_cap", "backup_restored")
-
-
 @cli.command()
 @click.argument("dest", type=click.Path(path_type=Path))
 def backup(dest: Path) -> None:
@@ -331,8 +322,8 @@ def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bo
     home = _home()
     since_ts = _since(since) if since else None
     with _store(home, readonly=True) as store:
-        if kind is not None and kind not in KNOWN_KINDS and kind not in ev.counts_by_kind(store):
-            present = sorted(set(ev.counts_by_kind(store)) | set(KNOWN_KINDS))
+        if kind is not None and kind not in ev.KNOWN_KINDS and kind not in ev.counts_by_kind(store):
+            present = sorted(set(ev.counts_by_kind(store)) | set(ev.KNOWN_KINDS))
             raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
         events = ev.tail(store, n, kind=kind, since_ts=since_ts, by_id=by_id)
         if not events and not follow:

@@ -44,6 +44,13 @@ BOOKKEEPING_KINDS = frozenset({
 
 # The kinds the loop reads as its own state. Import refuses them (an imported `tick` or
 # `promise` would steer the loop), and the loop reads them only from rows it wrote itself.
+# The kinds the coworker itself writes (imported history may add its own).
+KNOWN_KINDS = (
+    "message", "tick", "tick_end", "tick_failed", "model_response", "tool_call", "tool_result",
+    "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
+    "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
+    "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
+    "config_error", "step_cap", "spending_cap", "backup_restored")
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
                     "ritual_due", "input_set_aside")
 
