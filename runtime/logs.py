@@ -1,7 +1,8 @@
 """Logging for the running loop: a rotating file in state/ and, in the foreground, stderr.
 
-Owns handler setup and the JSON line format (`--log-format json` / [logging] format). Nothing
-here decides what to log. Every line passes through `settings.redact` after it is fully
+Owns handler setup (and `teardown`, for a caller that runs the CLI in its own process, as
+the tests do) and the JSON line format (`--log-format json` / [logging]
+format). Nothing here decides what to log. Every line passes through `settings.redact` after it is fully
 formatted (message, arguments and traceback), on every handler `setup` installs, so a secret
 the coworker knows never reaches a log. Log files are created 0600 (rotated ones keep it).
 """
@@ -61,9 +62,16 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+NOISY = ("httpx", "httpx2", "httpcore", "anthropic", "apscheduler")
+_OURS = "_coworker_handler"  # marks the handlers setup installed
 
 
 def setup(home: Home, level: str = "INFO", fmt: str = "text", stderr: bool = True) -> None:
+    """Send the root logger's lines to state/coworker.log (and stderr when `stderr`).
+
+    The root logger is the coworker's: every handler on it goes first, ours from an earlier
+    call and any other (e.g. the one anthropic's `basicConfig` adds under ANTHROPIC_LOG, which
+    would print lines unredacted)."""
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
@@ -74,13 +82,23 @@ def setup(home: Home, level: str = "INFO", fmt: str = "text", stderr: bool = Tru
     home.ensure_state()
     file_handler = PrivateRotatingFileHandler(
         home.log_path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
-    file_handler.setFormatter(formatter)
-    root.addHandler(file_handler)
+    installed: list[logging.Handler] = [file_handler]
     if stderr:
-        err = logging.StreamHandler(sys.stderr)
-        err.setFormatter(formatter)
-        root.addHandler(err)
+        installed.append(logging.StreamHandler(sys.stderr))
+    for h in installed:
+        h.setFormatter(formatter)
+        setattr(h, _OURS, True)
+        root.addHandler(h)
     root.setLevel(level)
     # The HTTP client logs every request at INFO; our own lines say what matters.
-    for noisy in ("httpx", "httpx2", "httpcore", "anthropic", "apscheduler"):
+    for noisy in NOISY:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def teardown() -> None:
+    """Close and remove the handlers `setup` installed (and only those)."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, _OURS, False):
+            root.removeHandler(h)
+            h.close()

@@ -1,20 +1,40 @@
 """Shared fixtures: every test gets its own coworker home (through COWORKER_HOME) and, when it
-asks, a real HTTP server on 127.0.0.1 that speaks the Messages API."""
+asks, a real HTTP server on 127.0.0.1 that speaks the Messages API.
+
+`coworker(...)` runs the CLI in this process, as a fresh process would see it (an interpreter
+start costs 1-3 s, and most tests only read exit codes and text); `coworker_process(...)` runs
+the real command in a subprocess, for the few tests where the process is the point. Also here:
+the fixed Hypothesis profile, and the check that only the slow suites carry the `slow` mark."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
+import signal
 import subprocess
 import sys
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from runtime.home import Home
 
 from .fakeapi import FakeMessagesAPI
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Property tests are repeatable by default (CI included): a fixed seed, no example database, and
+# no per-example deadline (a loaded machine would miss it). A test's own @settings adds to
+# this. HYPOTHESIS_PROFILE=explore draws fresh examples each run, by hand.
+hypothesis_settings.register_profile("fixed", derandomize=True, database=None, deadline=None)
+hypothesis_settings.register_profile("explore", deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 
 @pytest.fixture(autouse=True)
@@ -101,19 +121,140 @@ def run_tick(loop) -> object:  # noqa: ANN001 - a runtime.loop.Loop
 
 def tell(home: Home, body: str) -> int:
     """An owner message as `coworker tell` records it: the event and its pending input."""
-    from runtime.store import Event, Store
-    from runtime.store import inputs
+    from runtime.store import Event, Store, inputs
 
     with Store.open(home.db_path) as store:
         return inputs.add_message(store, Event.owner_message(body, "tell"))
 
 
 def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
-             timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the real `coworker` command in a subprocess."""
+             input: str | None = None, timeout: float = 60,  # noqa: A002 - subprocess's name
+             process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the `coworker` command in this process, as a fresh process would see it: its own
+    stdin (`input`, empty by default), stdout and stderr, environment (`env` replaces the whole
+    environment, as it does for a subprocess) and working folder, and no state left behind by
+    earlier runs (logging, signal handlers, registered secrets, once-a-process warnings).
+    Returns what subprocess.run returns. `timeout` is the subprocess's; pytest's timeout
+    covers an in-process run. `process=True` is coworker_process."""
+    if process:
+        return coworker_process(*args, cwd=cwd, env=env, input=input, timeout=timeout)
+    from runtime import cli
+
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace",
+                              write_through=True)
+    with _fresh_process(cwd, env or None), _streams(stdin, stdout, stderr):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:  # what the interpreter does with an uncaught exception
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+    return subprocess.CompletedProcess(
+        ["coworker", *args], code, _text(stdout), _text(stderr))
+
+
+def coworker_process(*args: str, cwd: Path | None = None, env: dict | None = None,
+                     input: str | None = None,  # noqa: A002 - subprocess's name
+                     timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real `coworker` command in a subprocess: for the tests where the process is
+    the point (signals, the flock, a loop in the background, a crash)."""
     return subprocess.run(
         [sys.executable, "-m", "runtime.entry", *args], cwd=cwd, env=env or dict(os.environ),
-        capture_output=True, text=True, timeout=timeout)
+        input=input, capture_output=True, text=True, timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    """What a subprocess's pipe gives back with text=True (universal newlines)."""
+    stream.flush()
+    raw = stream.buffer.getvalue().decode("utf-8")
+    return raw.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextlib.contextmanager
+def _streams(stdin: IO[str], stdout: IO[str], stderr: IO[str]) -> Iterator[None]:
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+
+
+# Signals the loop or the CLI may take over; a run leaves them as it found them.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+
+
+@contextlib.contextmanager
+def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
+    """Process-wide state as a new interpreter has it, for the length of one in-process run;
+    everything is put back after."""
+    from runtime import logs, settings
+    from runtime.memory import memorymd
+    from runtime.store import events
+
+    saved_env = dict(os.environ) if env is not None else None
+    saved_cwd = os.getcwd()
+    saved_signals = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    root = logging.getLogger()
+    saved_root = root.handlers[:], root.level
+    saved_levels = {name: logging.getLogger(name).level for name in logs.NOISY}
+    saved_secrets = set(settings._SECRETS)
+    saved_warned = events._warned_unreadable, set(memorymd._warned)
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        # no handlers: a WARNING goes to stderr through logging's last resort, as in a process
+        for h in saved_root[0]:
+            root.removeHandler(h)
+        root.setLevel(logging.WARNING)
+        settings._SECRETS.clear()
+        events._warned_unreadable = False
+        memorymd._warned.clear()
+        yield
+    finally:
+        for h in root.handlers[:]:
+            root.removeHandler(h)
+            h.close()
+        for h in saved_root[0]:
+            root.addHandler(h)
+        root.setLevel(saved_root[1])
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+        settings._SECRETS.clear()
+        settings._SECRETS.update(saved_secrets)
+        events._warned_unreadable = saved_warned[0]
+        memorymd._warned.clear()
+        memorymd._warned.update(saved_warned[1])
+        for sig, handler in saved_signals.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        os.chdir(saved_cwd)
+        if saved_env is not None:
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+
+# The only files whose tests may be marked slow (the issue's list): the crash suite, the fault
+# suite, the 100k bench, and the files for MiniLM and for real MCP servers when they come.
+SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_bench.py",
+              "tests/test_semantic.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stray = sorted(item.nodeid for item in items if item.get_closest_marker("slow")
+                   and item.nodeid.split("::")[0] not in SLOW_FILES)
+    if stray:
+        raise pytest.UsageError(
+            "only the slow suites may be marked slow (tests/conftest.py SLOW_FILES); "
+            f"marked: {', '.join(stray)}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from runtime.cli import cli, main
 
-from .conftest import REPO, coworker
+from .conftest import REPO, coworker, coworker_process, write_config
 
 COMMANDS = sorted(cli.commands)
 
@@ -87,15 +90,74 @@ def test_log_file_rotates_and_json_lines_parse(isolated_home):
 
     home = Home.locate(isolated_home)
     home.init()
+    root = logging.getLogger()
+    level = root.level
     logs.setup(home, "INFO", "json", stderr=False)
     try:
-        handler = logging.getLogger().handlers[0]
+        handler, = [h for h in root.handlers if isinstance(h, logs.PrivateRotatingFileHandler)]
         handler.maxBytes = 2000  # rotate soon, to see it happen
         for i in range(100):
             logging.getLogger("test").info("line %d %s", i, "x" * 40)
     finally:
-        logs.setup(home, "INFO", "text", stderr=False)
+        logs.teardown()
+        root.setLevel(level)
     rotated = sorted(p.name for p in home.state.glob("coworker.log*"))
     assert rotated[:2] == ["coworker.log", "coworker.log.1"] and len(rotated) <= 4
     last = (home.state / "coworker.log.1").read_text().splitlines()[-1]
     assert json.loads(last)["msg"].startswith("line ")
+
+
+# the tests' in-process `coworker(...)` ---------------------------------------------------------
+def test_in_process_runs_give_what_the_real_command_gives(offline_home):
+    for args in (["fly"], ["status"]):
+        inproc, real = coworker(*args), coworker_process(*args)
+        assert (inproc.returncode, inproc.stdout, inproc.stderr) == (
+            real.returncode, real.stdout, real.stderr), args
+    message = "from standard input: Zürich\r\nline two\n"
+    assert coworker("tell", "-", input=message).returncode == 0
+    assert coworker_process("tell", "-", input=message).returncode == 0
+    rows = [json.loads(line) for line in coworker("log", "--json", "--kind", "message").stdout
+            .splitlines()]
+    assert [r["body"] for r in rows] == ["from standard input: Zürich\r\nline two"] * 2
+
+
+def test_an_in_process_run_leaves_the_test_process_as_it_was(offline_home, tmp_path):
+    write_config(offline_home.root, logging={"level": "DEBUG"})
+    from runtime import settings
+
+    def state() -> tuple:
+        root = logging.getLogger()
+        return (list(root.handlers), root.level, logging.getLogger("httpx").level,
+                {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM,
+                                                   signal.SIGUSR1)},
+                os.getcwd(), dict(os.environ), set(settings._SECRETS), os.umask(os.umask(0o22)))
+
+    before = state()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, COWORKER_HOME=str(offline_home.root), ANTHROPIC_API_KEY="sk-abcdef-1")
+    r = coworker("run", "--once", cwd=elsewhere, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "coworker started" in r.stderr  # the run's log lines went to its own stderr
+    assert state() == before
+
+
+def test_logs_setup_twice_keeps_one_set_and_teardown_removes_only_its_own(isolated_home):
+    from runtime import logs
+    from runtime.home import Home
+
+    home = Home.locate(isolated_home)
+    home.init()
+    root = logging.getLogger()
+    level, other = root.level, logging.NullHandler()
+    try:
+        logs.setup(home, "INFO", "text")
+        logs.setup(home, "INFO", "json")
+        ours = [h for h in root.handlers if isinstance(h, logs.PrivateRotatingFileHandler)]
+        assert len(ours) == 1 and len(root.handlers) == 2  # the file and stderr, once each
+        root.addHandler(other)
+        logs.teardown()
+        assert root.handlers == [other]
+    finally:
+        root.removeHandler(other)
+        root.setLevel(level)

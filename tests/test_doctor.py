@@ -150,7 +150,7 @@ def test_a_missing_role_file_fails_the_config_check(offline_home: Home):
 
 
 # the running process ---------------------------------------------------------------------------
-def wait_for(pred, timeout: float = 10.0):
+def wait_for(pred, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := pred():

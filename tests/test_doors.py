@@ -27,9 +27,8 @@ from runtime import mcp_server as mcps
 from runtime.home import Home
 from runtime.loop import Loop
 from runtime.memory import gate
-from runtime.store import Event, Store
+from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 from runtime.store import promotions as pr
 
 from .conftest import run_tick, write_config

@@ -1,9 +1,9 @@
 """`coworker import FILE`: historical events, one JSON object a line, in one transaction.
 
-The first part runs the real CLI in a subprocess and reads the real database afterwards; the
-part on "nothing old is replayed" (idempotent re-import, refused loop-state kinds, timestamps
-read in the home's time zone, tail by time, episodes of their own) calls the importer, the
-store and the CLI in process.
+The first part runs the real CLI (in-process, as tests/conftest.py's `coworker` does) and
+reads the real database afterwards; the part on "nothing old is replayed" (idempotent
+re-import, refused loop-state kinds, timestamps read in the home's time zone, tail by time,
+episodes of their own) calls the importer, the store and the CLI in process.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.store.events import LOOP_STATE_KINDS
 
-from .conftest import write_config
-from .conftest import coworker
+from .conftest import coworker, write_config
 
 
 def jsonl(path: Path, rows: list[object]) -> Path:

@@ -39,7 +39,8 @@ def stopped_mid_call(loop: Loop, api: FakeMessagesAPI, requests: int):
         loop._make_model()
         try:
             task = asyncio.create_task(loop.tick())
-            while len(api.requests) < requests:
+            # the server is another thread: its request count is the signal to poll
+            while len(api.requests) < requests and not task.done():  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
             loop.stop("SIGTERM")
             return await task
@@ -335,7 +336,7 @@ def test_imported_history_is_never_input(home: Home, api: FakeMessagesAPI, tmp_p
     assert main(["import", str(src)]) == 0
     loop = make_loop(home)
     assert tick(loop).kind == "quiet" and api.requests == []
-    mid = tell(home, "what is new today")
+    tell(home, "what is new today")
     assert tick(loop).kind == "no_action"
     assert "what is new today" in new_part(api.requests[0])
     assert "old message" not in new_part(api.requests[0])

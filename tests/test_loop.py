@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from runtime.home import Home
 from runtime.loop import Loop, Outcome, RunState, TickOutcome
-from runtime.store import Event, Store, pins, telemetry
+from runtime.store import Event, Store, iso_z, pins, telemetry
 from runtime.store import events as ev
 
 from .conftest import run_tick as tick
@@ -210,13 +210,16 @@ def test_writes_live_in_config_is_live(home: Home, api: FakeMessagesAPI):
     assert make_loop(home).live is True
 
 
-def test_a_due_promise_wakes_a_tick_once(home: Home, api: FakeMessagesAPI):
+def test_a_due_promise_wakes_a_tick_once(home: Home, api: FakeMessagesAPI,
+                                         monkeypatch: pytest.MonkeyPatch):
     tell(home, "check the build later")
-    api.enqueue(tool_use("promise", {"text": "check the build", "due": "in 1s"}), text("ok"))
+    api.enqueue(tool_use("promise", {"text": "check the build", "due": "in 1h"}), text("ok"))
     loop = make_loop(home)
     tick(loop)
     assert tick(loop).kind == "quiet"  # not due yet
-    time.sleep(1.1)
+    # two hours on, by the clock perception reads (no sleeping, whatever the machine's load)
+    later = iso_z(datetime.now(UTC) + timedelta(hours=2))
+    monkeypatch.setattr("runtime.loop.perception.now_iso", lambda: later)
     api.enqueue(text("Build is fine."))
     outcome = tick(loop)
     assert outcome.kind == "no_action"

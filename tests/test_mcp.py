@@ -377,7 +377,7 @@ def test_the_server_exits_when_its_client_closes_stdin(offline_home: Home, when:
                 proc.wait(timeout=1.5)
             assert proc.poll() is None, "the server ended before its client left"
         proc.stdin.close()
-        rc = proc.wait(timeout=20)
+        rc = proc.wait(timeout=60)
         rest, err = proc.stdout.read(), proc.stderr.read()
     finally:
         if proc.poll() is None:

@@ -1,7 +1,7 @@
 """MEMORY.md under the owner's control (issue 5, docs/design.md section 10): the file's format and hand
 edits, every gate verdict with real events in the store, review (promotions approve/reject),
 strike, snapshots and restore, pins in the cached prefix, and provenance (author_kind, stale
-decisions). Commands the issue names run through the real CLI in a subprocess."""
+decisions). Commands the issue names run through the real CLI (in-process, tests/conftest.py)."""
 
 from __future__ import annotations
 

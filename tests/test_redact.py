@@ -15,10 +15,9 @@ from rituals import reflect as rf
 from runtime.errors import CoworkerError
 from runtime.home import Home
 from runtime.redaction import RedactionRefused, redact_event
-from runtime.store import Event, Store, decisions
+from runtime.store import Event, Store, decisions, vectors
 from runtime.store import events as ev
 from runtime.store import redactions as rs
-from runtime.store import vectors
 
 SECRET = "sk-live-SECRET123456"
 TOKEN = "secret123456"  # how the index and the cards spell it

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runtime.cli import main
 from runtime.errors import ConfigError, CoworkerError, UsageError

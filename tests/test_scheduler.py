@@ -47,7 +47,7 @@ def test_a_custom_ritual_fires_on_apscheduler_and_runs_a_tick_with_its_prompt(
                                                     "max_tick_seconds = 600", 1))
     api.enqueue(text("Standup: nothing new."))
     loop = Loop(home, home.settings())
-    asyncio.run(asyncio.wait_for(loop.run(max_ticks=2), 20))
+    asyncio.run(asyncio.wait_for(loop.run(max_ticks=2), 60))
     assert len(api.requests) == 1
     sent = json.dumps(api.bodies[0]["messages"])
     assert "[ritual standup] Write the standup now." in sent
@@ -60,7 +60,7 @@ def test_reflect_fires_on_schedule_without_a_model(offline_home: Home):
                  rituals={"reflect": EVERY_SECOND})
     old_events(offline_home)
     loop = Loop(offline_home, offline_home.settings())
-    asyncio.run(asyncio.wait_for(loop.run(max_ticks=2), 20))
+    asyncio.run(asyncio.wait_for(loop.run(max_ticks=2), 60))
     ok = [r for r in runs(offline_home, "reflect") if r.status == "ok"]
     assert len(ok) == 1 and ok[0].stats["archived"] == 40
     with Store.open(offline_home.db_path) as store:
@@ -87,7 +87,7 @@ def test_missed_windows_run_once_at_start(offline_home: Home):
                    "VALUES ('reflect', ?, ?, 'ok', '{}')", (three_weeks_ago, three_weeks_ago))
     for _ in range(2):  # two restarts: only the first catches up
         loop = Loop(offline_home, offline_home.settings())
-        asyncio.run(asyncio.wait_for(loop.run(max_ticks=1), 20))
+        asyncio.run(asyncio.wait_for(loop.run(max_ticks=1), 60))
     ok = [r for r in runs(offline_home, "reflect") if r.status == "ok"]
     assert len(ok) == 2  # the old row and exactly one catch-up for three missed windows
     assert ok[0].stats["archived"] == 40

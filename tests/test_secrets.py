@@ -62,11 +62,12 @@ def mode(path: Path) -> int:
 
 @pytest.fixture
 def restore_logging():
-    yield
+    """The root logger as the test found it, after a test that called logs.setup."""
     root = logging.getLogger()
-    for h in list(root.handlers):
-        root.removeHandler(h)
-        h.close()
+    level = root.level
+    yield
+    logs.teardown()
+    root.setLevel(level)
 
 
 # the secrets file -----------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def test_doctor_output_never_shows_a_key_the_endpoint_echoes(
 
 
 # permissions ----------------------------------------------------------------------------------
-def test_a_new_home_is_private_whatever_the_umask(isolated_home: Path):
+def test_a_new_home_is_private_whatever_the_umask(isolated_home: Path, restore_logging):
     old = os.umask(0o022)
     try:
         home = Home.locate(isolated_home)
@@ -197,10 +198,6 @@ def test_a_new_home_is_private_whatever_the_umask(isolated_home: Path):
         assert mode(home.state) == 0o700 and mode(home.log_path) == 0o600
     finally:
         os.umask(old)
-        root = logging.getLogger()
-        for h in list(root.handlers):
-            root.removeHandler(h)
-            h.close()
 
 
 def test_private_umask_makes_the_database_and_everything_after_it_private(

@@ -16,9 +16,8 @@ import pytest
 from runtime.cli import main
 from runtime.home import Home
 from runtime.loop import Loop
-from runtime.store import Store
+from runtime.store import Store, inputs
 from runtime.store import events as ev
-from runtime.store import inputs
 
 from .conftest import run_tick as tick
 from .conftest import tell, write_config
