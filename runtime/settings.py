@@ -45,6 +45,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .hands.config import McpSection
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class Settings(BaseSettings):
     semantic: SemanticSection = Field(default_factory=SemanticSection)
     rituals: RitualsSection = Field(default_factory=RitualsSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    mcp: McpSection = Field(default_factory=McpSection)
 
     @classmethod
     def settings_customise_sources(
@@ -429,6 +431,8 @@ def load(path: Path) -> Settings:
     for value in secret_values(data):
         register_secret(value)
     for value in secret_values(settings.model_dump()):
+        register_secret(value)
+    for value in settings.mcp.secret_values():  # secret_env and bare bearer credentials too
         register_secret(value)
     return settings
 

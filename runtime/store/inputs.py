@@ -23,7 +23,7 @@ from .db import Store
 from .events import COLUMNS, Event, now_iso
 
 MAX_FAILURES = 3
-KINDS = ("message", "promise", "ritual")
+KINDS = ("message", "promise", "ritual", "watch", "action")
 
 
 @dataclass(frozen=True)

@@ -425,6 +425,32 @@ def m010_create_inputs_and_ledgers(db: sqlite3.Connection) -> None:
     )
 
 
+def m011_widen_input_kinds(db: sqlite3.Connection) -> None:
+    # An MCP watch's change and the result of an action the owner approved are inputs of the
+    # next tick too (issue 13). SQLite cannot change a CHECK in place: copy the table into one
+    # that allows them, in this migration's transaction, then put it in the old one's place.
+    _script(db, """
+        CREATE TABLE inputs_new (
+            event_id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('message', 'promise', 'ritual', 'watch', 'action')),
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'consumed', 'set_aside')),
+            failures INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            tick_id INTEGER,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        INSERT INTO inputs_new(event_id, kind, status, failures, last_error, tick_id,
+                               created_at, updated_at)
+            SELECT event_id, kind, status, failures, last_error, tick_id, created_at, updated_at
+              FROM inputs;
+        DROP TABLE inputs;
+        ALTER TABLE inputs_new RENAME TO inputs;
+        CREATE INDEX inputs_status ON inputs(status, event_id);
+    """)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -436,6 +462,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m008_add_vocab_and_tags,
     m009_create_vectors,
     m010_create_inputs_and_ledgers,
+    m011_widen_input_kinds,
 ]
 
 

@@ -1,0 +1,26 @@
+"""The coworker's hands and eyes: the MCP servers its owner configures (issue 13, ADR-0017).
+
+Re-exports only the light rooms: config.py (the `[mcp]` section, which runtime/settings.py
+embeds), classify.py (side-effect classes and what a call does) and result.py (a call's
+outcome). The heavy ones import the MCP SDK and are imported by name where they run:
+server.py (one supervised server) and hands.py (all of them, as tools for the model), so that
+loading the settings or starting the CLI never pays for the SDK.
+"""
+
+from .classify import Disposition, SideEffect, classify, decide
+from .config import McpSection, McpServer, McpWatch, full_name, split_name
+from .result import CallStatus, ToolResult
+
+__all__ = [
+    "CallStatus",
+    "Disposition",
+    "McpSection",
+    "McpServer",
+    "McpWatch",
+    "SideEffect",
+    "ToolResult",
+    "classify",
+    "decide",
+    "full_name",
+    "split_name",
+]

@@ -1,0 +1,194 @@
+"""`Hands`: every MCP server the owner configured, as one set of tools for the model.
+
+Owns the servers of one `[mcp]` section (a `ServerRunner` each): starting them together (one
+that cannot start is a WARNING and a reason in `status()`, the others go on), offering their
+tools as Anthropic tool definitions named `<server>__<tool>` in a stable order (by server,
+then tool), answering what a call to one would do (`disposition`), checking arguments
+against the tool's schema, making the call (with the server's timeout; the text capped at
+`[mcp] result_chars`, the full text kept), `reconcile` with a reloaded section, and stopping
+them all. It never decides to call a side effect on its own (`call` runs what it is asked;
+the loop asks `disposition` first), never records events, and never logs or returns a
+secret value of the section (each text passes through `redact` first).
+
+Tool definitions stay byte-identical from tick to tick: a server that dies keeps offering
+the tools of its last listing while it restarts (a call meanwhile is UNAVAILABLE), so a
+crash does not change the model's cached prefix; only a server that never started, a
+reconcile or a changed listing (`refresh`) does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..settings import redact as redact_known
+from ..settings import register_secret
+from .classify import Disposition, SideEffect, decide
+from .config import McpSection, McpServer, split_name
+from .result import CallStatus, ToolResult, cap
+from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, schema_problem
+
+log = logging.getLogger("runtime.hands")
+
+REDACTED = "[redacted]"
+
+
+class Redactor:
+    """Replaces the section's secret values (longest first), then every secret the process
+    knows (runtime/settings.py's registry: the model's API key, config secrets)."""
+
+    def __init__(self, values: list[str]) -> None:
+        self.values = sorted({v for v in values if v}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        return redact_known(text)
+
+
+class Hands:
+    """The configured MCP servers. Use as `async with Hands(section) as hands:` or call
+    `start()` and `stop()`."""
+
+    def __init__(self, section: McpSection, *, sleep: Sleep = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.section = section
+        self._sleep = sleep
+        self._clock = clock
+        self.redact = self._redactor(section)
+        self._runners: dict[str, ServerRunner] = {}
+
+    @staticmethod
+    def _redactor(section: McpSection) -> Redactor:
+        values = section.secret_values()
+        for v in values:
+            register_secret(v)  # so log handlers, doctor and events hide them too
+        return Redactor(values)
+
+    async def __aenter__(self) -> Hands:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _runner(self, config: McpServer) -> ServerRunner:
+        return ServerRunner(config, redact=self.redact, sleep=self._sleep, clock=self._clock,
+                            restart_initial_s=self.section.restart_initial_s,
+                            restart_max_s=self.section.restart_max_s)
+
+    async def start(self) -> dict[str, bool]:
+        """Start every configured server; return once each is ready or has failed its first
+        attempt ({name: ready}). A failed one keeps retrying with backoff."""
+        for config in self.section.servers:
+            if config.name not in self._runners:
+                self._runners[config.name] = self._runner(config)
+        return await self._start(list(self._runners))
+
+    async def _start(self, names: list[str]) -> dict[str, bool]:
+        for name in names:
+            self._runners[name].start()
+        ready = await asyncio.gather(*(self._runners[n].wait_started() for n in names))
+        return dict(zip(names, ready, strict=True))
+
+    async def stop(self) -> None:
+        runners, self._runners = list(self._runners.values()), {}
+        await asyncio.gather(*(r.stop() for r in runners))
+
+    async def reconcile(self, section: McpSection) -> dict[str, list[str]]:
+        """Take a reloaded `[mcp]` section: stop removed servers, restart changed ones, start
+        added ones; the rest keep running untouched. Returns the names of each kind."""
+        old = {name: r.config for name, r in self._runners.items()}
+        new = {s.name: s for s in section.servers}
+        removed = sorted(set(old) - set(new))
+        changed = sorted(n for n in set(old) & set(new) if old[n] != new[n])
+        added = sorted(set(new) - set(old))
+        self.section = section
+        self.redact = self._redactor(section)
+        stopping = [self._runners.pop(n) for n in removed + changed]
+        await asyncio.gather(*(r.stop() for r in stopping))
+        for name in changed + added:
+            self._runners[name] = self._runner(new[name])
+        await self._start(changed + added)
+        # Unchanged runners keep their connection; they take the new redactor for new texts.
+        for runner in self._runners.values():
+            runner._redact = self.redact
+        if removed or changed or added:
+            log.info("mcp servers reconciled: added %s, removed %s, restarted %s",
+                     added or "none", removed or "none", changed or "none")
+        return {"added": added, "removed": removed, "restarted": changed}
+
+    async def refresh(self) -> dict[str, bool]:
+        """Ask every ready server for its tools again: a health check (one whose connection
+        is gone is restarted) that also picks up a changed listing."""
+        names = sorted(self._runners)
+        alive = await asyncio.gather(*(self._runners[n].refresh() for n in names))
+        return dict(zip(names, alive, strict=True))
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def tools(self) -> list[ToolInfo]:
+        """Every offered tool (not DISABLED), sorted by server then tool name."""
+        return [t for name in sorted(self._runners)
+                for t in self._runners[name].status.tools
+                if t.side_effect is not SideEffect.DISABLED]
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The offered tools as Messages API tool definitions, in a stable order."""
+        return [t.definition() for t in self.tools()]
+
+    def tool(self, name: str) -> ToolInfo | None:
+        """The offered tool with this full name (`<server>__<tool>`), or None."""
+        parts = split_name(name)
+        runner = self._runners.get(parts[0]) if parts else None
+        info = runner.tool(parts[1]) if runner and parts else None
+        return info if info and info.side_effect is not SideEffect.DISABLED else None
+
+    def disposition(self, name: str, coworker_live: bool) -> Disposition:
+        """What a call to this tool does now: RUN, DRY_RUN, QUEUE, or REFUSE (unknown or
+        disabled)."""
+        info = self.tool(name)
+        if info is None:
+            return Disposition.REFUSE
+        return decide(info.side_effect, self._runners[info.server].config.mode, coworker_live)
+
+    def validate(self, name: str, arguments: Any) -> str | None:
+        """Why this call cannot be made as asked (unknown tool, arguments that break its
+        schema), in one line, or None. The loop checks before a dry run or a queued action
+        records the call, so neither records a call that could never run."""
+        info = self.tool(name)
+        if info is None:
+            return f"no tool named {name!r}"
+        problem = schema_problem(info.input_schema, arguments)
+        return self.redact(f"arguments rejected: {problem}") if problem else None
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call the tool `<server>__<tool>` now, whatever its class (ask `disposition` first).
+        Never raises for what a server does; see `CallStatus`."""
+        info = self.tool(name)
+        if info is None:
+            parts = split_name(name) or ("", name)
+            return ToolResult(parts[0], parts[1], CallStatus.UNKNOWN_TOOL,
+                              self.redact(f"no tool named {name!r}"))
+        result = await self._runners[info.server].call(info.tool, arguments)
+        text, full = cap(result.text, self.section.result_chars)
+        if full is None:
+            return result
+        return ToolResult(result.server, result.tool, result.status, text, full,
+                          result.structured, result.seconds)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def status(self) -> list[ServerStatus]:
+        """Each configured server's state, reason and tools (with classes), by name: what
+        `doctor` and `coworker mcp-tools` print."""
+        return [self._runners[n].status for n in sorted(self._runners)]
+
+    def runner(self, name: str) -> ServerRunner | None:
+        return self._runners.get(name)

@@ -1,0 +1,83 @@
+"""What a call to an MCP tool gave back, as text the model may see.
+
+Owns `CallStatus` (how a call ended), `ToolResult` (the outcome of one call: the text capped
+to the configured size, the full text kept beside it when cut) and the turning of an MCP
+`CallToolResult`'s content blocks into plain text. It never calls a server and never
+records anything; a result is untrusted data from the outside world, never owner input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class CallStatus(StrEnum):
+    OK = "ok"
+    TOOL_ERROR = "tool_error"                # the tool ran and said it failed (isError)
+    INVALID_ARGUMENTS = "invalid_arguments"  # the arguments break the tool's input schema; not sent
+    TIMEOUT = "timeout"                      # no answer within the server's timeout_s
+    CRASHED = "crashed"                      # the connection closed during the call; restarting
+    UNAVAILABLE = "unavailable"              # the server is not running (starting, restarting, failed)
+    UNKNOWN_TOOL = "unknown_tool"            # no offered tool has this name (or it is disabled)
+    PROTOCOL_ERROR = "protocol_error"        # the server answered with an MCP error
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One call's outcome. `text` is what the model sees (at most the cap plus a one-line
+    marker); `full_text` is the whole text when it was cut, else None."""
+
+    server: str
+    tool: str
+    status: CallStatus
+    text: str
+    full_text: str | None = None
+    structured: Any = None
+    seconds: float = 0.0
+
+    @property
+    def is_error(self) -> bool:
+        return self.status is not CallStatus.OK
+
+    @property
+    def truncated(self) -> bool:
+        return self.full_text is not None
+
+    @property
+    def name(self) -> str:
+        return f"{self.server}__{self.tool}"
+
+
+def content_text(content: list[Any], structured: Any = None) -> str:
+    """The text of a result's content blocks, one per line; a block that is not text is named
+    in brackets. With no content, the structured result as sorted JSON."""
+    parts: list[str] = []
+    for block in content or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind}: {getattr(block, 'mime_type', '?')}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {getattr(block, 'uri', '?')}]")
+        elif kind == "resource":
+            res = getattr(block, "resource", None)
+            text = getattr(res, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource: {getattr(res, 'uri', '?')}]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content]")
+    if not parts and structured is not None:
+        return json.dumps(structured, sort_keys=True, ensure_ascii=False, default=str)
+    return "\n".join(parts)
+
+
+def cap(text: str, limit: int) -> tuple[str, str | None]:
+    """(`text` cut to `limit` characters with a marker saying so, the full text) when it is
+    longer than `limit`; else (`text`, None)."""
+    if len(text) <= limit:
+        return text, None
+    marker = f"\n[cut: the first {limit} of {len(text)} characters; the full result is kept]"
+    return text[:limit] + marker, text

@@ -1,0 +1,410 @@
+"""One configured MCP server, kept running: start, list tools, call, restart when it dies, stop.
+
+Owns the connection to one server through the official `mcp` SDK's `Client` (stdio through
+`StdioServerParameters`, streamable HTTP through `streamable_http_client` with the configured
+headers; no protocol code of our own), held open by one supervising asyncio task, and that
+server's `ServerStatus` (state, the reason it is not running, its tools with their classes,
+its restarts). It never decides whether a call may run (runtime/hands/classify.py and the
+loop do), never records an event and never reads config files.
+
+Lifecycle: the supervisor connects (the whole start, listing included, bounded by
+`timeout_s`) and waits; a call that finds the connection closed (the process died, before or
+during the call) wakes it, and it reconnects after a backoff that doubles from
+`restart_initial_s` up to `restart_max_s` (reset by a successful start). A server that cannot
+start is retried the same way; its reason (the error, and the last lines it wrote to stderr)
+is one WARNING line when it changes and stays in `status()` for `doctor`. The wait is the
+injected `sleep`, so tests never wait on the wall clock.
+
+Every text that leaves this module (reasons, log lines, results) passes through the `redact`
+it is given, so a secret from the server's env or headers never reaches a log or the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import IO, Any
+
+import anyio
+import jsonschema
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
+
+from .. import __version__
+from .classify import SideEffect, classify
+from .config import TOOL_NAME, McpServer, full_name
+from .result import CallStatus, ToolResult, content_text
+
+log = logging.getLogger("runtime.hands")
+
+MAX_DESCRIPTION = 1024   # characters of a tool's description offered to the model
+_STDERR_KEEP = 256 * 1024  # a server's stderr is kept for its last lines; trimmed past this
+_PAGES = 100             # tools/list pages read at most (a paginator that never ends)
+
+Sleep = Callable[[float], Awaitable[None]]
+Redact = Callable[[str], str]
+
+
+class ServerState(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"  # waiting out the backoff after a failure or a crash
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """One tool as listed by its server, with its class under the owner's config."""
+
+    server: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+    side_effect: SideEffect
+
+    @property
+    def name(self) -> str:
+        return full_name(self.server, self.tool)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the Messages API takes it."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+@dataclass
+class ServerStatus:
+    name: str
+    transport: str
+    state: ServerState
+    reason: str | None = None
+    restarts: int = 0
+    tools: list[ToolInfo] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # tools whose names the model could not take
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception, exception groups unwrapped to their first leaf."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+class _StderrTail:
+    """The server's stderr, in an unlinked append-only file, for its last lines."""
+
+    def __init__(self) -> None:
+        fd, path = tempfile.mkstemp(prefix="coworker-mcp-")
+        os.close(fd)
+        self.file: IO[str] = open(path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        os.unlink(path)
+
+    def trim(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if os.fstat(self.file.fileno()).st_size > _STDERR_KEEP:
+                self.file.truncate(0)
+
+    def last_lines(self, n: int = 3, chars: int = 400) -> str:
+        try:
+            self.file.flush()
+            self.file.seek(max(0, os.fstat(self.file.fileno()).st_size - 4096))
+            lines = [ln.strip() for ln in self.file.read().splitlines() if ln.strip()]
+        except (OSError, ValueError):
+            return ""
+        return " | ".join(lines[-n:])[-chars:]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    async with create_mcp_http_client(headers=headers or None) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
+class ServerRunner:
+    """One server, supervised. `start()` launches the supervisor; `wait_started()` returns
+    once the first attempt succeeded or failed; `call()` and `refresh()` use the open
+    connection; `stop()` closes it and ends the supervisor."""
+
+    def __init__(self, config: McpServer, *, redact: Redact, sleep: Sleep = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic, restart_initial_s: float = 1.0,
+                 restart_max_s: float = 300.0) -> None:
+        self.config = config
+        self._redact = redact
+        self._sleep = sleep
+        self._clock = clock
+        self._initial = restart_initial_s
+        self._max = restart_max_s
+        self.status = ServerStatus(config.name, config.transport, ServerState.STARTING)
+        self.backoffs: list[float] = []          # every wait before a restart, in order
+        self._client: Client | None = None
+        self._tools: dict[str, ToolInfo] = {}
+        self._wake = asyncio.Event()
+        self._attempted = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._logged: str | None = None
+        self._lost: str | None = None          # why the open connection was given up
+        self._tail: _StderrTail | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.config.name}")
+
+    async def wait_started(self) -> bool:
+        """True when the server is ready after its first attempt."""
+        await self._attempted.wait()
+        return self.status.state is ServerState.READY
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is None:
+            self.status.state = ServerState.STOPPED
+            return
+        if self.status.state is not ServerState.READY:
+            task.cancel()  # starting or backing off: nothing to close cleanly
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=grace_s)
+        self.status.state = ServerState.STOPPED
+        self._attempted.set()
+
+    async def _supervise(self) -> None:
+        failures = 0
+        try:
+            while not self._stopping:
+                self.status.state = ServerState.STARTING
+                tail = _StderrTail()
+                try:
+                    await self._connect_and_wait(tail)
+                    reason = self._lost or "the connection closed"
+                    failures = 0
+                except Exception as e:  # noqa: BLE001 - any failure to start is a reason, not a crash
+                    reason = describe(e)
+                    last = tail.last_lines()
+                    if last:
+                        reason += f" (stderr: {last})"
+                finally:
+                    self._client = None
+                    tail.close()
+                if self._stopping:
+                    break
+                delay = min(self._initial * 2 ** failures, self._max)
+                failures += 1
+                self._down(reason, delay)
+                self._attempted.set()
+                self.backoffs.append(delay)
+                await self._sleep(delay)
+                self.status.restarts += 1
+        finally:
+            self._client = None
+            self.status.state = ServerState.STOPPED if self._stopping else self.status.state
+
+    def _down(self, reason: str, delay: float) -> None:
+        self.status.state = ServerState.RESTARTING
+        self.status.reason = self._redact(reason)
+        line = f"mcp server {self.config.name}: {self.status.reason}"
+        if line != self._logged:
+            log.warning("%s; its tools are unavailable; retrying in %gs", line, delay)
+            self._logged = line
+        else:
+            log.debug("%s; retrying in %gs", line, delay)
+
+    async def _connect_and_wait(self, tail: _StderrTail) -> None:
+        self._wake = asyncio.Event()
+        self._lost = None
+        self._tail = tail
+        with anyio.CancelScope(deadline=anyio.current_time() + self.config.timeout_s) as scope:
+            async with Client(self._transport(tail), client_info=Implementation(
+                    name="coworker", version=__version__)) as client:
+                self._set_tools(await self._list_tools(client))
+                scope.deadline = math.inf
+                self._client = client
+                self.status.state = ServerState.READY
+                self.status.reason = None
+                self._logged = None
+                self._attempted.set()
+                counts = ", ".join(f"{n} {c}" for c, n in self._class_counts().items())
+                log.info("mcp server %s ready: %d tools (%s)", self.config.name, len(self._tools), counts)
+                await self._wake.wait()
+        if scope.cancelled_caught:
+            raise TimeoutError
+
+    def _transport(self, tail: _StderrTail) -> Any:
+        c = self.config
+        if c.url is not None:
+            return _http_transport(c.url, dict(c.headers))
+        assert c.command is not None
+        params = StdioServerParameters(command=c.command, args=list(c.args), env=dict(c.env) or None)
+        return stdio_client(params, errlog=tail.file)
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def _list_tools(self, client: Client, refresh: bool = False) -> list[Any]:
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    def _set_tools(self, listed: list[Any]) -> None:
+        tools: dict[str, ToolInfo] = {}
+        skipped: list[str] = []
+        for t in listed:
+            name = full_name(self.config.name, t.name)
+            if not TOOL_NAME.match(name):
+                skipped.append(t.name[:80])
+                continue
+            ann = t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else None
+            desc = (t.description or "")[:MAX_DESCRIPTION]
+            tools[t.name] = ToolInfo(self.config.name, t.name, desc, dict(t.input_schema),
+                                     ann or None, classify(t.name, t.annotations, self.config))
+        if skipped:
+            log.warning("mcp server %s: %d tools skipped, their names do not fit "
+                        "<server>__<tool> in [a-zA-Z0-9_-]{1,64}: %s", self.config.name,
+                        len(skipped), self._redact(", ".join(sorted(skipped))))
+        self._tools = dict(sorted(tools.items()))
+        self.status.tools = list(self._tools.values())
+        self.status.skipped = sorted(skipped)
+
+    def _class_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in self._tools.values():
+            counts[t.side_effect.value] = counts.get(t.side_effect.value, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def tool(self, name: str) -> ToolInfo | None:
+        return self._tools.get(name)
+
+    async def refresh(self) -> bool:
+        """Ask the server for its tools again (a health check that also sees a changed
+        listing). False, and a restart under way, when the connection is gone."""
+        client = self._client
+        if client is None or self.status.state is not ServerState.READY:
+            return False
+        try:
+            with anyio.fail_after(self.config.timeout_s):
+                listed = await self._list_tools(client, refresh=True)
+        except MCPError as e:
+            if e.code == CONNECTION_CLOSED:
+                self._connection_lost("the connection closed")
+            return False
+        except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False
+        self._set_tools(listed)
+        return True
+
+    def _connection_lost(self, why: str) -> None:
+        if self._client is not None:
+            self._lost = why
+            self._client = None
+            self.status.state = ServerState.RESTARTING
+            self.status.reason = self._redact(why)
+            self._wake.set()
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call `tool` with `arguments`, bounded by timeout_s. Never raises for what the
+        server does: a crash, a hang, an error or garbage is a ToolResult with its status.
+        The text is redacted and not yet capped (runtime/hands/hands.py caps it)."""
+        info = self._tools.get(tool)
+        if info is None:
+            return self._result(tool, CallStatus.UNKNOWN_TOOL,
+                                f"{self.config.name} offers no tool named {tool!r}")
+        problem = schema_problem(info.input_schema, arguments)
+        if problem:
+            return self._result(tool, CallStatus.INVALID_ARGUMENTS, f"arguments rejected: {problem}")
+        client = self._client
+        if client is None or self.status.state is not ServerState.READY:
+            why = self.status.reason or self.status.state.value
+            return self._result(tool, CallStatus.UNAVAILABLE, f"server {self.config.name} is not "
+                                f"running ({why}); try again later")
+        t0 = self._clock()
+        status, text, structured = await self._send(client, tool, arguments)
+        if self._tail is not None:
+            self._tail.trim()  # a chatty server's stderr stays small
+        return self._result(tool, status, text, structured, self._clock() - t0)
+
+    async def _send(self, client: Client, tool: str,
+                    arguments: dict[str, Any]) -> tuple[CallStatus, str, Any]:
+        timeout = self.config.timeout_s
+        try:
+            r = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        except MCPError as e:
+            if e.code == REQUEST_TIMEOUT:
+                return CallStatus.TIMEOUT, f"no answer within {timeout:g}s; the call was cancelled", None
+            if e.code == CONNECTION_CLOSED:
+                return self._crashed(tool)
+            return CallStatus.PROTOCOL_ERROR, f"the server answered an error: {describe(e)}", None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+            return self._crashed(tool)
+        except Exception as e:  # noqa: BLE001 - a malformed answer is the server's fault, not ours
+            return CallStatus.PROTOCOL_ERROR, f"unusable answer: {describe(e)}", None
+        text = content_text(r.content, r.structured_content)
+        return (CallStatus.TOOL_ERROR if r.is_error else CallStatus.OK), text, r.structured_content
+
+    def _crashed(self, tool: str) -> tuple[CallStatus, str, Any]:
+        self._connection_lost(f"the connection closed during a call to {tool}")
+        return (CallStatus.CRASHED, f"server {self.config.name} stopped during the call; it is being "
+                "restarted, and whether the call took effect is unknown", None)
+
+    def _result(self, tool: str, status: CallStatus, text: str, structured: Any = None,
+                seconds: float = 0.0) -> ToolResult:
+        return ToolResult(self.config.name, tool, status, self._redact(text), None,
+                          redact_json(structured, self._redact), round(seconds, 3))
+
+
+def redact_json(value: Any, redact: Redact) -> Any:
+    """A structured result with every string in it (keys included) redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_json(k, redact): redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(v, redact) for v in value]
+    return value
+
+
+def schema_problem(schema: dict[str, Any], arguments: Any) -> str | None:
+    """Why `arguments` break the tool's JSON schema (one line), or None when they fit. A
+    schema the validator cannot read is the server's problem: the call goes through."""
+    if not isinstance(arguments, dict):
+        return "arguments must be a JSON object"
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        error = jsonschema.exceptions.best_match(cls(schema).iter_errors(arguments))
+    except (jsonschema.exceptions.SchemaError, TypeError, ValueError):
+        return None
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{' '.join(error.message.split())[:300]}"

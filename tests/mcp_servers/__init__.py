@@ -1,0 +1,1 @@
+"""Small MCP servers the tests start as subprocesses (real stdio, real protocol)."""
