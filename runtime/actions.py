@@ -7,9 +7,10 @@ one door (`Door`): the owner's terminal (`Door.CLI`) may do everything; another 
 owner (docs/safety.md, the doors table; ADR-0013). An owner's action asked through another
 door is refused with `NotOwnersDoor` before anything is read or written.
 
-Owner's actions: tell, retry, redact, pin, unpin, strike, restore, tag, and the review of
-promotions (approve, reject). Each writes its change and its event in one transaction, or
-snapshots MEMORY.md first where it rewrites that file.
+Owner's actions: tell, retry, redact, pin, unpin, strike, restore, tag, the review of
+promotions (approve, reject) and the approval queue of MCP tool calls (approve_action,
+reject_action). Each writes its change and its event in one transaction, or snapshots
+MEMORY.md first where it rewrites that file.
 
 It never parses command lines, never prints and never exits: it returns typed results and
 raises the errors of runtime/errors.py, which the doors turn into a line of text (the CLI) or
@@ -18,6 +19,7 @@ a tool error (MCP). It never calls a model and never imports the loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -99,6 +101,33 @@ class Reviewed:
     promotion_id: int
     entry_id: str | None  # the MEMORY.md entry an approval wrote
     map_warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The owner's decision on a queued MCP tool call: the approval as it now stands, the
+    owner's event that records the decision, and the pid of the loop woken to act on it."""
+
+    approval: Any  # store.approvals.Approval
+    event_id: int
+    woke_pid: int | None
+
+
+# Why an action that is not waiting cannot be decided, and what to do instead.
+_NOT_WAITING = {
+    "approved": "is already approved: it runs at the next tick of a coworker running live "
+                "(`coworker status`)",
+    "rejected": "was rejected and never runs; if you want it after all, ask the coworker "
+                "again (`coworker tell`)",
+    "expired": "expired without a decision ([mcp] approval_ttl) and never runs; if you still "
+               "want it, ask the coworker again (`coworker tell`)",
+    "running": "is running, or was cut off while it ran; it is never run again (`coworker "
+               "actions --all` shows how it ended)",
+    "done": "already ran; it is never run again (`coworker actions --all` shows its result "
+            "event)",
+    "failed": "already ran and failed; it is never run again (`coworker actions --all` shows "
+              "its result event; ask the coworker again with `coworker tell`)",
+}
 
 
 def parse_item(item: str) -> tuple[str, int]:
@@ -191,10 +220,11 @@ class Actions:
 
     def status(self) -> dict[str, Any]:
         """What `coworker status` shows: the process (from its pidfile and run.json), the
-        event and input counts, what was set aside, the last failure and the week's walks."""
+        event and input counts, what was set aside, the last failure, the week's walks and
+        the MCP tool calls in the approval queue, by status."""
         from datetime import timedelta
 
-        from .store import telemetry
+        from .store import approvals, telemetry
 
         home = self.home
         pid = process.running_pid(home)
@@ -210,6 +240,7 @@ class Actions:
                                "failures": i.failures, "error": i.last_error}
                               for i in inputs_store.listing(store, "set_aside")],
                 "last_failure": inputs_store.last_failure(store),
+                "actions": approvals.counts(store),
             }
         return {
             "home": str(home.root),
@@ -241,6 +272,39 @@ class Actions:
 
         with self._store() as store:
             return pr.listing(store, None if show_all else "queued")
+
+    def waiting_actions(self, show_all: bool = False) -> list[Any]:
+        """The MCP tool calls waiting for the owner's approval (or every one, with
+        `show_all`), newest first, as `store.approvals.Approval` rows. Those past their expiry
+        are marked expired first, so what is listed as waiting can still be approved."""
+        from .store import approvals
+
+        with self._store() as store:
+            self._expire_actions(store)
+            return approvals.listing(store, None if show_all else approvals.Status.WAITING)
+
+    def _expire_actions(self, store: Store) -> None:
+        """Mark the waiting actions past their time expired, each with the `action_expired`
+        event the loop writes when it finds them first, in one transaction."""
+        from .store import approvals
+
+        with store.transaction():
+            for n in approvals.expire(store, ev.now_iso()):
+                ev.append(store, Event(kind="action_expired", body=f"action {n} expired "
+                                       "unapproved", actor="coworker", author_kind="system",
+                                       meta={"approval_id": n}))
+
+    def mcp_tools(self) -> tuple[list[Any], bool]:
+        """Start each configured MCP server once and report it (`hands.survey.ServerReport`),
+        with whether the coworker runs live: the running process's own mode when one runs,
+        else `[writes] mode`. It calls no tool and writes nothing."""
+        from .hands.survey import survey
+
+        settings = self.home.settings()
+        pid = process.running_pid(self.home)
+        writes = process.read_runfile(self.home).get("writes") if pid else settings.writes.mode
+        live = writes == "live"
+        return asyncio.run(survey(settings.mcp, live)), live
 
     def snapshots(self) -> list[Any]:
         from .memory.memorymd import snapshots
@@ -401,6 +465,45 @@ class Actions:
             gate.reject(store, promotion_id, why)
             warning = self._rerender_map(store)
         return Reviewed(promotion_id, None, warning)
+
+
+    def approve_action(self, approval_id: int) -> Decided:
+        """Approve a waiting MCP tool call: it runs once, at the next tick where its server
+        and the coworker run live, and its result is an event the model sees."""
+        self._owner("approve_action")
+        return self._decide_action(approval_id, "approved", None)
+
+    def reject_action(self, approval_id: int, why: str) -> Decided:
+        """Reject a waiting MCP tool call: it never runs; `why` is kept with it."""
+        self._owner("reject_action")
+        reason = " ".join((why or "").split())
+        if not reason:
+            raise UsageError(f'say why: coworker actions reject {approval_id} --why "TEXT"')
+        return self._decide_action(approval_id, "rejected", reason)
+
+    def _decide_action(self, approval_id: int, status: str, why: str | None) -> Decided:
+        from .store import approvals
+
+        with self._store() as store:
+            self._expire_actions(store)
+            with store.transaction():  # the decision and its event: both or neither
+                try:
+                    done = approvals.decide(store, approval_id, status, why)
+                except LookupError as e:
+                    raise Refused(f"no action {approval_id}; `coworker actions --all` lists "
+                                  "every one") from e
+                except approvals.WrongStatus as e:
+                    raise Refused(f"action {approval_id} "
+                                  f"{_NOT_WAITING.get(e.status, f'is {e.status}')}") from e
+                # The body names the call, never its arguments: an owner's event carries the
+                # owner's authority, and the arguments are the model's text.
+                verb = "approved" if status == "approved" else "rejected"
+                body = f"owner {verb} action {approval_id}: {done.name}" + (
+                    f" ({why})" if why else "")
+                event_id = self._owner_event(store, f"action_{verb}", body,
+                                             approval_id=approval_id, name=done.name,
+                                             tool_use_id=done.tool_use_id)
+        return Decided(done, event_id, process.wake(self.home))
 
 
 def to_inbox(home: Home, message: str) -> Path:

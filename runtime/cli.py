@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -583,12 +584,24 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
               f"{result['walk_p95_over_bare_p95']}")
 
 
-@cli.command()
-@click.argument("action", type=click.Choice(["list", "approve", "reject"]), default="list")
-@click.argument("promotion_id", required=False, type=ID)
-@click.option("--why", help="With reject: why, kept with the promotion.")
-@click.option("--all", "show_all", is_flag=True, help="With list: every status, not only queued.")
-@click.option("--json", "as_json", is_flag=True, help="With list: one JSON object a line.")
+def _review(id_name: str, why: str, every: str) -> Callable[[Callable[..., None]], Any]:
+    """The arguments of a review command (promotions, actions): list | approve ID | reject ID."""
+    def wrap(f: Callable[..., None]) -> Any:
+        for option in reversed([
+                click.argument("action", type=click.Choice(["list", "approve", "reject"]),
+                               default="list"),
+                click.argument(id_name, required=False, type=ID),
+                click.option("--why", help=why),
+                click.option("--all", "show_all", is_flag=True, help=every),
+                click.option("--json", "as_json", is_flag=True,
+                             help="With list: one JSON object a line.")]):
+            f = option(f)
+        return cli.command()(f)
+    return wrap
+
+
+@_review("promotion_id", "With reject: why, kept with the promotion.",
+         "With list: every status, not only queued.")
 def promotions(action: str, promotion_id: int | None, why: str | None, show_all: bool,
                as_json: bool) -> None:
     """Review candidates for MEMORY.md: list, approve ID, reject ID [--why TEXT].
@@ -625,6 +638,68 @@ def promotions(action: str, promotion_id: int | None, why: str | None, show_all:
         ["id", "status", "conf", "text", "sources", "reason"],
         [(p.id, p.status, "" if p.confidence is None else f"{p.confidence:.2f}", p.text,
           ", ".join(f"#{i}" for i in p.source_events or []), p.reason or "") for p in rows]))
+
+
+@_review("action_id", "With reject (required): why, kept with the action.",
+         "With list: every status, not only waiting.")
+def actions(action: str, action_id: int | None, why: str | None, show_all: bool,
+            as_json: bool) -> None:
+    """MCP tool calls waiting for your approval: list, approve ID, reject ID --why TEXT.
+
+    A tool in a server's `approve` list (or marked destructive) does not run when the coworker
+    runs live: it waits here with its arguments, the model's reason, the tick and the events
+    that led to it. An approved one runs once, at the next tick; a rejected or expired one
+    never runs. Exit 0 ok, 1 refused (unknown, not waiting, expired), 2 usage.
+
+    \b
+    Examples:
+      coworker actions
+      coworker actions approve 3
+      coworker actions reject 4 --why "not on a Friday"
+    """
+    if action != "list" and action_id is None:
+        raise UsageError(f"which action? coworker actions {action} ID (`coworker actions` "
+                         "lists them)")
+    owner = _owner()
+    if action == "approve":
+        done = owner.approve_action(int(action_id or 0))
+        out.print(render.decided_action(done.approval, done.woke_pid))
+        return
+    if action == "reject":
+        done = owner.reject_action(int(action_id or 0), why or "")
+        out.print(render.decided_action(done.approval, done.woke_pid))
+        return
+    rows = owner.waiting_actions(show_all)
+    if as_json:
+        for a in rows:
+            render.json_line(a.__dict__)
+        return
+    render.actions(rows, show_all)
+
+
+@cli.command(name="mcp-tools")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line, one a server.")
+def mcp_tools(as_json: bool) -> None:
+    """Start each configured MCP server once and list its tools: side-effect class and what a
+    call does now (run, dry-run, queue or refused), or why the server cannot start.
+
+    The class is READ, SIDE_EFFECT, APPROVE or DISABLED ([[mcp.servers]] read_only, approve
+    and disabled beat the server's hints); what a call does follows from it, the server's
+    mode and whether the coworker runs live. No tool is called. Exit 1 when a server cannot
+    start, 0 otherwise.
+
+    \b
+    Example:
+      coworker mcp-tools
+    """
+    reports, live = Actions(_home(), Door.CLI).mcp_tools()
+    if as_json:
+        for r in reports:
+            render.json_line(r.as_dict())
+    else:
+        render.mcp_tools(reports, live)
+    if any(not r.ok for r in reports):
+        raise click.exceptions.Exit(1)
 
 
 @cli.command()

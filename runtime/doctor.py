@@ -5,10 +5,11 @@ and passes integrity_check; the FTS indexes agree with their tables; MEMORY.md r
 as strike and the promotions need it; rituals are scheduled and reflect ran when it should have;
 recall is on; logging is at a level a person sees; no key sits in a file others can read, and
 the coworker's memory is private; the model answers; today's model usage against the daily
-caps) and their one-line
+caps; each configured MCP server starts and lists its tools) and their one-line
 verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isolated: one that
 fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
-no write to any file; the fix is always a line the owner runs. What it prints passes through
+no write to any file; the fix is always a line the owner runs. (It does start each MCP server
+once to list its tools, and stops it; it calls none of them.) What it prints passes through
 `settings.redact`, so a key an endpoint echoes back never reaches the terminal.
 """
 
@@ -78,7 +79,8 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         steps.append(("model", lambda: _model(settings)))
     steps.append(("spending", lambda: _spending(home, settings)))
     steps.append(("semantic", lambda: _semantic(settings)))
-    return [_guarded(name, fn) for name, fn in steps]
+    checks = [_guarded(name, fn) for name, fn in steps]
+    return checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
 
 
 def render(checks: list[Check]) -> str:
@@ -93,13 +95,17 @@ def exit_code(checks: list[Check]) -> int:
 
 
 def _guarded(name: str, fn: Callable[[], Check]) -> Check:
+    return _guarded_all(name, lambda: [fn()])[0]
+
+
+def _guarded_all(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
     try:
         return fn()
     except CoworkerError as e:  # already says what to do
-        return Check(name, False, str(e))
+        return [Check(name, False, str(e))]
     except Exception as e:  # a check that crashes is a failed check, never a traceback
-        return Check(name, False, f"the check itself failed ({type(e).__name__}: {e}); "
-                                  "please report it")
+        return [Check(name, False, f"the check itself failed ({type(e).__name__}: {e}); "
+                                   "please report it")]
 
 
 # the checks ----------------------------------------------------------------------------------
@@ -496,3 +502,32 @@ def _semantic(settings: Settings | None) -> Check:
         return Check(name, False, f"{embedder.name} does not embed ({why}); recall falls back "
                                   "to lexical until it does: fix [semantic] or set enabled = false")
     return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)")
+
+
+def _mcp(settings: Settings | None) -> list[Check]:
+    """One check a configured MCP server: it starts (once, no retry) and lists its tools, by
+    side-effect class; or the reason it cannot, and where to fix it."""
+    name = "mcp"
+    if settings is None:
+        return [Check(name, False, NOT_CHECKED)]
+    section = settings.mcp
+    if not section.servers:
+        return [Check(name, True, "no MCP servers configured")]
+    from .hands import SideEffect
+    from .hands.survey import survey
+
+    checks = []
+    for r in asyncio.run(survey(section, live=False)):
+        if not r.ok:
+            checks.append(Check(name, False, redact(
+                f"{r.name}: cannot start ({r.reason}); its tools are unavailable to the "
+                f'coworker: fix command (or url), args and env of the [[mcp.servers]] table '
+                f'with name = "{r.name}" in config.toml, then `coworker mcp-tools` to try '
+                "again")))
+            continue
+        disabled = r.count(SideEffect.DISABLED)
+        checks.append(Check(name, True, (
+            f"{r.name}: {len(r.tools) - disabled} tools ({r.count(SideEffect.READ)} read-only, "
+            f"{r.count(SideEffect.SIDE_EFFECT)} side effects, {r.count(SideEffect.APPROVE)} "
+            "wait for approval)" + (f"; {disabled} disabled" if disabled else ""))))
+    return checks

@@ -115,6 +115,86 @@ def status(data: dict[str, Any]) -> None:
                   f"{failure['error']}")
     walks = data["walks_7d"]
     out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
+    waiting = data.get("actions", {}).get("waiting", 0)
+    out.print(f"actions: {waiting} waiting for approval (`coworker actions`)")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def actions(rows: Sequence[Any], show_all: bool) -> None:
+    """`coworker actions`: the queued MCP tool calls (`store.approvals.Approval`), newest
+    first, one block each, so the tool, its arguments and the model's reason show whole and
+    verbatim however narrow the terminal: they are what the owner approves."""
+    if not rows:
+        out.print("no actions yet" if show_all else "nothing waits for approval")
+        return
+    for a in rows:
+        head = Text()
+        head.append(f"#{a.id} {a.status}", style="bold")
+        head.append(f" {a.name}")
+        where = [f"tick {a.tick_id}" if a.tick_id is not None else "no tick",
+                 "from events " + ", ".join(f"#{i}" for i in a.sources) if a.sources
+                 else "from no event"]
+        if a.status == "waiting":
+            where.append(f"expires {ago(a.expires_at)}")
+        elif a.decided_at:
+            where.append(f"decided {a.decided_at[:19]}Z")
+        head.append(f" ({'; '.join(where)})", style="dim")
+        out.print(head)
+        out.print(Text("  arguments: " + _compact(a.arguments)))
+        out.print(Text("  reason: " + (a.reason or "(none given)")))
+        if a.why:
+            out.print(Text("  why: " + a.why))
+        if a.result_event is not None:
+            out.print(Text(f"  result: event #{a.result_event} (`coworker log --kind "
+                           "action_result`)"))
+    if any(a.status == "waiting" for a in rows):
+        out.print("approve: coworker actions approve ID; reject: coworker actions reject ID "
+                  '--why "TEXT"')
+
+
+def decided_action(a: Any, woke_pid: int | None) -> str:
+    """The line `coworker actions approve|reject` prints."""
+    if a.status != "approved":
+        return f"action {a.id} rejected: {a.name} never runs"
+    when = (f"woke pid {woke_pid}" if woke_pid is not None else
+            "no coworker runs here now: `coworker start --live`")
+    return (f"action {a.id} approved: {a.name} runs once, at the next tick where its server "
+            f"and the coworker run live ({when})")
+
+
+def mcp_tools(reports: Sequence[Any], live: bool) -> None:
+    """`coworker mcp-tools`: each server's tools (`hands.survey.ServerReport`) with their
+    class and what a call does now, then why each server that did not start did not."""
+    if not reports:
+        out.print("no MCP servers configured: add one as a [[mcp.servers]] table in "
+                  "config.toml (name, command, args; docs/design.md, section 3, [mcp])")
+        return
+    out.print(f"the coworker runs {'live' if live else 'dry-run'}: a server's side effects "
+              'run only when its mode is "live" and the coworker runs live')
+    cells: list[Sequence[object]] = []
+    for r in reports:
+        if not r.ok:
+            cells.append((r.name, "FAILED", "", "", ""))
+            continue
+        cells += [(r.name, f"ready ({r.mode})", t.name, t.side_effect.name, t.now)
+                  for t in r.tools] or [(r.name, f"ready ({r.mode})", "(no tools)", "", "")]
+    t = Table(box=None)
+    for header in ("server", "state", "tool", "class", "now"):
+        t.add_column(header, overflow="fold")  # a name is shown whole, never cut with "…"
+    for row in cells:
+        t.add_row(*(Text(str(cell)) for cell in row))
+    out.print(t)
+    for r in reports:
+        if r.skipped:
+            out.print(f"{r.name}: {len(r.skipped)} tool(s) skipped, their names do not fit "
+                      f"<server>__<tool> in 64 characters: {', '.join(r.skipped)}")
+        if not r.ok:
+            out.print(f"{r.name} cannot start: {r.reason}; check its command (or url), args "
+                      f'and env in the [[mcp.servers]] table with name = "{r.name}" in '
+                      "config.toml, then run `coworker mcp-tools` again")
 
 
 def walk(store: Store, query: str, result: dict[str, Any]) -> None:

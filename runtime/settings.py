@@ -667,6 +667,22 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"no TOML rendering for {type(v)}")
 
 
+# What `[[mcp.servers]]` and `[[mcp.watch]]` look like (README: "Giving it hands").
+_MCP_EXAMPLE = [
+    "# [[mcp.servers]]",
+    '# name = "git"                      # its tools reach the model as git__<tool>',
+    '# command = "/path/to/clone/.venv/bin/python"',
+    '# args = ["-m", "mcp_server_git", "--repository", "/home/me/project"]',
+    '# mode = "dry-run"                  # "live": its side effects act when the coworker is live',
+    '# approve = ["git_commit"]          # always wait for `coworker actions approve N`',
+    "# [[mcp.watch]]",
+    '# server = "git"',
+    '# tool = "git_log"',
+    '# arguments = { repo_path = "/home/me/project", max_count = 10 }',
+    "# interval_s = 300",
+]
+
+
 def render_default_config() -> str:
     """The commented config.toml that `coworker init` writes: every key with its default."""
     lines = [
@@ -696,5 +712,7 @@ def render_default_config() -> str:
                 '# cron = "0 9 * * mon-fri"',
                 '# prompt = "Write me a three-line standup from yesterday\'s events."',
             ]
+        if section_name == "mcp":
+            lines += _MCP_EXAMPLE
         lines.append("")
     return "\n".join(lines)

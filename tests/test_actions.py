@@ -17,6 +17,7 @@ from runtime.errors import Refused, UsageError
 from runtime.home import Home
 from runtime.memory.memorymd import MemoryFile
 from runtime.store import Event, Store
+from runtime.store import approvals as ap
 from runtime.store import events as ev
 from runtime.store import promotions as pr
 
@@ -32,13 +33,16 @@ OWNERS = [
     ("reject", (1, "no")),
     ("retry", ([1],)),
     ("redact", (1, "leaked")),
+    ("approve_action", (1,)),
+    ("reject_action", (1, "no")),
 ]
 
 
 def _everything(home: Home) -> tuple[int, bytes, list]:
     with Store.open(home.db_path, readonly=True) as store:
         n = store.query("SELECT count(*) FROM history")[0][0]
-        rows = [tuple(r) for t in ("pins", "tags", "promotions", "inputs", "redactions")
+        rows = [tuple(r) for t in ("pins", "tags", "promotions", "inputs", "redactions",
+                                   "approvals")
                 for r in store.query(f"SELECT * FROM {t}")]
     return n, home.memory_md.read_bytes(), rows
 
@@ -57,6 +61,8 @@ def stocked(offline_home: Home) -> Home:
                                       encoding="utf-8")
     with Store.open(offline_home.db_path) as store:
         pr.add(store, "The freeze starts on the twentieth", [1], 1.0, "queued", "gated", "tool")
+        ap.add(store, tick_id=None, server="s", tool="t", name="s__t", arguments={}, reason=None,
+               sources=[], tool_use_id=None, ttl_s=3600)
     return offline_home
 
 
@@ -121,8 +127,8 @@ def test_item_grammar_refuses(item: str) -> None:
         parse_item(item)
 
 
-DOMAIN = ("store.pins", "store.tags", "store.promotions", "store.inputs", "memory.memorymd",
-          "memory.gate", "redaction")
+DOMAIN = ("store.pins", "store.tags", "store.promotions", "store.inputs", "store.approvals",
+          "memory.memorymd", "memory.gate", "redaction")
 
 
 def _imports(path: Path) -> set[str]:

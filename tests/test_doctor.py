@@ -23,7 +23,7 @@ from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
 NAMES = ["config", "config in use", "database", "fts", "memory", "rituals", "recall", "logging",
-         "permissions", "model", "spending", "semantic"]
+         "permissions", "model", "spending", "semantic", "mcp"]  # mcp: one line a server, or one
 
 
 @pytest.fixture(autouse=True)
@@ -135,8 +135,8 @@ def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Hom
     assert says in c["config"].detail and "fix" in c["config"].detail
     # What needs the settings says so instead of guessing; the rest is still checked.
     assert set(failed(checks)) == {"config", "rituals", "recall", "logging", "model", "spending",
-                                   "semantic"}
-    for name in ("rituals", "recall", "logging", "model", "spending", "semantic"):
+                                   "semantic", "mcp"}
+    for name in ("rituals", "recall", "logging", "model", "spending", "semantic", "mcp"):
         assert c[name].detail == doctor.NOT_CHECKED
     assert doctor.exit_code(checks) == 1
 
@@ -616,3 +616,52 @@ def test_the_semantic_channel_when_on_must_embed(offline_home: Home):
     assert "does not embed" in c.detail and "enabled = false" in c.detail
     write_config(offline_home.root)
     assert by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"].detail == "off"
+
+
+# MCP servers: one check a configured server ----------------------------------------------------
+def _mcp_servers(home: Home, *tables: str) -> None:
+    text = home.config_path.read_text(encoding="utf-8")
+    home.config_path.write_text(text + "".join(f"\n[[mcp.servers]]\n{t}\n" for t in tables),
+                                encoding="utf-8")
+
+
+def _faulty(name: str, *flags: str, extra: str = "") -> str:
+    import json
+    import sys
+
+    from .conftest import REPO
+
+    args = [str(REPO / "tests" / "mcp_servers" / "faulty.py"), *flags]
+    return (f'name = "{name}"\ncommand = {json.dumps(sys.executable)}\n'
+            f"args = {json.dumps(args)}\n{extra}")
+
+
+def test_no_mcp_server_is_one_ok_line(offline_home: Home):
+    checks = [c for c in doctor.run_checks(offline_home, probe_model=False) if c.name == "mcp"]
+    assert [(c.ok, c.detail) for c in checks] == [(True, "no MCP servers configured")]
+
+
+def test_each_mcp_server_is_a_check_and_one_that_cannot_start_fails(offline_home: Home):
+    _mcp_servers(offline_home, _faulty("faulty", extra='approve = ["write_file"]\n'),
+                 'name = "ghost"\ncommand = "/nonexistent/bin/mcp-ghost"\n')
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if " mcp: " in line]
+    assert lines[0] == ("ok   mcp: faulty: 8 tools (6 read-only, 0 side effects, 2 wait for "
+                        "approval)")
+    assert lines[1].startswith("FAIL mcp: ghost: cannot start (FileNotFoundError")
+    assert "[[mcp.servers]]" in lines[1] and "coworker mcp-tools" in lines[1]
+    assert len(lines) == 2 and "Traceback" not in r.stdout + r.stderr
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")] == [lines[1]]
+
+
+def test_doctor_never_shows_an_mcp_servers_secret(offline_home: Home):
+    secret = "s3cr3t-doctor-mcp-value"
+    env = (f'env = {{ PLAIN_VAR = "{secret}", FAULTY_ECHO_ENV = "PLAIN_VAR" }}\n'
+           'secret_env = ["PLAIN_VAR"]\n')
+    _mcp_servers(offline_home, _faulty("leaky", "--crash-on-start", extra=env))
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 1
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("FAIL mcp: leaky"))
+    assert "[redacted]" in line  # its stderr echoed the value back, and it was caught
+    assert secret not in r.stdout + r.stderr

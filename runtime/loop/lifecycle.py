@@ -85,6 +85,9 @@ class Loop:
         self._cap = SpendingCap()
         self._semantic = SemanticCache()
         self._work = TickWork()
+        self.hands: Any = None  # runtime.hands.hands.Hands, started with the loop
+        self.watches: Any = None  # runtime.loop.hands.Watches
+        self._hands_changed = False
         self._make_model()
 
     # signals -----------------------------------------------------------------------------
@@ -153,6 +156,7 @@ class Loop:
                  "live" if self.live else "dry-run")
         try:
             self._start_rituals()
+            await self._start_hands()
         except BaseException as e:
             await self._close(e)
             raise
@@ -184,6 +188,51 @@ class Loop:
             with contextlib.suppress(Exception):
                 record(self.store, "tick_failed", f"{type(e).__name__}: {e}")
             return TickOutcome(Outcome.FAILED, detail=str(e))
+
+    async def _start_hands(self) -> None:
+        """Start the owner's MCP servers (none configured: nothing to start, no SDK loaded).
+        One that cannot start is a WARNING; the coworker runs without its tools."""
+        section = self.settings.mcp
+        if not section.servers:
+            return
+        from ..hands.hands import Hands
+        from .hands import Watches
+
+        self.hands = Hands(section)
+        ready = await self.hands.start()
+        self.watches = Watches(section, self.settings.coworker.timezone)
+        log.info("mcp servers: %s", ", ".join(f"{n} {'ready' if ok else 'NOT STARTED'}"
+                                             for n, ok in ready.items()))
+
+    async def _reconcile_hands(self) -> None:
+        """Take an edited [mcp] section: add, remove and restart servers, re-read watches."""
+        section = self.settings.mcp
+        if self.hands is None:
+            await self._start_hands()
+            return
+        await self.hands.reconcile(section)
+        self.watches.configure(section)
+
+    async def _hands_tick(self) -> None:
+        """Before perceiving: expire and run the owner's approved actions, and call the watches
+        that are due. A failure here is logged and the tick goes on."""
+        if self._hands_changed:
+            self._hands_changed = False
+            try:
+                await self._reconcile_hands()
+            except Exception as e:
+                log.warning("mcp servers not reconciled with the new config (%s: %s)",
+                            type(e).__name__, e, exc_info=True)
+        if self.hands is None:
+            return
+        from . import hands as mcp
+
+        try:
+            await mcp.run_approved(self.hands, self.store, self.settings.mcp, self.live)
+            await self.watches.poll(self.hands, self.store, self.settings.mcp)
+        except Exception as e:
+            log.warning("mcp actions or watches failed this tick (%s: %s); the tick goes on",
+                        type(e).__name__, e, exc_info=True)
 
     def _start_rituals(self) -> None:
         for name in register_and_find_missed(self.store, self.settings):
@@ -228,6 +277,10 @@ class Loop:
                        reason=self._stop.reason)
             log.info("coworker stopped cleanly (%s)", self._stop.reason)
         self._remove_signals()
+        if self.hands is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self.hands.stop()), CLOSE_S * 2)
+            self.hands = None
         if self.model is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self.model.close()), CLOSE_S)
@@ -261,6 +314,8 @@ class Loop:
             await asyncio.sleep(0)  # but let a queued signal (SIGTERM) run first
             return
         seconds = self._until_due(seconds)
+        if self.watches is not None and (watch := self.watches.seconds_to_next()) is not None:
+            seconds = min(seconds, watch)
         deadline = time.monotonic() + seconds
         while not self.stopping:
             remaining = deadline - time.monotonic()
@@ -351,6 +406,8 @@ class Loop:
         if self.scheduler is not None and any(
                 k.startswith("rituals.") or k == "coworker.timezone" for k in changed):
             self.scheduler.reschedule(self.settings)
+        if any(k.startswith("mcp.") for k in changed):
+            self._hands_changed = True  # the tick reconciles its servers before it perceives
 
     # the tick ----------------------------------------------------------------------------
     def perceive(self) -> ctx.Perception:
@@ -375,6 +432,7 @@ class Loop:
             self.reload_config()
         except Exception:
             log.exception("config reload failed; keeping the last good config")
+        await self._hands_tick()
         seen = self.perceive()
         if seen.empty():
             return self._quiet()
@@ -411,7 +469,7 @@ class Loop:
         return TurnContext(home=self.home, settings=self.settings, store=self.store,
                            registry=self.registry, model=self.model, live=self.live,
                            stop=self._stop, cap=self._cap, semantic=self._semantic,
-                           work=self._work)
+                           work=self._work, hands=self.hands)
 
 
 def _changes(old: Settings, new: Settings) -> dict[str, list[Any]]:

@@ -98,7 +98,7 @@ def _perception(batch: list[inputs_store.Input]) -> ctx.Perception:
     p = ctx.Perception(input_ids=[i.id for i in batch])
     for item in batch:
         e = item.event
-        if item.kind == "message":
+        if item.kind in ("message", "watch", "action"):  # watch, action: a tool's output
             p.inputs.append(e)
         elif item.kind == "promise":
             p.due_promises.append(e)

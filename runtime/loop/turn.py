@@ -100,6 +100,7 @@ class TurnContext:
     cap: SpendingCap
     semantic: SemanticCache
     work: TickWork
+    hands: Any = None  # runtime.hands.hands.Hands when [[mcp.servers]] are configured
 
 
 async def take(tc: TurnContext, perception: ctx.Perception, resume: turns.Attempt | None,
@@ -244,7 +245,8 @@ class Turn:
 
     async def run(self) -> TickOutcome:
         tc, tick_id = self.tc, self.tick_id
-        prefix = ctx.build_prefix(tc.home, tc.settings, tc.store, tc.registry)
+        prefix = ctx.build_prefix(tc.home, tc.settings, tc.store, tc.registry,
+                                  tc.hands.tool_definitions() if tc.hands else None)
         messages: list[dict[str, Any]] = [ctx.first_message(
             ctx.staircase(tc.store, tc.settings, before_id=tick_id),
             ctx.inputs_text(self.perception))]
@@ -268,8 +270,8 @@ class Turn:
                 return TickOutcome(Outcome.ACTED if acted else Outcome.NO_ACTION, tick_id, step,
                                    active=acted)
             messages.append({"role": "assistant", "content": reply.content})
-            messages.append({"role": "user",
-                             "content": [self.call_tool(use, done) for use in reply.tool_uses]})
+            messages.append({"role": "user", "content": [
+                await self.call_tool(use, done, reply.text) for use in reply.tool_uses]})
             acted = True
             if tc.stop.requested:  # a step boundary: stop here; the inputs stay pending
                 return self._stopped(step)
@@ -348,8 +350,8 @@ class Turn:
                         type(e).__name__, e, exc_info=True)
             return None
 
-    def call_tool(self, use: dict[str, Any],
-                  done: dict[str, tuple[str, bool]] | None = None) -> dict[str, Any]:
+    async def call_tool(self, use: dict[str, Any], done: dict[str, tuple[str, bool]] | None = None,
+                        reason: str | None = None) -> dict[str, Any]:
         """Run one tool call; a call whose result an earlier attempt recorded is not run again,
         its recorded result is used."""
         tc, tick_id = self.tc, self.tick_id
@@ -361,6 +363,12 @@ class Turn:
                input=raw, tool_use_id=use_id)
         if use_id is not None and done and use_id in done:
             result = ToolResult(*done[use_id])
+        elif tc.hands is not None and tc.registry.get(name) is None and "__" in name:
+            from . import hands as mcp
+
+            result = await mcp.call(tc.hands, tc.store, tc.settings.mcp, tc.live, mcp.Call(
+                name, raw, use_id, tick_id, (reason or "").strip() or None,
+                list(self.perception.input_ids)))
         else:
             tctx = ToolContext(store=tc.store, home_root=tc.home.root, settings=tc.settings,
                                tick_id=tick_id, live=tc.live, first_input_id=self.first_input,
@@ -372,7 +380,8 @@ class Turn:
             log.warning("tool call %s came back as an error: %s", name, result.text)
         record(tc.store, "tool_result", result.text, tick_id=tick_id, author_kind="tool",
                actor=name or "unknown-tool", tool=name, is_error=result.is_error,
-               tool_use_id=use.get("id"))
+               tool_use_id=use.get("id"),
+               **({"full_text": result.full_text} if result.full_text else {}))
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use.get("id"),
                                  "content": result.text}
         if result.is_error:

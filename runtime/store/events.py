@@ -50,7 +50,9 @@ KNOWN_KINDS = (
     "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
     "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
     "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
-    "config_error", "step_cap", "spending_cap", "backup_restored")
+    "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
+    "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
+    "watch_change")
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
                     "ritual_due", "input_set_aside")
 

@@ -451,6 +451,52 @@ def m011_widen_input_kinds(db: sqlite3.Connection) -> None:
     """)
 
 
+def m012_create_approvals(db: sqlite3.Connection) -> None:
+    # Issue 13, ADR-0017: an MCP tool call that waits for the owner. `arguments` and `sources`
+    # are JSON; `tool_use_id` is unique where set, so a replayed turn queues nothing twice.
+    # The trigger keeps what was asked unchanged and lets a status only move forward
+    # (waiting -> approved | rejected | expired; approved -> running -> done | failed): a row
+    # left `running` by a kill can never be started again. Nothing is deleted.
+    _script(db, """
+        CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            tick_id INTEGER,
+            server TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL DEFAULT '{}',
+            reason TEXT,
+            sources TEXT NOT NULL DEFAULT '[]',
+            tool_use_id TEXT,
+            status TEXT NOT NULL DEFAULT 'waiting'
+                CHECK (status IN ('waiting', 'approved', 'rejected', 'expired', 'running',
+                                  'done', 'failed')),
+            expires_at TEXT NOT NULL,
+            decided_at TEXT,
+            why TEXT,
+            result_event INTEGER
+        );
+        CREATE UNIQUE INDEX approvals_tool_use ON approvals(tool_use_id)
+            WHERE tool_use_id IS NOT NULL;
+        CREATE INDEX approvals_status ON approvals(status, id);
+        CREATE TRIGGER approvals_forward BEFORE UPDATE ON approvals
+        WHEN new.id IS NOT old.id OR new.ts IS NOT old.ts OR new.tick_id IS NOT old.tick_id
+          OR new.server IS NOT old.server OR new.tool IS NOT old.tool OR new.name IS NOT old.name
+          OR new.arguments IS NOT old.arguments OR new.reason IS NOT old.reason
+          OR new.sources IS NOT old.sources OR new.tool_use_id IS NOT old.tool_use_id
+          OR new.expires_at IS NOT old.expires_at
+          OR NOT ((old.status = 'waiting' AND new.status IN ('approved', 'rejected', 'expired'))
+                  OR (old.status = 'approved' AND new.status = 'running')
+                  OR (old.status = 'running' AND new.status IN ('done', 'failed'))) BEGIN
+            SELECT RAISE(ABORT, 'an approval only moves forward, and what it asks never changes');
+        END;
+        CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals BEGIN
+            SELECT RAISE(ABORT, 'approvals are never deleted');
+        END;
+    """)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -463,6 +509,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m009_create_vectors,
     m010_create_inputs_and_ledgers,
     m011_widen_input_kinds,
+    m012_create_approvals,
 ]
 
 

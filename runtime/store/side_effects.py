@@ -52,3 +52,12 @@ def get(store: Store, key: str) -> Entry | None:
     rows = store.query("SELECT key, tool, tick_id, status, result FROM side_effects "
                        "WHERE key = ?", (key,))
     return Entry(*rows[0]) if rows else None
+
+
+def count_since(store: Store, since_iso: str, tool_like: str) -> int:
+    """Side effects begun since `since_iso` whose tool name matches the LIKE pattern (the
+    daily cap on live MCP calls counts `%\\_\\_%` with `\\` as the escape)."""
+    return int(store.scalar(
+        "SELECT count(*) FROM side_effects WHERE started_at >= ? AND tool LIKE ? ESCAPE '\\'",
+        (since_iso, tool_like)) or 0)
+

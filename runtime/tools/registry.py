@@ -72,6 +72,7 @@ class Tool:
 class ToolResult:
     text: str
     is_error: bool = False
+    full_text: str | None = None  # the whole result when `text` was cut (kept in its event)
 
 
 class Registry:

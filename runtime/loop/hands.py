@@ -1,0 +1,256 @@
+"""The loop's hands and eyes: MCP tool calls from a turn, approved actions, and watches.
+
+Owns what the loop does with the servers of runtime/hands:
+- a model's call to `<server>__<tool>`: checked against the tool's schema, then, by its
+  disposition (runtime/hands/classify.py), run, recorded as a `dry_run` event, or queued for
+  the owner (`coworker actions`); a live side effect is written to the side-effect ledger under
+  its tool_use id before it runs (a replayed turn never repeats it) and counts against
+  `[mcp] daily_live_calls`;
+- the owner's approved actions, run at the start of a tick, each at most once (the queue's
+  `start` is the only way to running), their results an input of that tick;
+- watches (`[[mcp.watch]]`): a read-only tool called on schedule, its result hashed; a change is
+  an input ("watch ... changed" with what is new), an unchanged result writes nothing and costs
+  no model call.
+Every result is a tool's output (author_kind `tool`): data for the model, never the owner's
+words. It never classifies a tool itself and never speaks SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..hands import Disposition, McpSection, McpWatch, SideEffect, ToolResult, full_name
+from ..store import Event, Store, approvals, iso_z, now_iso, side_effects, watches
+from ..store import inputs as inputs_store
+from ..tools.registry import ToolResult as Result
+from .record import record
+
+log = logging.getLogger("runtime.loop")
+
+MCP_TOOLS = "%\\_\\_%"  # side_effects.tool LIKE: a full MCP name holds "__"
+
+
+@dataclass
+class Call:
+    """One model call to an MCP tool, as the turn hands it over."""
+
+    name: str
+    arguments: Any
+    tool_use_id: str | None
+    tick_id: int
+    reason: str | None  # the model's own text beside the call: why it asks
+    sources: list[int]  # the tick's inputs
+
+
+def _result(r: ToolResult, note: str = "") -> Result:
+    text = r.text
+    if r.truncated:
+        text += (f"\n[cut at {len(r.text)} of {len(r.full_text or '')} characters; the full "
+                 "text is kept with this result's event]")
+    return Result(note + text, r.is_error, full_text=r.full_text)
+
+
+async def call(hands: Any, store: Store, section: McpSection, live: bool, c: Call) -> Result:
+    """What a model's call to an MCP tool does now; never raises for what a server does."""
+    if not isinstance(c.arguments, dict):
+        return Result(f"tool {c.name}: input must be a JSON object matching its schema", True)
+    if (problem := hands.validate(c.name, c.arguments)) is not None:
+        return Result(f"tool {c.name}: {problem}", True)
+    disposition = hands.disposition(c.name, live)
+    info = hands.tool(c.name)
+    if disposition is Disposition.REFUSE or info is None:
+        return Result(f"tool {c.name} is not offered (disabled by the owner)", True)
+    if disposition is Disposition.DRY_RUN:
+        args = json.dumps(c.arguments, ensure_ascii=False, sort_keys=True)
+        event_id = record(store, "dry_run", f"would run {c.name}: {args}", tick_id=c.tick_id,
+                          author_kind="agent", tool=c.name, input=c.arguments,
+                          tool_use_id=c.tool_use_id)
+        return Result(f"dry-run: {c.name} was not carried out; recorded what it would have done "
+                      f"as event {event_id} (its server and the coworker must both run live)")
+    if disposition is Disposition.QUEUE:
+        return _queue(store, section, info, c)
+    if info.side_effect is SideEffect.READ:
+        return _result(await hands.call(c.name, c.arguments))
+    return await _live(hands, store, section, c)
+
+
+def _queue(store: Store, section: McpSection, info: Any, c: Call) -> Result:
+    a = approvals.add(store, tick_id=c.tick_id, server=info.server, tool=info.tool,
+                      name=c.name, arguments=c.arguments, reason=c.reason, sources=c.sources,
+                      tool_use_id=c.tool_use_id, ttl_s=section.approval_ttl_s)
+    record(store, "action_queued", f"{c.name} waits for the owner's approval as action {a.id}",
+           tick_id=c.tick_id, author_kind="agent", approval_id=a.id, tool=c.name)
+    log.info("action %d (%s) waits for the owner's approval: coworker actions approve %d",
+             a.id, c.name, a.id)
+    return Result(f"queued: {c.name} waits for your owner's approval as action {a.id}; it runs "
+                  f"at a later tick only if they approve it (it expires after "
+                  f"{section.approval_ttl}), and you will see its result then")
+
+
+def _cap_reached(store: Store, section: McpSection, tick_id: int | None, what: str) -> bool:
+    if not section.daily_live_calls:
+        return False
+    today = iso_z(datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
+    used = side_effects.count_since(store, today, MCP_TOOLS)
+    if used < section.daily_live_calls:
+        return False
+    record(store, "spending_cap", f"daily cap of {section.daily_live_calls} live MCP side "
+           f"effects reached; {what} was not run", tick_id=tick_id, cap="mcp.daily_live_calls")
+    log.warning("[mcp] daily_live_calls (%d) reached: %s not run", section.daily_live_calls,
+                what)
+    return True
+
+
+async def _live(hands: Any, store: Store, section: McpSection, c: Call) -> Result:
+    """A live side effect: keyed in the ledger before it runs, so it runs at most once."""
+    if c.tool_use_id is None:
+        return Result(f"tool {c.name}: a live side effect needs a tool_use id; not run", True)
+    if _cap_reached(store, section, c.tick_id, c.name):
+        return Result(f"not run: the owner's daily cap on live side effects "
+                      f"([mcp] daily_live_calls = {section.daily_live_calls}) is reached", True)
+    earlier = side_effects.begin(store, c.tool_use_id, c.name, c.tick_id, c.arguments)
+    if earlier is not None:
+        log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); not "
+                    "running it again", c.name, c.tool_use_id, earlier.tick_id, earlier.status)
+        return Result(f"not repeated: {c.name} (tool_use {c.tool_use_id}) was begun by an "
+                      f"earlier attempt ({earlier.status}); it is not run a second time")
+    r = await hands.call(c.name, c.arguments)
+    side_effects.finish(store, c.tool_use_id, not r.is_error, r.text)
+    log.info("LIVE side effect: %s (tool_use %s, tick %d): %s", c.name, c.tool_use_id,
+             c.tick_id, r.text[:300])
+    return _result(r)
+
+
+async def run_approved(hands: Any, store: Store, section: McpSection, live: bool) -> int:
+    """Expire what waited too long, then run each approved action once; its result becomes an
+    input of this tick. An action whose server is not live now waits (it says so once)."""
+    for expired in approvals.expire(store, now_iso()):
+        record(store, "action_expired", f"action {expired} expired unapproved", approval_id=expired)
+    ran = 0
+    for a in approvals.approved(store):
+        if hands is None or hands.disposition(a.name, live) not in (Disposition.QUEUE,
+                                                                     Disposition.RUN):
+            continue  # approved, but its server or the coworker runs dry now: it waits
+        if not approvals.start(store, a.id):
+            continue
+        if _cap_reached(store, section, None, f"approved action {a.id}"):
+            approvals.finish(store, a.id, False, None)
+            continue
+        side_effects.begin(store, f"approval:{a.id}", a.name, a.tick_id, a.arguments)
+        r = await hands.call(a.name, a.arguments)
+        side_effects.finish(store, f"approval:{a.id}", not r.is_error, r.text)
+        log.info("LIVE side effect: approved action %d, %s: %s", a.id, a.name, r.text[:300])
+        event_id = inputs_store.add(store, Event(
+            kind="action_result", body=f"approved action {a.id} ({a.name}) "
+            f"{'failed' if r.is_error else 'ran'}: {_result(r).text}", actor=a.name,
+            author_kind="tool", meta={"approval_id": a.id, "status": str(r.status),
+                                      "full_text": r.full_text}), "action")
+        approvals.finish(store, a.id, not r.is_error, event_id)
+        ran += 1
+    return ran
+
+
+class Watches:
+    """The `[[mcp.watch]]` entries and when each is next due. A watch is due at once when the
+    loop starts (its first result is the baseline), then every `interval_s` or at its cron."""
+
+    def __init__(self, section: McpSection, tz: str = "UTC",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.tz = tz
+        self._next: dict[str, float] = {}
+        self._seen: dict[str, str] = {}  # key -> hash, once read back from the store
+        self.entries: list[McpWatch] = []
+        self.configure(section)
+
+    def configure(self, section: McpSection) -> None:
+        self.entries = list(section.watch)
+        keys = {key(w) for w in self.entries}
+        self._next = {k: v for k, v in self._next.items() if k in keys}
+
+    def _after(self, w: McpWatch, now: float) -> float:
+        if w.interval_s is not None:
+            return now + w.interval_s
+        from ..cron import parse_cron
+
+        fire = parse_cron(str(w.cron), self.tz).get_next_fire_time(
+            None, datetime.fromtimestamp(now, UTC))
+        return fire.timestamp() if fire is not None else now + 86400
+
+    def due(self) -> list[McpWatch]:
+        now = self.clock()
+        return [w for w in self.entries if self._next.get(key(w), 0.0) <= now]
+
+    def seconds_to_next(self) -> float | None:
+        if not self.entries:
+            return None
+        now = self.clock()
+        return max(0.0, min(self._next.get(key(w), 0.0) for w in self.entries) - now)
+
+    async def poll(self, hands: Any, store: Store, section: McpSection) -> int:
+        """Call every due watch; return how many changed (each an input)."""
+        changed = 0
+        for w in self.due():
+            self._next[key(w)] = self._after(w, self.clock())
+            changed += await self._look(hands, store, section, w)
+        return changed
+
+    async def _look(self, hands: Any, store: Store, section: McpSection, w: McpWatch) -> int:
+        name, k = full_name(w.server, w.tool), key(w)
+        info = hands.tool(name) if hands is not None else None
+        if info is None or info.side_effect is not SideEffect.READ:
+            log.warning("watch %s: %s", k, "its server offers no such tool (yet)" if info is None
+                        else "not a read-only tool; a watch only reads, so it is skipped")
+            return 0
+        r = await hands.call(name, w.arguments)
+        if r.is_error:
+            log.warning("watch %s: the call failed (%s): %s", k, r.status, r.text[:200])
+            return 0
+        text = r.full_text or r.text
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if k not in self._seen:
+            last = watches.last_seen(store, k)
+            if last is None:
+                record(store, "watch_baseline", f"watch {name}: first look (not an input)",
+                       author_kind="tool", actor=f"watch:{name}", watch=k, hash=digest, text=text)
+                self._seen[k] = digest
+                return 0
+            self._seen[k], previous = last.hash, last.text
+        else:
+            previous = None
+        if digest == self._seen[k]:
+            return 0  # unchanged: nothing written, no model call
+        if previous is None:
+            last = watches.last_seen(store, k)
+            previous = last.text if last is not None else ""
+        inputs_store.add(store, Event(
+            kind="watch_change", body=f"watch {name} changed; what is new:\n"
+            + what_is_new(previous, text, section.watch_chars), actor=f"watch:{name}",
+            author_kind="tool", meta={"watch": k, "hash": digest, "text": text}), "watch")
+        self._seen[k] = digest
+        log.info("watch %s changed: an input for the next turn", k)
+        return 1
+
+
+def key(w: McpWatch) -> str:
+    """A watch's identity: its tool and the hash of its arguments."""
+    args = json.dumps(w.arguments, sort_keys=True, ensure_ascii=False)
+    return f"{full_name(w.server, w.tool)}:{hashlib.sha256(args.encode()).hexdigest()[:8]}"
+
+
+def what_is_new(before: str, after: str, limit: int) -> str:
+    """The lines of `after` that `before` did not have, in order, within `limit` characters
+    (all of `after` when no line is new: something was removed or reordered)."""
+    old = set(before.splitlines())
+    new = [line for line in after.splitlines() if line not in old] or after.splitlines()
+    text = "\n".join(new)
+    if len(text) > limit:
+        text = text[:limit] + f"\n[... {len(text) - limit} more characters]"
+    return text
