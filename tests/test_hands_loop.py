@@ -31,6 +31,10 @@ from runtime.store import events as ev
 from .conftest import coworker, tell, write_config
 from .fakeapi import FakeMessagesAPI, text, tool_use
 
+# Real MCP servers (mcp-server-git) under the real loop: slow by the house's rule, run by
+# `./run-tests --slow-only` and `--all` (and CI); each test's servers get generous time.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
 FAULTY = str(Path(__file__).resolve().parent / "mcp_servers" / "faulty.py")
 SECRET = "tok-planted-9d41c7e2b55a"
 
