@@ -7,7 +7,7 @@ one door (`Door`): the owner's terminal (`Door.CLI`) may do everything; another 
 owner (docs/safety.md, the doors table; ADR-0013). An owner's action asked through another
 door is refused with `NotOwnersDoor` before anything is read or written.
 
-Owner's actions: tell, retry, redact, pin, unpin, strike, restore, tag, the review of
+Owner's actions: tell, retry, redact, pin, unpin, strike, supersede, restore, tag, the review of
 promotions (approve, reject) and the approval queue of MCP tool calls (approve_action,
 reject_action). Each writes its change and its event in one transaction, or snapshots
 MEMORY.md first where it rewrites that file.
@@ -78,6 +78,20 @@ class Changed:
     entry_id: str
     text: str
     snapshot: int
+    map_warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """An entry of MEMORY.md the owner superseded (ADR-0018): the old entry, the new one that
+    names it, the snapshot kept before and the promotion that records it."""
+
+    old_id: str
+    old_text: str
+    entry_id: str
+    text: str
+    snapshot: int
+    promotion_id: int
     map_warning: str | None = None
 
 
@@ -421,6 +435,29 @@ class Actions:
                               entry_id=entry.id, snapshot=snap.number)
             warning = self._rerender_map(store)
         return Changed(str(entry.id), entry.text, snap.number, warning)
+
+    def supersede(self, entry_id: str, text: str) -> Replaced:
+        """Replace MEMORY.md entry `entry_id` (m12) with `text`, the owner's own words: a
+        snapshot first, then the new entry in the old one's place, naming it; the old one
+        leaves the file (ADR-0018). The owner's `memory_supersede` event (the new entry's
+        source) and the applied promotion that records it are one transaction with the
+        write. An unknown entry, a duplicate or a MEMORY.md over budget is refused."""
+        from .memory import gate
+
+        self._owner("supersede")
+        body = " ".join(text.split())
+        if not entry_id.strip() or not body:
+            raise UsageError('coworker supersede ID "new text" (ids are in MEMORY.md)')
+        settings = self.home.settings()
+        with self._store() as store:
+            with store.transaction():  # the event, the promotion and the file: all or none
+                old = gate.entry_to_supersede(gate.load_memory(store, self.home), entry_id)
+                event_id = self._owner_event(store, "memory_supersede", body,
+                                             supersedes=old.id)
+                done = gate.supersede(store, self.home, settings, str(old.id), body, event_id)
+            warning = self._rerender_map(store)
+        return Replaced(str(done.old.id), done.old.text, str(done.new.id), done.new.text,
+                        done.snapshot, done.promotion_id, warning)
 
     def restore(self, number: int) -> Restored:
         """Bring back MEMORY.md version `number`; the current file is snapshotted first."""

@@ -28,6 +28,7 @@ from . import __version__, process, render
 from .actions import MAX_ID, Actions, Door
 from .errors import CoworkerError, UsageError
 from .evaluate import CHANNELS
+from .evaluate import HALVES as PARAPHRASE_HALVES
 from .home import Home, private_umask
 from .render import err, out
 from .settings import redact
@@ -720,6 +721,27 @@ def strike(key: tuple[str, ...]) -> None:
     _warn(done.map_warning)
 
 
+@cli.command()
+@click.argument("entry_id")
+@click.argument("text", nargs=-1, required=True)
+def supersede(entry_id: str, text: tuple[str, ...]) -> None:
+    """Replace a MEMORY.md entry that is no longer true with TEXT, in your own words.
+
+    The new entry takes the old one's place and names it (`supersedes m12`); the old one
+    leaves the file and is kept in the snapshot written first (`coworker snapshots`). Exit 0
+    ok, 1 refused (no such entry, a duplicate, over budget), 2 usage.
+
+    \b
+    Example:
+      coworker supersede m12 "Deploys on Fridays are fine now"
+    """
+    done = _owner().supersede(entry_id, " ".join(text))
+    out.print(f"[{done.entry_id}] {done.text} supersedes [{done.old_id}] {done.old_text} "
+              f"(snapshot v{done.snapshot} kept; `coworker restore {done.snapshot}` brings "
+              "it back)")
+    _warn(done.map_warning)
+
+
 @cli.command(name="snapshots")
 def snapshots_cmd() -> None:
     """List the saved versions of MEMORY.md: number, date, reason, entries.
@@ -845,6 +867,46 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
          for name, agg in [("overall", o), *report.per_category.items()] if agg.get("n")]))
     out.print(f"recall latency: p50 {report.latency_ms.get('p50')} ms, "
               f"p95 {report.latency_ms.get('p95')} ms")
+
+
+@eval_group.command(name="paraphrase")
+@click.option("--channels", type=click.Choice(CHANNELS), default="lexical", show_default=True,
+              help="lexical: search, the loop's recall and the walk; hybrid: recall fused with "
+              "the semantic channel (the packaged offline MiniLM unless this home's [semantic] "
+              "names one); bm25: plain FTS5 bm25 over the events for search and recall (the "
+              "baseline).")
+@click.option("--half", type=click.Choice(PARAPHRASE_HALVES), default="held", show_default=True,
+              help="tuning: the questions tuning may look at; held: the half kept apart; all.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report, every question "
+              "included, as JSON.")
+def eval_paraphrase(channels: str, half: str, as_json: bool) -> None:
+    """The hand-written paraphrase set: facts asked in the history's words and in other words.
+
+    A fresh temporary home holds a synthetic six-week coworker history (runtime/evalsets),
+    reflected offline. Every question of the half is asked: search top 5, recall top 5, the
+    recall block, and the walk (found, refused, answered wrongly); questions nothing answers
+    measure the walk's refusals and the recall block's noise.
+
+    \b
+    Example:
+      coworker eval paraphrase --half held --channels lexical
+    """
+    from .evaluate import run_paraphrase
+
+    report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."))
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), sort_keys=True))
+        return
+    out.print(f"paraphrase set, channels {channels}, half {half}: {report.events} events, "
+              f"{report.facts} facts")
+    out.print(render.table(
+        ["questions", "measure", "count", "rate"],
+        [(kind, measure, f"{v['hits']}/{v['of']}", "-" if v["rate"] is None else
+          f"{v['rate']:.3f}")
+         for kind, agg in report.kinds.items() for measure, v in agg.items()
+         if isinstance(v, dict)]))
+    out.print("latency: " + ", ".join(f"{what} p50 {ms.get('p50')} ms, p95 {ms.get('p95')} ms"
+                                      for what, ms in report.latency_ms.items()))
 
 
 @cli.command()

@@ -34,6 +34,7 @@ OWNERS = [
     ("retry", ([1],)),
     ("redact", (1, "leaked")),
     ("approve_action", (1,)),
+    ("supersede", ("m1", "Dana owns the lexer")),
     ("reject_action", (1, "no")),
 ]
 

@@ -612,3 +612,114 @@ def test_eval_missing_file_exits_2_with_one_line(tmp_path: Path):
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "nope.json" in lines[0], r.stderr
+
+
+# --- was true / is true, time order, breadth, decide before retrieving (issue 14) ---------
+
+def _block_of(home: Home, question: str, k: int = 3) -> tuple[str | None, object]:
+    from runtime.memory.recall import Budget
+
+    with Store.open(home.db_path) as store:
+        found = recall(store, question, k=k)
+    return found.block(Budget(max_items=k)), found
+
+
+def test_a_superseded_decision_is_marked_stale_in_the_block_in_search_words(offline_home: Home):
+    from runtime.store import decisions as dec
+
+    old, new = seed(offline_home, ["Decided: the zeppelin release ships on Monday.",
+                                   "Decided: the zeppelin release ships on Tuesday instead."],
+                    kind="decision")
+    with Store.open(offline_home.db_path) as store:
+        first = dec.record(store, "zeppelin ships Monday", None, None, old, "2024-05-01T09:00Z")
+        second = dec.record(store, "zeppelin ships Tuesday", None, first.id, new,
+                            "2024-05-02T09:00Z")
+    block, found = _block_of(offline_home, "When does the zeppelin release ship?")
+    assert block is not None, found
+    lines = {int(line.split()[2]): line for line in item_lines(block)}
+    assert f"stale: superseded by decision {second.id}" in lines[old], lines[old]
+    assert "stale" not in lines[new], lines[new]
+    # the same words as search
+    from runtime.memory.search import search
+
+    with Store.open(offline_home.db_path) as store:
+        label = next(h.label for h in search(store, "zeppelin release") if h.id == old)
+    assert f"stale: superseded by decision {second.id}" in label
+
+
+def test_block_lists_items_in_time_order_with_dates(offline_home: Home):
+    # the correction matches best, so it ranks first; the block still shows it last
+    [early] = seed(offline_home, ["The quasar review meeting is on Monday."],
+                   ts="2024-03-01T09:00:00.000Z")
+    [late] = seed(offline_home, ["Update: the quasar review meeting moved to Tuesday; quasar "
+                                 "review attendees please note the review moved."],
+                  ts="2024-03-04T10:30:00.000Z")
+    block, found = _block_of(offline_home, "quasar review meeting moved")
+    assert [h.event.id for h in found.hits][:2] == [late, early], found.hits
+    items = item_lines(block)
+    assert [int(i.split()[2]) for i in items] == [early, late], items
+    assert "2024-03-01 09:00" in items[0] and "2024-03-04 10:30" in items[1], items
+
+
+def _episode(store: Store, ids: list[int], title: str) -> None:
+    rl.seal(store, level=1, first_event=ids[0], last_event=ids[-1],
+            source_range=f"{ids[0]}-{ids[-1]}", first_ts=None, last_ts=None, title=title,
+            body=title, terms=title, method="extractive", vocab=title)
+
+
+def test_breadth_top_k_covers_the_three_episodes_holding_the_evidence(offline_home: Home):
+    dup = "Nightly build of the zeppelin firmware failed on the runner again, same error."
+    a = seed(offline_home, [dup] * 12, ts="2024-04-01T09:00:00.000Z")
+    b = seed(offline_home, ["Dana says the zeppelin firmware needs a new signing key.",
+                            "Lunch was pizza."], ts="2024-04-08T09:00:00.000Z")
+    c = seed(offline_home, ["Ravi flashed the zeppelin firmware onto the test rig by hand.",
+                            "The printer is out of toner."], ts="2024-04-15T09:00:00.000Z")
+    with Store.open(offline_home.db_path) as store:
+        for ids, title in ((a, "zeppelin firmware build failed nightly runner"),
+                           (b, "zeppelin firmware signing key"),
+                           (c, "zeppelin firmware flashed rig")):
+            _episode(store, ids, title)
+    _, found = _block_of(offline_home, "What happened with the zeppelin firmware?", k=3)
+    got = {h.event.id for h in found.hits}
+    assert len(got & set(a)) == 1 and b[0] in got and c[0] in got, (
+        f"top-3 {sorted(got)} does not cover the three episodes {a[0]}.., {b[0]}, {c[0]}")
+
+
+@pytest.mark.parametrize("message", ["Thanks!", "ok great, thank you", "Good morning!"])
+def test_courtesy_needs_no_memory_and_nothing_is_retrieved(offline_home: Home, message: str):
+    seed(offline_home, ["Thanks for the great review this morning, good work!"] * 3)
+    block, found = _block_of(offline_home, message)
+    assert block is None and found.hits == [], found.hits
+    assert found.skipped == "no informative terms"
+    meta = found.as_meta(__import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
+    assert meta["decision"] == "none: no informative terms" and "terms" in meta
+
+
+def test_a_weak_match_injects_nothing_a_real_question_still_recalls(offline_home: Home):
+    seed(offline_home, ["Melanie painted a sunrise over the lake.",
+                        "Melanie ran a charity race for mental health."] * 3)
+    block, found = _block_of(offline_home, "What is Melanie's kubernetes cluster called?")
+    assert block is None and found.skipped == "evidence below the floor", (found.evidence, block)
+    block, found = _block_of(offline_home, "What did Melanie paint?")
+    assert block is not None and "sunrise" in block and found.skipped is None, found
+
+
+def test_a_ritual_prompt_with_no_informative_terms_injects_nothing(home: Home,
+                                                                  api: FakeMessagesAPI):
+    with (home.root / "config.toml").open("a", encoding="utf-8") as f:
+        f.write('\n[[rituals.custom]]\nname = "hello"\ncron = "0 9 * * *"\n'
+                'prompt = "Good morning! Thanks."\n')
+    seed(home, ["Good morning, thanks for the coffee this morning."] * 3)
+    loop = Loop(home, home.settings())
+    loop._due_rituals.mark("hello")
+    api.enqueue(text("Morning."))
+    tick(loop)
+    assert api.bodies and tail_block(api.bodies[-1]) is None
+    meta = events_of(home, "recall")[-1].meta
+    assert meta["injected"] is False and meta["decision"] == "none: no informative terms"
+    # a real question in the same home still recalls
+    seed(home, ["The zeppelin deployment broke the staging cluster."])
+    tell(home, "Is the zeppelin deployment on staging fixed?")
+    api.enqueue(text("Checking."))
+    tick(loop)
+    assert tail_block(api.bodies[-1]) is not None

@@ -337,8 +337,9 @@ class Turn:
             block = found.block(budget)
             inject = cfg.mode == "on" and block is not None
             ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"
-            record(tc.store, "recall", f"recalled {ids}" + ("" if inject else " (not injected: "
-                   f"{'dry-run' if cfg.mode == 'dry-run' else 'nothing found'})"),
+            why = "dry-run" if cfg.mode == "dry-run" else (found.skipped or "nothing found")
+            record(tc.store, "recall", f"recalled {ids}" + ("" if inject else
+                   f" (not injected: {why})"),
                    tick_id=self.tick_id, injected=inject, mode=cfg.mode,
                    chars=len(block or ""), block=block if cfg.mode == "dry-run" else None,
                    **found.as_meta(budget))

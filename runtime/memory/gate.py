@@ -19,6 +19,15 @@ One function, `consider`, decides every candidate, whichever door it came throug
 - confident: applied at once when `memory_promotions = "auto"`, queued when "gated"; with "off"
   nothing is proposed at all.
 
+A candidate may supersede an entry (`supersedes="m12"`, ADR-0018): the new entry takes the old
+one's place in MEMORY.md and names it, and the old one leaves the file (the snapshot an
+approval writes first keeps it). The supersession is decided with the candidate, never apart:
+it applies in "auto" only when the candidate passes as above (the owner's own words, cited and
+checked) and the new text keeps at least half of the old entry's words (it is about the same
+thing); otherwise the whole promotion is queued, its reason ending with what it would
+supersede. An id that names no entry is `UnknownEntry`, raised before anything is recorded
+(the tool's caller sees an error it can correct). `supersede` is the owner's own command.
+
 Every decision is a `promotions` row with its reason; `VerdictStatus` names the verdicts
 (a StrEnum, so a stored or printed verdict is the same plain word). Retrieved text never
 becomes operational authority on its own: only the owner's own words, or the owner's
@@ -41,7 +50,7 @@ from ..store import Event, Store
 from ..store import events as ev
 from ..store import promotions as pr
 from .cards import content_words, shared_share, stem
-from .memorymd import MemoryFile, snapshot
+from .memorymd import Entry, MemoryFile, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +85,7 @@ class Candidate:
     source_events: list[int]
     confidence: float
     origin: str  # tool (memory_propose), reflect, owner ("remember"), agent (MCP "remember")
+    supersedes: str | None = None  # the MEMORY.md entry it would replace (ADR-0018)
 
 
 class VerdictStatus(StrEnum):
@@ -106,6 +116,7 @@ DETAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|\b[A-Z]{2}\d{2}[A-Z0-
                     r"\d[\d/.:,-]*\d|\b\d\b|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 PASTED_CHARS = 400
 
+MIN_SUPERSEDE_SHARE = 0.5  # of the superseded entry's content words kept by the new text
 MODEL_ORIGINS = ("tool", "reflect")  # proposals written by a model, not typed by anyone
 AGENT_REASON = "told by another agent over MCP, not by you"
 NOT_VERBATIM = "not a verbatim clause of a cited owner message"
@@ -210,39 +221,78 @@ def _budget_problem(before: str, after: str, settings: Settings) -> str | None:
 
 def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> Verdict:
     """The one gate: refused, queued (doubtful, over budget, or "gated") or applied, each
-    recorded as a `promotions` row with its reason; with promotions "off", nothing at all."""
+    recorded as a `promotions` row with its reason; with promotions "off", nothing at all.
+    A candidate that supersedes an entry naming none raises `UnknownEntry`, recording
+    nothing."""
     mode = settings.memory.memory_promotions
     if mode == "off":
         return Verdict(VerdictStatus.OFF, 'memory_promotions is "off": nothing is proposed')
     text = " ".join(cand.text.split())
     ids = sorted(set(cand.source_events))
+    old = None if cand.supersedes is None else \
+        entry_to_supersede(load_memory(store, home), cand.supersedes)
+    would = [] if old is None else [f"would supersede {quoted(old)}"]
 
-    def record(status: VerdictStatus, reason: str, entry_id: str | None = None) -> Verdict:
+    def record(status: VerdictStatus, reasons: list[str], entry_id: str | None = None) -> Verdict:
+        reason = "; ".join(reasons)
         row = pr.add(store, text, ids or None, cand.confidence, status, reason, cand.origin,
-                     entry_id)
+                     entry_id, None if old is None else old.id)
         log.log(logging.INFO if status == VerdictStatus.APPLIED else logging.WARNING,
                 "promotion %d %s: %s (%s)", row.id, status, text[:80], reason)
         return Verdict(status, reason, row.id, entry_id)
 
     refused, sources = _refusal(store, text, ids)
     if refused is not None:
-        return record(VerdictStatus.REFUSED, refused)
+        return record(VerdictStatus.REFUSED, [refused, *would])
     memory = load_memory(store, home)
-    if (duplicate := _duplicate(text, memory)) is not None:
-        return record(VerdictStatus.REFUSED, duplicate)
-    doubts = _doubts(cand, text, sources)
-    after, entry = memory.with_entry(text, ids)
+    if (duplicate := _duplicate(text, memory, old)) is not None:
+        return record(VerdictStatus.REFUSED, [duplicate, *would])
+    doubts = _doubts(cand, text, sources) + _supersession_doubts(text, old)
+    after, entry = (memory.with_entry(text, ids) if old is None
+                    else memory.superseding(str(old.id), text, ids))
     if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
                                    after.render(), settings)) is not None:
         doubts.append(problem)
     if doubts:
-        return record(VerdictStatus.QUEUED, "; ".join(doubts))
+        return record(VerdictStatus.QUEUED, [*doubts, *would])
     if mode == "gated":
         return record(VerdictStatus.QUEUED,
-                      'memory_promotions is "gated": every promotion waits for you')
+                      ['memory_promotions is "gated": every promotion waits for you', *would])
     after.save()
-    return record(VerdictStatus.APPLIED, "confident: the owner's own words, cited and checked",
-                  entry.id)
+    return record(VerdictStatus.APPLIED,
+                  ["confident: the owner's own words, cited and checked",
+                   *([] if old is None else [f"supersedes {quoted(old)}"])], entry.id)
+
+
+def quoted(entry: Entry) -> str:
+    """An entry as a reason names it: [m12] "its text"."""
+    return f'[{entry.id}] "{entry.text}"'
+
+
+def entry_to_supersede(memory: MemoryFile, key: str) -> Entry:
+    """The entry `key` names (m12, [m12] or 12), or UnknownEntry listing the entries."""
+    k = key.strip().strip("[]").strip()
+    eid = f"m{k}" if k.isdigit() else k
+    entries = memory.numbered().entries
+    for e in entries:
+        if e.id == eid:
+            return e
+    known = ", ".join(f"[{e.id}] {e.text[:40]}" for e in entries) or "none"
+    raise UnknownEntry(f"supersedes {key!r}: MEMORY.md has no entry [{eid}] (its entries: "
+                       f"{known}); name one of them by its id, or leave supersedes out")
+
+
+def _supersession_doubts(text: str, old: Entry | None) -> list[str]:
+    """Why replacing `old` with `text` waits for the owner, besides the candidate's doubts:
+    a new text that keeps too few of the old entry's words may not be about the same thing
+    (a verbatim clause of the owner's about something else must not delete an entry)."""
+    if old is None:
+        return []
+    share = shared_share(old.text, [text])
+    if share < MIN_SUPERSEDE_SHARE:
+        return [f"keeps only {share:.0%} of the words of [{old.id}], which it would replace: "
+                "it may not be about the same thing"]
+    return []
 
 
 def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[Event]]:
@@ -264,8 +314,11 @@ def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[
     return None, sources
 
 
-def _duplicate(text: str, memory: MemoryFile) -> str | None:
+def _duplicate(text: str, memory: MemoryFile, replacing: Entry | None = None) -> str | None:
+    """The entry `text` duplicates, as a reason; the entry it would replace does not count."""
     for entry in memory.numbered().entries:
+        if replacing is not None and entry.id == replacing.id:
+            continue
         if _overlap(text, entry.text) >= DUPLICATE_OVERLAP:
             return f"duplicate of [{entry.id}] {entry.text[:60]}"
     return None
@@ -308,6 +361,10 @@ class ReviewError(CoworkerError):
     """A review command that cannot be carried out (exit 1)."""
 
 
+class UnknownEntry(ReviewError):
+    """`supersedes` names no entry of MEMORY.md."""
+
+
 def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> str:
     """The owner approves a queued promotion: snapshot, then apply. Returns the entry id."""
     p = pr.get(store, promotion_id)
@@ -322,19 +379,77 @@ def approve(store: Store, home: Home, settings: Settings, promotion_id: int) -> 
         pr.decide(store, promotion_id, pr.Status.APPROVED, "approved by the owner (finished an "
                   f"interrupted approve: [{done}] was already in MEMORY.md)", done)
         return done
+    old = _still_there(memory, p)
     for entry in memory.numbered().entries:
-        if _overlap(p.text, entry.text) >= DUPLICATE_OVERLAP:
+        if entry is not old and _overlap(p.text, entry.text) >= DUPLICATE_OVERLAP:
             raise ReviewError(f"promotion {promotion_id} duplicates [{entry.id}]; reject it")
-    after, entry = memory.with_entry(p.text, p.source_events or [])
+    after, entry = (memory.with_entry(p.text, p.source_events or []) if old is None
+                    else memory.superseding(str(old.id), p.text, p.source_events or []))
+    _within_budget(after, settings)
+    snapshot(home.memory_md, home.snapshots, f"before approving promotion {promotion_id}"
+             + ("" if old is None else f" (supersedes [{old.id}])"))
+    after.save()
+    pr.decide(store, promotion_id, pr.Status.APPROVED, "approved by the owner"
+              + ("" if old is None else f"; supersedes {quoted(old)}"), entry.id)
+    return str(entry.id)
+
+
+def _still_there(memory: MemoryFile, p: pr.Promotion) -> Entry | None:
+    """The entry a queued promotion would supersede, as MEMORY.md holds it now (None when it
+    supersedes nothing); ReviewError when it has left the file since."""
+    if p.supersedes is None:
+        return None
+    try:
+        return entry_to_supersede(memory, p.supersedes)
+    except UnknownEntry:
+        raise ReviewError(
+            f"promotion {p.id} would supersede [{p.supersedes}], which is no longer in "
+            "MEMORY.md (struck, superseded or edited away since it was queued); reject it, "
+            "or bring the entry back first (`coworker snapshots`, `coworker restore N`)"
+        ) from None
+
+
+def _within_budget(after: MemoryFile, settings: Settings) -> None:
     limit = settings.memory.memory_md_max_chars
     if len(after.render()) > limit:
         raise ReviewError(f"MEMORY.md would be {len(after.render())} characters, over its "
                           f"budget of {limit}: strike an entry first or raise "
                           "[memory] memory_md_max_chars")
-    snapshot(home.memory_md, home.snapshots, f"before approving promotion {promotion_id}")
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """The owner replaced entry `old` with `new`: the promotion row that records it, and the
+    snapshot written before."""
+
+    old: Entry
+    new: Entry
+    promotion_id: int
+    snapshot: int
+
+
+def supersede(store: Store, home: Home, settings: Settings, old_id: str, text: str,
+              event_id: int) -> Superseded:
+    """The owner's own command: replace entry `old_id` with `text`, whose source is the
+    owner's event `event_id`. Snapshot, then write MEMORY.md; recorded as an applied promotion
+    of origin "owner". Run it inside the transaction that wrote the event: a refusal
+    (unknown entry, a duplicate, over budget) raises before anything is written."""
+    memory = load_memory(store, home)
+    old = entry_to_supersede(memory, old_id)
+    body = " ".join(text.split())
+    if not body:
+        raise ReviewError(f"nothing to put in place of [{old.id}]: give the new text")
+    if (duplicate := _duplicate(body, memory, old)) is not None:
+        raise ReviewError(f"not superseded: the new text is a {duplicate}")
+    after, entry = memory.superseding(str(old.id), body, [event_id])
+    _within_budget(after, settings)
+    snap = snapshot(home.memory_md, home.snapshots, f"before superseding [{old.id}]")
+    row = pr.add(store, body, [event_id], 1.0, pr.Status.APPLIED,
+                 f"superseded by the owner: {quoted(old)}", "owner", entry.id, old.id)
     after.save()
-    pr.decide(store, promotion_id, pr.Status.APPROVED, "approved by the owner", entry.id)
-    return str(entry.id)
+    log.info("promotion %d applied: [%s] supersedes [%s] (the owner's command)", row.id,
+             entry.id, old.id)
+    return Superseded(old, entry, row.id, snap.number)
 
 
 def _half_done(store: Store, memory: MemoryFile, p: pr.Promotion) -> str | None:
@@ -344,7 +459,7 @@ def _half_done(store: Store, memory: MemoryFile, p: pr.Promotion) -> str | None:
     used = set(pr.entry_ids_ever_used(store))
     for entry in memory.entries:
         if entry.id and entry.id not in used and entry.text == text and \
-                tuple(entry.sources) == sources:
+                tuple(entry.sources) == sources and entry.supersedes == p.supersedes:
             return entry.id
     return None
 

@@ -1,14 +1,17 @@
 """The memory map: the whole ladder as one read-only page for the owner.
 
 Owns rendering `state/memory-map.md` from scratch: a header saying it is generated and read by
-no code, queued promotions first, the ladder from the top down with children nested (unlinked
-rollups marked), totals, and a footer on drilling down. Deterministic: the same database gives a
+no code, queued promotions first, decisions (superseded ones marked stale), the MEMORY.md
+entries that were superseded (marked stale in the same words, never shown as true), the ladder
+from the top down with children nested (unlinked rollups marked), totals, and a footer on
+drilling down. Deterministic: the same database gives a
 byte-identical file (no clock is read here). It reads the store and writes only that file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -45,6 +48,22 @@ def _line(r: rl.Rollup, depth: int) -> str:
         else f" events {r.source_range}"
     return (f"{'  ' * depth}- **L{r.level} #{r.id}** {_dates(r)}{unlinked} — {r.title}: "
             f"{first_sentence(r.body)}")
+
+
+def _superseded_entries(store: Store) -> list[str]:
+    """The MEMORY.md entries another entry replaced (ADR-0018), newest first; nothing when
+    there are none. Their text comes from the reason the gate recorded."""
+    gone = pr.superseded(store)
+    if not gone:
+        return []
+    out = ["", "## MEMORY.md entries superseded", ""]
+    for old_id, p in sorted(gone.items(), key=lambda kv: -kv[1].id):
+        m = re.search(rf'\[{re.escape(old_id)}\] "(.*)"', p.reason or "")
+        was = f" {first_sentence(m.group(1))}" if m else ""
+        out.append(f"- [{old_id}]{was} _(stale: superseded by [{p.entry_id}] on "
+                   f"{(p.decided_at or p.ts)[:10]}, promotion {p.id}; this was true, it is not "
+                   "now)_")
+    return out
 
 
 def render(store: Store, name: str = "coworker") -> str:
@@ -86,6 +105,7 @@ def render(store: Store, name: str = "coworker") -> str:
         mark = (f" _(stale: superseded by decision {stale[d.id]}; this was true, it is not "
                 "now)_" if d.id in stale else "")
         out.append(f"- decision {d.id} ({d.ts[:10]}, {cites}): {first_sentence(d.body)}{mark}")
+    out += _superseded_entries(store)
     out += ["", "## The ladder", ""]
     if not roots:
         out.append("No rollups yet: reflect seals them once there are enough events.")

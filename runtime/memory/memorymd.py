@@ -4,6 +4,12 @@ Owns the file's format and every write to it. An entry is a Markdown list line:
 
     - [m12] Dana owns the parser. (sources: #31, #40; 2026-11-30)
 
+An entry that replaced an earlier one names it (ADR-0018); the one it replaced is no longer in
+the file (the snapshot written before the change keeps it), so the file holds only what is
+true now:
+
+    - [m15] Deploys on Fridays are fine now. (supersedes m12; sources: #88; 2026-12-01)
+
 Any other line (headings, prose, blank lines) is the owner's and is kept exactly. A list line
 without an id is an entry the owner added by hand: it gets the next id on the next write, and
 its text is kept as written. A line that looks like an entry but cannot be read (a malformed
@@ -15,7 +21,8 @@ Writes are atomic (a temporary file, then rename). It never reads the database.
 
 A MEMORY.md that cannot be read (a folder of that name, no permission, not UTF-8) is a
 MemoryFileError: one line that names the file and what to do, never a traceback. The loop's
-prompt reads it through `prompt_text`, which never raises: a tick goes on without it.
+prompt reads it through `prompt_text`, which never raises: a tick goes on without it; an entry
+that another entry of the file supersedes (a hand edit that kept both) is left out of it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from ..errors import Refused, UsageError
 
 ENTRY = re.compile(
     r"^- \[(?P<id>m\d+)\] (?P<text>.*?)"
-    r"(?: \(sources: (?P<sources>[^;()]*); (?P<date>\d{4}-\d{2}-\d{2})\))?\s*$")
+    r"(?: \((?:supersedes (?P<supersedes>m\d+); )?sources: (?P<sources>[^;()]*); "
+    r"(?P<date>\d{4}-\d{2}-\d{2})\))?\s*$")
 # "- [..] text" that is not a valid entry, a checkbox ("- [ ] ", "- [x] ") or a link ("- [a](b)")
 LOOKS_LIKE_ENTRY = re.compile(r"^- \[(?![ xX]\] )[^\]]*\](?!\()")
 HAND_ENTRY = re.compile(r"^[-*] (?P<text>(?!\[)\S.*)$")  # "- [ ] task", "- [link](..)": owner's
@@ -76,7 +84,8 @@ _warned: set[str] = set()
 def prompt_text(path: Path) -> str:
     """MEMORY.md's text for the model's prompt; never raises. A file that cannot be read is
     left out ("" and a WARNING once per process and problem): a tick goes on without it.
-    Bytes that are not UTF-8 are replaced (U+FFFD), the rest is kept."""
+    Bytes that are not UTF-8 are replaced (U+FFFD), the rest is kept; an entry another entry
+    supersedes is left out (`without_superseded`)."""
     try:
         raw = read_bytes(path)
     except MemoryFileError as e:
@@ -85,14 +94,27 @@ def prompt_text(path: Path) -> str:
             log.warning("MEMORY.md left out of the prompt: %s", e)
         return ""
     try:
-        return raw.decode("utf-8")
+        return without_superseded(raw.decode("utf-8"))
     except UnicodeDecodeError:
         problem = f"{path}: not UTF-8"
         if problem not in _warned:
             _warned.add(problem)
             log.warning("%s is not valid UTF-8; the bytes that are not were replaced in the "
                         "prompt; save it as UTF-8", path)
-        return raw.decode("utf-8", "replace")
+        return without_superseded(raw.decode("utf-8", "replace"))
+
+
+def without_superseded(text: str) -> str:
+    """`text` without the entry lines that another entry of it supersedes: what is no longer
+    true is never put before the model as true. Any other text comes back unchanged."""
+    if "(supersedes m" not in text:
+        return text
+    lines = text.splitlines(keepends=True)
+    matches = [ENTRY.match(line.rstrip("\r\n")) for line in lines]
+    gone = {m["supersedes"] for m in matches
+            if m is not None and m["supersedes"] and m["supersedes"] != m["id"]}
+    return "".join(line for line, m in zip(lines, matches, strict=True)
+                   if m is None or m["id"] not in gone)
 
 
 @dataclass(frozen=True)
@@ -101,12 +123,14 @@ class Entry:
     text: str
     sources: tuple[int, ...] = ()
     date: str | None = None
+    supersedes: str | None = None  # the entry this one replaced (ADR-0018)
 
     def render(self) -> str:
         assert self.id is not None
-        if self.sources or self.date:
+        if self.sources or self.date or self.supersedes:
             src = ", ".join(f"#{s}" for s in self.sources) or "none"
-            return f"- [{self.id}] {self.text} (sources: {src}; {self.date or _today()})"
+            was = f"supersedes {self.supersedes}; " if self.supersedes else ""
+            return f"- [{self.id}] {self.text} ({was}sources: {src}; {self.date or _today()})"
         return f"- [{self.id}] {self.text}"
 
 
@@ -146,7 +170,7 @@ class MemoryFile:
                         raise MemoryFileError(
                             f"{path.name} line {no}: sources must be event ids like #12, #40; "
                             "fix them or delete the (sources: ...) part") from None
-                lines.append(Entry(eid, m["text"].strip(), sources, m["date"]))
+                lines.append(Entry(eid, m["text"].strip(), sources, m["date"], m["supersedes"]))
             elif LOOKS_LIKE_ENTRY.match(raw):
                 raise MemoryFileError(
                     f"{path.name} line {no}: {raw[:60]!r} looks like an entry but its id is not "
@@ -173,7 +197,8 @@ class MemoryFile:
         out = MemoryFile(self.path, list(self.lines), self.floor)
         for i, x in enumerate(out.lines):
             if isinstance(x, Entry) and x.id is None:
-                out.lines[i] = Entry(out.next_id(), x.text, x.sources, x.date or _today())
+                out.lines[i] = Entry(out.next_id(), x.text, x.sources, x.date or _today(),
+                                     x.supersedes)
         return out
 
     def render(self) -> str:
@@ -202,6 +227,21 @@ class MemoryFile:
         last = max((i for i, x in enumerate(lines) if x != ""), default=None)
         at = last + 1 if last is not None and isinstance(lines[last], Entry) else len(lines)
         lines.insert(at, entry)
+        return MemoryFile(self.path, lines, self.floor), entry
+
+    def superseding(self, old_id: str, text: str, sources: list[int],
+                    date: str | None = None) -> tuple[MemoryFile, Entry]:
+        """A copy in which a new entry, naming `old_id`, stands where entry `old_id` stood;
+        the new entry gets the next id. KeyError when there is no entry `old_id`."""
+        base = self.numbered()
+        at = next((i for i, x in enumerate(base.lines)
+                   if isinstance(x, Entry) and x.id == old_id), None)
+        if at is None:
+            raise KeyError(old_id)
+        entry = Entry(base.next_id(), " ".join(text.split()), tuple(sources), date or _today(),
+                      old_id)
+        lines = list(base.lines)
+        lines[at] = entry
         return MemoryFile(self.path, lines, self.floor), entry
 
     def without(self, entry_id: str) -> MemoryFile:

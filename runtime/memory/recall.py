@@ -14,6 +14,14 @@ Each candidate event is scored by BM25 over its own words (body, speaker, tags; 
 frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
 that sits in the right conversation ranks above a stray word match elsewhere.
 
+Before retrieving it decides whether the turn needs memory (ADR-0019): no informative term
+left after stopwords and courtesy words ("Thanks!") means no retrieval; a best hit whose own
+words hold less than `EVIDENCE_FLOOR` of the query's idf means no block (the hits stay in the
+result, for the eval's ranking and the `recall` event). The reason is `Recall.skipped`, and
+`as_meta` records it as `decision`. The top k are chosen by rank with near-duplicates of a hit
+already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
+superseded decision "stale: superseded by decision N", the words of search and walk.
+
 Pure of side effects: it reads the store and returns what it found; the loop writes the
 `recall` event and telemetry. It never calls a model.
 
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import Event, Store
+from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
@@ -46,6 +55,14 @@ EPISODE_WEIGHT = 1.2  # share of the (normalised) episode score added to each of
 EPISODES = 12  # level-1 episodes whose spans are read
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 FRESH = 60  # events past the ladder's end considered
+EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
+# Words that carry courtesy, not a topic: a message made only of them needs no memory.
+PHATIC = frozenset("""
+    thanks thank thx cheers great good nice cool fine okay ok yes yeah yep sure right perfect
+    awesome hello hey hi bye morning evening afternoon night sounds talk soon later welcome
+    sorry done well lot much danke bitte hallo gut super genau tschüss morgen
+    """.split())
+DUPLICATE_PENALTY = 1.0  # a copy of a hit already taken (word overlap 1) is worth nothing more
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,7 @@ class Hit:
     event: Event
     score: float
     episode: int | None  # the level-1 rollup it came through, None for fresh events
+    stale_by: int | None = None  # a superseded decision: the decision that replaced it
 
 
 @dataclass
@@ -70,18 +88,25 @@ class Recall:
     channel: str = "lexical"  # lexical, hybrid, or why the semantic channel was not used
     coverage: float | None = None
     query_truncated: bool = False  # the text was longer than MAX_QUERY_CHARS; its head was read
+    evidence: float | None = None  # share of the query's idf the best hit's own words hold
+    skipped: str | None = None  # why this turn gets no block although it was asked
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
-        if not self.hits or budget.max_items <= 0:
+        if not self.hits or budget.max_items <= 0 or self.skipped:
             return None
-        head = ("Recalled from your memory for this turn (older events; may be stale; cite the "
-                "ids if you use them):")
+        head = ("Recalled from your memory for this turn, oldest first (a later event may "
+                "correct an earlier one; cite the ids if you use them):")
         lines, used = [], len(head)  # the whole block, header and newlines, is in the budget
-        for h in self.hits[: budget.max_items]:
+        # chosen by rank, shown in time order, so a correction reads after what it corrects
+        chosen = sorted(self.hits[: budget.max_items], key=lambda h: (h.event.ts, h.event.id or 0))
+        for h in chosen:
             e = h.event
             text = " ".join(e.body.split())
-            prefix = f"- [event {e.id} · {e.ts[:16]} · {e.kind} · {e.actor}] "
+            when = e.ts[:16].replace("T", " ")
+            mark = (f" · stale: superseded by decision {h.stale_by}" if h.stale_by is not None
+                    else "")
+            prefix = f"- [event {e.id} · {when} · {e.kind} · {e.actor}{mark}] "
             room = min(budget.item_chars, budget.total_chars - used - 1) - len(prefix)
             if room <= 20:
                 break
@@ -97,8 +122,12 @@ class Recall:
             "terms": self.terms, "ms": round(self.ms, 3), "channel": self.channel,
             "coverage": self.coverage,
             "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
-                       "episode": h.episode, "source": h.event.source}
-                      for h in self.hits[: budget.max_items]]}
+                       "episode": h.episode, "source": h.event.source,
+                       **({"stale": f"superseded by decision {h.stale_by}"}
+                          if h.stale_by is not None else {})}
+                      for h in self.hits[: budget.max_items]],
+            "evidence": None if self.evidence is None else round(self.evidence, 4),
+            "decision": f"none: {self.skipped}" if self.skipped else "inject"}
         if self.query_truncated:
             meta["query_truncated"] = True
         return meta
@@ -121,26 +150,29 @@ def extract_terms(text: str, max_terms: int = 8,
     return list(seen.values())[:max_terms]
 
 
+def informative(terms: Sequence[str]) -> bool:
+    """Whether any term carries a topic (not only courtesy: "thanks", "good morning")."""
+    return any(t.lower() not in PHATIC for t in terms)
+
+
+def evidence(hits: Sequence[Hit], stems: dict[int, frozenset[str]],
+             idf: dict[str, float]) -> float:
+    """The share of the query's idf that the best hit's own words (body, speaker, tags) hold:
+    low when only a common word matched and the telling ones appear nowhere."""
+    if not hits or not idf:
+        return 0.0
+    have = stems.get(int(hits[0].event.id or 0), frozenset())
+    return sum(w for s, w in idf.items() if s in have) / sum(idf.values())
+
+
 def _doc_stems(e: Event, tags: str) -> Counter[str]:
     return Counter(stem(w) for w in (*words(e.body), *words(e.actor), *words(tags)))
 
 
-def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
-           max_terms: int = 8, scorer: Distinctive | None = None) -> Recall:
-    """The k best earlier events for `text` (ids below `before_id` only, when given)."""
-    t0 = time.perf_counter()
-    scorer = scorer or Distinctive(store)
-    text, cut = cap_query(text)
-    terms = extract_terms(text, max_terms, scorer.idf)
-    result = Recall(terms, query_truncated=cut)
-    match = ev.fts_query(terms)
-    if match is None:
-        result.ms = (time.perf_counter() - t0) * 1000
-        return result
-    q = {stem(t) for t in terms}
-    idf = scorer.idf(sorted(q))
-
-    # candidates: the best episodes' spans, and what no episode covers yet
+def _candidates(store: Store, match: str
+                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float]]:
+    """The best episodes' spans, and what no episode covers yet; each episode's score
+    normalised to the best one's."""
     episodes = rl.fts_search(store, match, EPISODES, level=1,
                              columns="title body terms vocab tags")
     ep_score: dict[int, float] = {}
@@ -155,6 +187,27 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
                 cands.setdefault(int(e.id or 0), (e, r.id))
     for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
         cands.setdefault(int(e.id or 0), (e, None))
+    return cands, ep_score
+
+
+def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
+           max_terms: int = 8, scorer: Distinctive | None = None) -> Recall:
+    """The k best earlier events for `text` (ids below `before_id` only, when given)."""
+    t0 = time.perf_counter()
+    scorer = scorer or Distinctive(store)
+    text, cut = cap_query(text)
+    terms = extract_terms(text, max_terms, scorer.idf)
+    result = Recall(terms, query_truncated=cut)
+    match = ev.fts_query(terms)
+    if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
+        result.skipped = "no informative terms"
+    if match is None or result.skipped:
+        result.ms = (time.perf_counter() - t0) * 1000
+        return result
+    q = {stem(t) for t in terms}
+    idf = scorer.idf(sorted(q))
+
+    cands, ep_score = _candidates(store, match)
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
@@ -174,6 +227,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
                 s += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
         own[int(e.id or 0)] = s
     top_idf = max(idf.values())
+    stale = dec.stale_events(store)
     scored: list[Hit] = []
     for e, ep, _ in docs:
         i = int(e.id or 0)
@@ -183,12 +237,46 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             continue
         if ep is not None:
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
-        scored.append(Hit(e, s, ep))
+        scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    result.hits = scored[:k]
+    topic = {int(e.id or 0): frozenset(stem(w) for w in content_words(e.body)) for e, _, _ in docs}
+    result.hits = diversify(scored, k, topic)
+    result.evidence = evidence(result.hits, {int(e.id or 0): frozenset(d) for e, _, d in docs},
+                               idf)
+    if result.hits and result.evidence < EVIDENCE_FLOOR:
+        result.skipped = "evidence below the floor"
     result.ms = (time.perf_counter() - t0) * 1000
     return result
 
+
+
+def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def diversify(ranked: Sequence[Hit], k: int, stems: dict[int, frozenset[str]],
+              penalty: float | None = None) -> list[Hit]:
+    """The k best hits, maximal-marginal-relevance style: a hit counts its score times
+    (1 - penalty x its word overlap with the closest hit already taken; Jaccard of content
+    stems), so many near-duplicates of one match (the same status line every night) give
+    way to the other events that match, often in other episodes, while distinct turns of
+    one conversation keep their rank. Greedy, O(k x candidates); `ranked` is best first."""
+    penalty = DUPLICATE_PENALTY if penalty is None else penalty
+    if penalty <= 0:
+        return list(ranked[:k])
+    rest = list(ranked)
+    near = [0.0] * len(rest)  # each candidate's overlap with the closest hit taken so far
+    out: list[Hit] = []
+    while rest and len(out) < k:
+        i = max(range(len(rest)), key=lambda j: (rest[j].score * (1 - penalty * near[j]), -j))
+        h = rest.pop(i)
+        near.pop(i)
+        out.append(h)
+        mine = stems.get(int(h.event.id or 0), frozenset())
+        for j, other in enumerate(rest):
+            near[j] = max(near[j], _similarity(mine, stems.get(int(other.event.id or 0),
+                                                               frozenset())))
+    return out
 
 
 RRF_K = 60
@@ -229,6 +317,9 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
                  scorer=scorer)
     lex.coverage = round(lexical_coverage(lex), 4)
+    if lex.skipped == "no informative terms":  # decided before retrieving: no channel asked
+        lex.ms = (time.perf_counter() - t0) * 1000
+        return lex
     if embedder is None or matrix is None or lex.coverage >= gate:
         lex.hits = lex.hits[:k]
         lex.channel = "lexical" if embedder is None else "lexical (coverage above the gate)"
@@ -261,5 +352,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
                 hits.append(Hit(e, score, None))
     lex.hits = hits
     lex.channel = "hybrid"
+    if lex.skipped == "evidence below the floor":
+        lex.skipped = None  # the lexical floor does not judge semantic evidence
     lex.ms = (time.perf_counter() - t0) * 1000
     return lex

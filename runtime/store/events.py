@@ -49,7 +49,8 @@ KNOWN_KINDS = (
     "message", "tick", "tick_end", "tick_failed", "model_response", "tool_call", "tool_result",
     "note", "decision", "outbox", "dry_run", "promise", "promise_due", "ritual_due", "ritual",
     "ritual_failed", "recall", "promotion", "input_set_aside", "input_retry", "pin", "unpin",
-    "memory_strike", "memory_restore", "redaction", "start", "stop", "crash", "config_reload",
+    "memory_strike", "memory_supersede", "memory_restore", "redaction", "start", "stop", "crash",
+    "config_reload",
     "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
     "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
     "watch_change")

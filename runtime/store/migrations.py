@@ -497,6 +497,11 @@ def m012_create_approvals(db: sqlite3.Connection) -> None:
     """)
 
 
+def m013_add_promotion_supersedes(db: sqlite3.Connection) -> None:
+    """The MEMORY.md entry a promotion replaces (`m12`), or NULL: ADR-0018."""
+    _script(db, "ALTER TABLE promotions ADD COLUMN supersedes TEXT;")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -510,6 +515,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_create_inputs_and_ledgers,
     m011_widen_input_kinds,
     m012_create_approvals,
+    m013_add_promotion_supersedes,
 ]
 
 

@@ -1,8 +1,9 @@
 """The agent's memory tools: `memory_search` (lexical search over events, archive and rollups,
 with ids), `memory_walk` (the walk as JSON, blind to the tick's own inputs and steps, each walk
 recorded in telemetry) and `memory_propose` (a fact for the gate, which decides it and records
-the decision). Search and walk only read memory; no tool here writes MEMORY.md itself (only
-the gate may) or calls a model.
+the decision; it may name the MEMORY.md entry it supersedes, ADR-0018, and one that names no
+entry is an error result the model can correct). Search and walk only read memory; no tool
+here writes MEMORY.md itself (only the gate may) or calls a model.
 
 A query longer than `cards.MAX_QUERY_CHARS` is not refused: only its first MAX_QUERY_CHARS
 characters are read, and the result says so (`"query_truncated": true` in a walk; a first line
@@ -66,6 +67,10 @@ class ProposeInput(BaseModel):
     source_events: list[EventId] = Field(min_length=1,
                                          description="ids of the events it comes from")
     confidence: float = Field(ge=0, le=1, description="how sure you are, 0 to 1")
+    supersedes: str | None = Field(
+        None, pattern=r"^m\d{1,18}$",
+        description="optional: the id of the MEMORY.md entry this one replaces, like m12, when "
+                    "that entry is no longer true")
 
 
 def _propose(ctx: ToolContext, p: ProposeInput) -> str:
@@ -73,13 +78,15 @@ def _propose(ctx: ToolContext, p: ProposeInput) -> str:
     from ..memory import gate
 
     verdict = gate.consider(ctx.store, Home(ctx.home_root), ctx.settings,
-                            gate.Candidate(p.text, p.source_events, p.confidence, "tool"))
-    return verdict.describe()
+                            gate.Candidate(p.text, p.source_events, p.confidence, "tool",
+                                           p.supersedes))
+    return verdict.describe()  # an unknown `supersedes` raises: the registry's error result
 
 
 TOOLS = [
     Tool("memory_propose", "Propose one durable fact or lesson for MEMORY.md, citing the "
-         "events it comes from. A gate decides: applied, queued for your owner, or refused.",
+         "events it comes from; when it replaces an entry that is no longer true, name that "
+         "entry in `supersedes`. A gate decides: applied, queued for your owner, or refused.",
          ProposeInput, _propose),
     Tool("memory_walk", "Descend your memory from coarse summaries to the raw events for a "
          "query. Returns a trace and events with ids to cite; refuses (refused: true) when "

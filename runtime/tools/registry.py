@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import CoworkerError
 from ..settings import Settings
 from ..store import Event, Store, side_effects
 from ..store import events as ev
@@ -152,6 +153,9 @@ class Registry:
                         name)
         try:
             result = ToolResult(tool.run(ctx, params))
+        except CoworkerError as e:  # a mistake the model can correct, not a bug
+            log.warning("tool %s refused: %s", name, e)
+            result = ToolResult(f"tool {name}: {e}", True)
         except Exception as e:  # a tool bug must not end the tick; it goes back as an error
             log.exception("tool %s failed", name)
             result = ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)

@@ -1,0 +1,150 @@
+"""The paraphrase set (runtime/evalsets) and `coworker eval paraphrase`.
+
+The set's invariants: its size, unique ids, both halves present, every fact planted in the
+history, every paraphrase sharing no content-word stem (memory.tokens: stems of the words left
+after stopwords) with its fact's events, every unanswerable question naming words the history
+never holds. Then one run of the command on the tuning half (lexical), shared by the tests that
+read its report's shape and denominators, and the one-line error of a hybrid run with no
+embedder."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from runtime.evalsets import history
+from runtime.evalsets.paraphrase import FACTS, HALVES, UNANSWERABLE, Fact
+from runtime.memory.tokens import query_words, stem, words
+
+from .conftest import coworker, write_config
+
+HISTORY = history.events()
+
+
+def content_stems(text: str) -> set[str]:
+    return {stem(w) for w in query_words(text)}
+
+
+def fact_events(fact_id: str) -> list[dict]:
+    return [e for e in HISTORY if e["meta"].get("fact") == fact_id]
+
+
+def shared_with_events(question: str, fact: Fact) -> set[str]:
+    """The content stems `question` shares with the body, actor or kind of `fact`'s events."""
+    held: set[str] = set()
+    for e in fact_events(fact.id):
+        held |= content_stems(e["body"]) | content_stems(e["actor"]) | content_stems(e["kind"])
+    return content_stems(question) & held
+
+
+# --- the set ------------------------------------------------------------------------------------
+
+def test_the_history_is_several_weeks_of_mixed_work_with_every_fact_planted():
+    assert len(HISTORY) >= 3000
+    kinds = {e["kind"] for e in HISTORY}
+    assert {"message", "note", "decision", "tool_result", "tick_end"} <= kinds
+    first, last = (datetime.fromisoformat(HISTORY[i]["ts"].replace("Z", "+00:00"))
+                   for i in (0, -1))
+    assert (last - first).days >= 21
+    assert [e["ts"] for e in HISTORY] == sorted(e["ts"] for e in HISTORY)
+    for fact in FACTS:
+        assert [e["body"] for e in fact_events(fact.id)] == [e.body for e in fact.events], fact.id
+
+
+def test_the_set_has_enough_facts_and_questions_with_unique_ids_in_both_halves():
+    assert len(FACTS) >= 40
+    assert len(UNANSWERABLE) >= 10
+    ids = [f.id for f in FACTS] + [u.id for u in UNANSWERABLE]
+    assert len(ids) == len(set(ids))
+    questions = [q for f in FACTS for q in (f.exact, f.paraphrase)]
+    questions += [u.question for u in UNANSWERABLE]
+    assert len({q.lower() for q in questions}) == len(questions)
+    for items in (FACTS, UNANSWERABLE):
+        assert {x.half for x in items} == set(HALVES), "both halves need questions"
+        # the split is fixed by id: even numbers tune, odd numbers are held apart
+        assert all(x.half == ("tuning" if int(x.id[1:]) % 2 == 0 else "held") for x in items)
+
+
+def test_no_paraphrase_shares_a_content_stem_with_its_facts_events():
+    problems = {f.id: sorted(shared_with_events(f.paraphrase, f)) for f in FACTS}
+    assert not {k: v for k, v in problems.items() if v}, problems
+
+
+def test_the_stem_check_catches_a_question_in_the_facts_own_words():
+    """The check above can fail: each exact question shares stems with its fact's events."""
+    for f in FACTS:
+        assert shared_with_events(f.exact, f), f"{f.id}: the exact question shares no word"
+    broken = Fact(FACTS[0].id, FACTS[0].half, FACTS[0].day, FACTS[0].at, FACTS[0].events,
+                  FACTS[0].exact, FACTS[0].paraphrase + " ledger")
+    assert shared_with_events(broken.paraphrase, broken) == {"ledger"}
+
+
+def test_nothing_in_the_history_answers_the_unanswerable_questions():
+    held = {stem(w) for e in HISTORY for w in words(f"{e['body']} {e['actor']}")}
+    for u in UNANSWERABLE:
+        assert u.absent and all(stem(a) in content_stems(u.question) for a in u.absent), u.id
+        assert not {stem(a) for a in u.absent} & held, u.id
+
+
+# --- the command --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tuning_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One run of the command on the tuning half, lexical, as JSON (a few seconds)."""
+    root = tmp_path_factory.mktemp("eval-home")
+    env = {"PATH": os.environ.get("PATH", ""), "COWORKER_HOME": str(root)}
+    got = coworker("eval", "paraphrase", "--half", "tuning", "--channels", "lexical", "--json",
+                   cwd=root, env=env)
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout)
+
+
+def test_the_report_counts_every_tuning_question_once_with_its_denominators(tuning_report):
+    r = tuning_report
+    facts = [f for f in FACTS if f.half == "tuning"]
+    unanswerable = [u for u in UNANSWERABLE if u.half == "tuning"]
+    assert (r["channels"], r["half"], r["facts"]) == ("lexical", "tuning", len(facts))
+    assert r["events"] == len(HISTORY)
+    assert sorted(q["id"] for q in r["questions"]) == sorted(
+        [f"{f.id}:{k}" for f in facts for k in ("exact", "paraphrase")]
+        + [u.id for u in unanswerable])
+    assert {q["half"] for q in r["questions"]} == {"tuning"}
+    for kind in ("exact", "paraphrase"):
+        agg = r["kinds"][kind]
+        assert agg["questions"] == len(facts)
+        for measure in ("search_top5", "search_top5_event", "recall_top5", "recall_block",
+                        "walk_found", "walk_refused", "walk_wrong"):
+            assert agg[measure]["of"] == len(facts), (kind, measure)
+            assert agg[measure]["rate"] == round(agg[measure]["hits"] / len(facts), 4)
+        walked = agg["walk_found"]["hits"] + agg["walk_refused"]["hits"] + agg["walk_wrong"]["hits"]
+        assert walked == len(facts), "every question is found, refused or answered wrongly"
+        assert agg["search_top5_event"]["hits"] <= agg["search_top5"]["hits"]
+    agg = r["kinds"]["unanswerable"]
+    assert agg["questions"] == agg["walk_refused"]["of"] == agg["noise"]["of"] == len(unanswerable)
+    assert set(r["latency_ms"]) == {"search", "recall", "walk"}
+
+
+def test_the_report_agrees_with_its_questions_and_finds_the_exact_ones(tuning_report):
+    rows = tuning_report["questions"]
+    exact = [q for q in rows if q["kind"] == "exact"]
+    found = sum(q["walk"] == "found" for q in exact)
+    assert tuning_report["kinds"]["exact"]["walk_found"]["hits"] == found
+    noisy = sum(q["noise"] for q in rows if q["kind"] == "unanswerable")
+    assert tuning_report["kinds"]["unanswerable"]["noise"]["hits"] == noisy
+    # The history's own words find their fact: an exact question search misses is a broken set.
+    assert all(q["search_top5_event"] for q in exact), [q["id"] for q in exact
+                                                         if not q["search_top5_event"]]
+
+
+def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolated_home: Path):
+    write_config(isolated_home, semantic={"enabled": True, "provider": "http",
+                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
+    got = coworker("eval", "paraphrase", "--channels", "hybrid")
+    assert got.returncode == 2, got.stderr
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
+    assert "Traceback" not in got.stderr
