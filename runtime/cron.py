@@ -21,3 +21,12 @@ def parse_cron(expr: str, tz: str = "UTC") -> CronTrigger:
                            day_of_week=dow, timezone=zone)
     raise ValueError(f"cron {expr!r} needs 5 fields (minute hour day month weekday) or 6 "
                      "(seconds first)")
+
+
+def checked(expr: str) -> str:
+    """`expr` when it parses as a cron expression; a ValueError a config error can show."""
+    try:
+        parse_cron(expr)
+    except ValueError as e:
+        raise ValueError(f"not a valid cron expression: {e}") from e
+    return expr

@@ -191,13 +191,9 @@ class ContextSection(Section):
 
 
 def _valid_cron(v: str) -> str:
-    from .cron import parse_cron
+    from .cron import checked
 
-    try:
-        parse_cron(v)
-    except ValueError as e:
-        raise ValueError(f"not a valid cron expression: {e}") from e
-    return v
+    return checked(v)
 
 
 class CustomRitual(Section):

@@ -43,6 +43,12 @@ def split_name(name: str) -> tuple[str, str] | None:
     return (server, tool) if sep and server and tool else None
 
 
+def _duration_s(text: str) -> int:
+    """'30m', '72h', '7d' (as the field's pattern admits them) in seconds."""
+    text = text.strip()
+    return int(text[:-1].strip()) * {"m": 60, "h": 3600, "d": 86400}[text[-1]]
+
+
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -141,14 +147,9 @@ class McpWatch(_Entry):
     @field_validator("cron")
     @classmethod
     def _valid_cron(cls, v: str | None) -> str | None:
-        if v is not None:
-            from ..cron import parse_cron
+        from ..cron import checked
 
-            try:
-                parse_cron(v)
-            except ValueError as e:
-                raise ValueError(f"not a valid cron expression: {e}") from e
-        return v
+        return v if v is None else checked(v)
 
     @model_validator(mode="after")
     def _one_schedule(self) -> McpWatch:
@@ -185,16 +186,14 @@ class McpSection(BaseModel):
     @property
     def approval_ttl_s(self) -> int:
         """`approval_ttl` in seconds."""
-        text = self.approval_ttl.strip()
-        return int(text[:-1].strip()) * {"m": 60, "h": 3600, "d": 86400}[text[-1]]
+        return _duration_s(self.approval_ttl)
 
     @field_validator("approval_ttl")
     @classmethod
     def _ttl_at_most_a_year(cls, v: str) -> str:
-        text = v.strip()
-        if int(text[:-1].strip()) * {"m": 60, "h": 3600, "d": 86400}[text[-1]] > 366 * 86400:
+        if _duration_s(v) > 366 * 86400:
             raise ValueError("approval_ttl is at most a year (366d)")
-        return text
+        return v.strip()
 
     @model_validator(mode="after")
     def _names(self) -> McpSection:

@@ -115,17 +115,26 @@ async def _live(hands: Any, store: Store, section: McpSection, c: Call) -> Resul
     if _cap_reached(store, section, c.tick_id, c.name):
         return Result(f"not run: the owner's daily cap on live side effects "
                       f"([mcp] daily_live_calls = {section.daily_live_calls}) is reached", True)
-    earlier = side_effects.begin(store, c.tool_use_id, c.name, c.tick_id, c.arguments)
-    if earlier is not None:
-        log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); not "
-                    "running it again", c.name, c.tool_use_id, earlier.tick_id, earlier.status)
+    r = await _keyed(hands, store, c.tool_use_id, c.name, c.arguments, c.tick_id)
+    if r is None:
         return Result(f"not repeated: {c.name} (tool_use {c.tool_use_id}) was begun by an "
-                      f"earlier attempt ({earlier.status}); it is not run a second time")
-    r = await hands.call(c.name, c.arguments)
-    side_effects.finish(store, c.tool_use_id, not r.is_error, r.text)
-    log.info("LIVE side effect: %s (tool_use %s, tick %d): %s", c.name, c.tool_use_id,
-             c.tick_id, r.text[:300])
+                      "earlier attempt; it is not run a second time")
     return _result(r)
+
+
+async def _keyed(hands: Any, store: Store, key: str, name: str, arguments: dict[str, Any],
+                 tick_id: int | None) -> ToolResult | None:
+    """A live call written to the side-effect ledger under `key` before it runs; None (and
+    not run) when that key was begun before."""
+    earlier = side_effects.begin(store, key, name, tick_id, arguments)
+    if earlier is not None:
+        log.warning("side effect %s (%s) was already begun by tick %s (%s); not running it "
+                    "again", name, key, earlier.tick_id, earlier.status)
+        return None
+    r = await hands.call(name, arguments)
+    side_effects.finish(store, key, not r.is_error, r.text)
+    log.info("LIVE side effect: %s (%s, tick %s): %s", name, key, tick_id, r.text[:300])
+    return r
 
 
 async def run_approved(hands: Any, store: Store, section: McpSection, live: bool) -> int:
@@ -143,10 +152,10 @@ async def run_approved(hands: Any, store: Store, section: McpSection, live: bool
         if _cap_reached(store, section, None, f"approved action {a.id}"):
             approvals.finish(store, a.id, False, None)
             continue
-        side_effects.begin(store, f"approval:{a.id}", a.name, a.tick_id, a.arguments)
-        r = await hands.call(a.name, a.arguments)
-        side_effects.finish(store, f"approval:{a.id}", not r.is_error, r.text)
-        log.info("LIVE side effect: approved action %d, %s: %s", a.id, a.name, r.text[:300])
+        r = await _keyed(hands, store, f"approval:{a.id}", a.name, a.arguments, a.tick_id)
+        if r is None:  # started once already: never twice
+            approvals.finish(store, a.id, False, None)
+            continue
         event_id = inputs_store.add(store, Event(
             kind="action_result", body=f"approved action {a.id} ({a.name}) "
             f"{'failed' if r.is_error else 'ran'}: {_result(r).text}", actor=a.name,
@@ -166,7 +175,7 @@ class Watches:
         self.clock = clock
         self.tz = tz
         self._next: dict[str, float] = {}
-        self._seen: dict[str, str] = {}  # key -> hash, once read back from the store
+        self._seen: dict[str, watches.Seen] = {}  # key -> the last result, read back once
         self.entries: list[McpWatch] = []
         self.configure(section)
 
@@ -215,26 +224,21 @@ class Watches:
             return 0
         text = r.full_text or r.text
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        if k not in self._seen:
-            last = watches.last_seen(store, k)
-            if last is None:
-                record(store, "watch_baseline", f"watch {name}: first look (not an input)",
-                       author_kind="tool", actor=f"watch:{name}", watch=k, hash=digest, text=text)
-                self._seen[k] = digest
-                return 0
-            self._seen[k], previous = last.hash, last.text
-        else:
-            previous = None
-        if digest == self._seen[k]:
+        last = self._seen.get(k) or watches.last_seen(store, k)
+        if last is None:
+            event_id = record(store, "watch_baseline", f"watch {name}: first look (not an input)",
+                              author_kind="tool", actor=f"watch:{name}", watch=k, hash=digest,
+                              text=text)
+            self._seen[k] = watches.Seen(digest, text, event_id)
+            return 0
+        self._seen[k] = last
+        if digest == last.hash:
             return 0  # unchanged: nothing written, no model call
-        if previous is None:
-            last = watches.last_seen(store, k)
-            previous = last.text if last is not None else ""
-        inputs_store.add(store, Event(
+        event_id = inputs_store.add(store, Event(
             kind="watch_change", body=f"watch {name} changed; what is new:\n"
-            + what_is_new(previous, text, section.watch_chars), actor=f"watch:{name}",
+            + what_is_new(last.text, text, section.watch_chars), actor=f"watch:{name}",
             author_kind="tool", meta={"watch": k, "hash": digest, "text": text}), "watch")
-        self._seen[k] = digest
+        self._seen[k] = watches.Seen(digest, text, event_id)
         log.info("watch %s changed: an input for the next turn", k)
         return 1
 
