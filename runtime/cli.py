@@ -27,8 +27,8 @@ import click
 from . import __version__, process, render
 from .actions import MAX_ID, Actions, Door
 from .errors import CoworkerError, UsageError
+from .eval_paraphrase import HALVES as PARAPHRASE_HALVES
 from .evaluate import CHANNELS
-from .evaluate import HALVES as PARAPHRASE_HALVES
 from .home import Home, private_umask
 from .render import err, out
 from .settings import redact
@@ -891,7 +891,7 @@ def eval_paraphrase(channels: str, half: str, as_json: bool) -> None:
     Example:
       coworker eval paraphrase --half held --channels lexical
     """
-    from .evaluate import run_paraphrase
+    from .eval_paraphrase import run_paraphrase
 
     report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."))
     if as_json:

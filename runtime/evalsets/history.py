@@ -6,7 +6,7 @@ output, teammates' messages) as the bulk, a morning stand-up line from the owner
 `tick_end` bookkeeping every few events, and the hand-written facts of `evalsets.paraphrase`
 planted on their working day and time. Each fact event carries `meta.fact` (its fact's id), so
 a run finds their ids once they are stored. Same code, same history. It writes nothing itself:
-`runtime.evaluate` appends the rows as the loop would have written them (the importer refuses
+`runtime.eval_paraphrase` appends the rows as the loop would have written them (the importer refuses
 `tick_end`, the loop's own bookkeeping).
 """
 

@@ -10,7 +10,7 @@ stopwords) with its fact's events' body, actor or kind; tests/test_eval_paraphra
 
 Written by hand before any tuning code and not to be edited to suit a result: a question that
 turns out wrong is fixed in a commit that says so. The history around the facts is
-`evalsets.history`'s; the run and its figures are `runtime.evaluate`'s.
+`evalsets.history`'s; the run and its figures are `runtime.eval_paraphrase`'s.
 """
 
 from __future__ import annotations

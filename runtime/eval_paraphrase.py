@@ -1,0 +1,250 @@
+"""`coworker eval paraphrase`: the hand-written paraphrase set (issue 14), asked of every door.
+
+Owns the run: a fresh temporary home holds the synthetic history of `evalsets.history`
+(imported, then reflected offline and extractive, as in life); every question of the chosen half
+is asked of search, recall and the walk, and unanswerable ones measure the walk's refusals and
+the recall block's noise. The questions are `evalsets.paraphrase`'s; the channels (rankers and
+the embedder) are `runtime.evaluate`'s. It reads; it never calls a chat model.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, eval_embedder
+from .home import Home
+from .memory.cards import Distinctive
+from .store import Event, Store
+from .store import events as ev
+
+# --- `coworker eval paraphrase`: the hand-written paraphrase set (issue 14) -------------------
+#
+# A fresh temporary home holds the synthetic history (imported, then reflected offline and
+# extractive, as in life); every question of the chosen half is asked of search, recall and the
+# walk, and unanswerable ones measure the walk's refusals and the recall block's noise.
+
+HALVES = ("tuning", "held", "all")
+TOP = 5  # search and recall hits that count
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str  # fact id + ":exact" / ":paraphrase", or the unanswerable question's id
+    kind: str  # exact, paraphrase, unanswerable
+    half: str
+    text: str
+    fact: str | None  # the fact it asks about; None when nothing answers it
+
+
+def paraphrase_questions(half: str = "all") -> list[Question]:
+    from .evalsets.paraphrase import FACTS, UNANSWERABLE
+
+    if half not in HALVES:
+        raise UsageError(f"unknown half {half!r}: use one of {', '.join(HALVES)}")
+    qs = [Question(f"{f.id}:{kind}", kind, f.half, getattr(f, kind), f.id)
+          for f in FACTS for kind in ("exact", "paraphrase")]
+    qs += [Question(u.id, "unanswerable", u.half, u.question, None) for u in UNANSWERABLE]
+    return [q for q in qs if half == "all" or q.half == half]
+
+
+def paraphrase_embedder() -> tuple[object, float]:
+    """`eval_embedder`, checked before any work: a missing model is one usage error."""
+    from .memory.embed import EmbedError
+
+    embedder, gate = eval_embedder()
+    try:
+        embedder.embed(["probe"])  # type: ignore[attr-defined]
+    except EmbedError as e:
+        raise UsageError(f"--channels hybrid needs the semantic channel: {e}") from e
+    return embedder, gate
+
+
+def build_paraphrase_home(root: Path, embedder: object | None = None
+                          ) -> tuple[Home, dict[str, set[int]], int]:
+    """A fresh home holding the synthetic history, written in order and reflected offline (and
+    embedded, for hybrid); the event ids of every fact, and how many events there are."""
+    from rituals.reflect import reflect
+
+    from .evalsets.history import events as history_events
+
+    home = Home(root)
+    home.init()
+    cfg = home.config_path.read_text(encoding="utf-8")
+    home.config_path.write_text(cfg.replace('provider = "anthropic"', 'provider = "none"'),
+                                encoding="utf-8")
+    rows = history_events()
+    with Store.open(home.db_path) as store:
+        # Appended as the loop would have written them (the importer refuses `tick_end`, the
+        # loop's own bookkeeping), in order, with their timestamps.
+        ids = ev.append_many(store, [
+            Event(kind=r["kind"], body=r["body"], actor=r["actor"], author_kind=r["author_kind"],
+                  ts=r["ts"].replace("Z", ".000Z"), meta={**r["meta"], "imported": True})
+            for r in rows])
+        reflect(home, home.settings(), store)
+        if embedder is not None:
+            from .memory.embed import backfill
+
+            backfill(store, embedder)  # type: ignore[arg-type]
+    facts: dict[str, set[int]] = {}
+    for r, i in zip(rows, ids, strict=True):
+        if "fact" in r["meta"]:
+            facts.setdefault(r["meta"]["fact"], set()).add(int(i))
+    return home, facts, len(rows)
+
+
+def _share(hits: int, of: int) -> dict[str, Any]:
+    return {"hits": hits, "of": of, "rate": round(hits / of, 4) if of else None}
+
+
+@dataclass
+class ParaphraseReport:
+    channels: str
+    half: str
+    events: int = 0
+    facts: int = 0
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Asker:
+    """The doors a question goes through, on one read-only store."""
+
+    def __init__(self, store: Store, home: Home, channels: str, embedder: object | None,
+                 gate: float) -> None:
+        from .memory.recall import Budget
+
+        self.store, self.channels = store, channels
+        self.cfg = home.settings().recall
+        self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
+        self.scorer = Distinctive(store)
+        self.rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
+                     else RANKERS[channels](store))
+        self.embedder, self.gate = embedder, gate
+        self.matrix = None
+        if embedder is not None:
+            from .memory.embed import Matrix
+
+            self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
+        self.ms: dict[str, list[float]] = {"search": [], "recall": [], "walk": []}
+
+    def _timed(self, what: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        got = fn()
+        self.ms[what].append((time.perf_counter() - t0) * 1000)
+        return got
+
+    def search_ids(self, text: str) -> tuple[set[int], list[tuple[int, int]]]:
+        """The event ids among the top hits, and the (first, last) spans of the rollups."""
+        from .memory.search import search
+        from .store import rollups as rl
+
+        if self.channels == "bm25":
+            hits = self._timed("search", lambda: _bm25_ranker(self.store)(text, TOP))
+            return {int(e.id or 0) for e in hits}, []
+        found = self._timed("search", lambda: search(self.store, text, limit=TOP))
+        spans = []
+        for h in found:
+            r = rl.get(self.store, h.id) if h.kind == "rollup" else None
+            if r is not None and r.first_event is not None and r.last_event is not None:
+                spans.append((r.first_event, r.last_event))
+        return {h.id for h in found if h.kind == "event"}, spans
+
+    def recall_ids(self, text: str) -> list[int]:
+        return [int(e.id or 0) for e in self._timed("recall", lambda: self.rank(text, TOP))]
+
+    def block(self, text: str) -> str | None:
+        """The recall block the loop would inject for `text`, with the loop's budget."""
+        from .memory.recall import recall, recall_hybrid
+
+        if self.embedder is None:
+            found = recall(self.store, text, k=self.cfg.max_items, max_terms=self.cfg.max_terms,
+                           scorer=self.scorer)
+        else:
+            found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
+                                  gate=self.gate, k=self.cfg.max_items,
+                                  max_terms=self.cfg.max_terms, scorer=self.scorer)
+        return found.block(self.budget)
+
+    def walk(self, text: str) -> tuple[bool, set[int]]:
+        from .memory.walk import walk_result
+
+        got = self._timed("walk", lambda: walk_result(self.store, text))
+        return got.refused, {int(f.event.id or 0) for f in got.events}
+
+    def ask(self, q: Question, facts: dict[str, set[int]]) -> dict[str, Any]:
+        refused, walked = self.walk(q.text)
+        block = self.block(q.text)
+        row: dict[str, Any] = {"id": q.id, "kind": q.kind, "half": q.half, "question": q.text}
+        if q.fact is None:
+            return {**row, "walk": "refused" if refused else "entered",
+                    "noise": block is not None}
+        want = facts[q.fact]
+        events, spans = self.search_ids(q.text)
+        in_span = any(a <= i <= b for i in want for a, b in spans)
+        in_block = any(f"[event {i} " in (block or "") for i in want)
+        return {**row, "search_top5": bool(want & events) or in_span,
+                "search_top5_event": bool(want & events),
+                "recall_top5": bool(want & set(self.recall_ids(q.text))),
+                "recall_block": in_block,
+                "walk": "refused" if refused else ("found" if want & walked else "wrong")}
+
+
+def _summary(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    mine = [r for r in rows if r["kind"] == kind]
+    n = len(mine)
+
+    def count(key: str, value: Any = True) -> int:
+        return sum(1 for r in mine if r[key] == value)
+
+    if kind == "unanswerable":
+        return {"questions": n, "walk_refused": _share(count("walk", "refused"), n),
+                "noise": _share(count("noise"), n)}
+    return {"questions": n, "search_top5": _share(count("search_top5"), n),
+            "search_top5_event": _share(count("search_top5_event"), n),
+            "recall_top5": _share(count("recall_top5"), n),
+            "recall_block": _share(count("recall_block"), n),
+            "walk_found": _share(count("walk", "found"), n),
+            "walk_refused": _share(count("walk", "refused"), n),
+            "walk_wrong": _share(count("walk", "wrong"), n)}
+
+
+def _percentiles(xs: list[float]) -> dict[str, float]:
+    if not xs:
+        return {}
+    xs = sorted(xs)
+    return {"p50": round(statistics.median(xs), 3),
+            "p95": round(xs[min(len(xs) - 1, int(0.95 * (len(xs) - 1) + 0.5))], 3)}
+
+
+def run_paraphrase(channels: str = "lexical", half: str = "all",
+                   progress: Callable[[str], None] | None = None) -> ParaphraseReport:
+    """Ask the paraphrase set's questions of `half` through `channels` (see the section note)."""
+    if channels not in RANKERS:
+        raise UsageError(f"unknown channels {channels!r}: use one of {', '.join(RANKERS)}")
+    questions = paraphrase_questions(half)
+    embedder, gate = paraphrase_embedder() if channels == "hybrid" else (None, 0.0)
+    report = ParaphraseReport(channels, half)
+    with tempfile.TemporaryDirectory() as tmp:
+        if progress:
+            progress("building the history's home (import, reflect"
+                     + (", embed)" if embedder is not None else ")"))
+        home, facts, report.events = build_paraphrase_home(Path(tmp) / "home", embedder)
+        report.facts = len({q.fact for q in questions if q.fact})
+        with Store.open(home.db_path, readonly=True) as store:
+            asker = _Asker(store, home, channels, embedder, gate)
+            report.questions = [asker.ask(q, facts) for q in questions]
+    report.kinds = {k: _summary(report.questions, k)
+                    for k in ("exact", "paraphrase", "unanswerable")}
+    report.latency_ms = {what: _percentiles(xs) for what, xs in asker.ms.items() if xs}
+    return report
