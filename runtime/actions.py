@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 # An id a user types: what SQLite's INTEGER holds.
 MAX_ID = 2**63 - 1
+
+# The semantic channel's embedder and vectors per home, for the life of the process (the MCP
+# server's, or one CLI call's): `memory.embed.SemanticCache`.
+_SEMANTIC: dict[str, Any] = {}
 # How long `tell` waits for a busy database before it saves the message in the inbox instead.
 TELL_BUSY_MS = 2000
 
@@ -202,18 +206,33 @@ class Actions:
         """memory.walk for `query`, recorded in telemetry under this door."""
         from .memory import walk as walker
 
-        threshold = self.home.settings().memory.walk_threshold
+        settings = self.home.settings()
         with self._store() as rw, self._store(readonly=True) as ro:
-            return walker.walk_recorded(ro, query, threshold, door=str(self.door), log_to=rw)
+            return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
+                                        door=str(self.door), log_to=rw,
+                                        semantic=self._semantic(ro, settings, query))
 
     def search(self, query: str, limit: int = 10) -> list[Any]:
-        """Lexical search, best first: a list of `memory.search.Hit`."""
+        """Search, best first: a list of `memory.search.Hit` (hybrid when the semantic
+        channel is on and lexical covers too little of the query)."""
+        from .memory.cards import cap_query
         from .memory.search import search
 
         if not 1 <= limit <= 200:
             raise UsageError(f"limit must be between 1 and 200, not {limit}")
+        settings = self.home.settings()
         with self._store(readonly=True) as store:
-            return search(store, query, limit)
+            return search(store, query, limit, gate=settings.semantic.gate,
+                          semantic=self._semantic(store, settings, cap_query(query)[0]))
+
+    def _semantic(self, store: Any, settings: Any, query: str) -> Any:
+        """The semantic channel for one query (None when it is off). The embedder and vectors
+        are kept per home for the life of the process, so the MCP server loads a local model
+        once; a CLI call loads it only when lexical falls short."""
+        from .memory.embed import SemanticCache
+
+        cache = _SEMANTIC.setdefault(str(self.home.root), SemanticCache())
+        return cache.for_query(store, settings.semantic, query)
 
     def recall(self, text: str) -> dict[str, Any]:
         """What the loop would recall before answering `text`: terms, items, the exact block."""

@@ -112,6 +112,7 @@ class ParaphraseReport:
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
     questions: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -136,7 +137,8 @@ class _Asker:
             from .memory.embed import Matrix
 
             self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
-        self.ms: dict[str, list[float]] = {"search": [], "recall": [], "walk": []}
+        self.ms: dict[str, list[float]] = {"search": [], "recall": [], "walk": [], "embed": []}
+        self._vectors: dict[str, Any] = {}
 
     def _timed(self, what: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -176,16 +178,39 @@ class _Asker:
                                   max_terms=self.cfg.max_terms, scorer=self.scorer)
         return found.block(self.budget)
 
-    def walk(self, text: str) -> tuple[bool, set[int]]:
+    def vector(self, text: str) -> Any:
+        """The query's vector, embedded once per question (and timed as the query's cost)."""
+        if text not in self._vectors:
+            self._vectors[text] = self._timed(
+                "embed", lambda: self.embedder.embed([text])[0])  # type: ignore[attr-defined]
+        return self._vectors[text]
+
+    def walk(self, text: str) -> tuple[bool, set[int], str | None]:
         from .memory.walk import walk_result
 
-        got = self._timed("walk", lambda: walk_result(self.store, text))
-        return got.refused, {int(f.event.id or 0) for f in got.events}
+        semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
+                    else None)
+        got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic))
+        return got.refused, {int(f.event.id or 0) for f in got.events}, got.entry
+
+    def probe(self, text: str) -> dict[str, Any] | None:
+        """The semantic probe's figures for `text`, whatever the walk did (for calibration)."""
+        from .memory.nearest import probe
+
+        if self.embedder is None:
+            return None
+        pr = probe(self.store, self.vector(text), self.matrix)
+        return None if pr is None else {**pr.as_dict(), "events": [i for i, _ in pr.events]}
 
     def ask(self, q: Question, facts: dict[str, set[int]]) -> dict[str, Any]:
-        refused, walked = self.walk(q.text)
+        refused, walked, entry = self.walk(q.text)
         block = self.block(q.text)
-        row: dict[str, Any] = {"id": q.id, "kind": q.kind, "half": q.half, "question": q.text}
+        row: dict[str, Any] = {"id": q.id, "kind": q.kind, "half": q.half, "question": q.text,
+                               "entry": entry}
+        pr = self.probe(q.text)
+        if pr is not None:
+            pr["holds_answer"] = bool(facts.get(q.fact or "", set()) & set(pr.pop("events")))
+            row["probe"] = pr
         if q.fact is None:
             return {**row, "walk": "refused" if refused else "entered",
                     "noise": block is not None}
@@ -247,4 +272,77 @@ def run_paraphrase(channels: str = "lexical", half: str = "all",
     report.kinds = {k: _summary(report.questions, k)
                     for k in ("exact", "paraphrase", "unanswerable")}
     report.latency_ms = {what: _percentiles(xs) for what, xs in asker.ms.items() if xs}
+    if embedder is not None:
+        report.calibration = calibration(report.questions)
     return report
+
+
+# --- the semantic entry's calibration (ADR-0020) ----------------------------------------------
+
+def _probed(rows: list[dict[str, Any]], half: str) -> tuple[Any, Any]:
+    import numpy as np
+
+    mine = [r for r in rows if "probe" in r and (half == "all" or r["half"] == half)]
+    x = np.asarray([[r["probe"]["best"], r["probe"]["margin"]] for r in mine], dtype=float)
+    y = np.asarray([1.0 if r["probe"]["holds_answer"] else 0.0 for r in mine])
+    return x.reshape(-1, 2), y
+
+
+def fit(rows: list[dict[str, Any]], half: str = "tuning", l2: float = 1.0) -> dict[str, float]:
+    """Logistic regression of "the probe's events hold the answer" on (best cosine, margin),
+    over the questions of `half` (every kind: exact, paraphrase, unanswerable): Newton steps on
+    standardised features with an L2 penalty of `l2` (few questions, nearly separable: without
+    it the weights run off to infinity), deterministic. The coefficients go to
+    `memory.nearest.CALIBRATION`."""
+    import numpy as np
+
+    x, y = _probed(rows, half)
+    if not len(y):
+        raise UsageError("no probed questions to calibrate on: run with --channels hybrid")
+    mu, sd = x.mean(axis=0), x.std(axis=0) + 1e-9
+    z = np.hstack([np.ones((len(y), 1)), (x - mu) / sd])
+    w = np.zeros(3)
+    penalty = np.diag([0.0, l2, l2])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-(z @ w)))
+        grad = z.T @ (p - y) + penalty @ w
+        hess = z.T @ (z * (p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(3)
+        w -= np.linalg.solve(hess, grad)
+    best, margin = w[1] / sd[0], w[2] / sd[1]
+    bias = w[0] - best * mu[0] - margin * mu[1]
+    return {"bias": round(float(bias), 3), "best": round(float(best), 3),
+            "margin": round(float(margin), 3)}
+
+
+def recalibrated(rows: list[dict[str, Any]], cal: dict[str, float]) -> list[dict[str, Any]]:
+    """The rows with each probe's confidence recomputed under `cal`."""
+    from .memory.nearest import confidence
+
+    return [{**r, "probe": {**r["probe"], "confidence": confidence(
+        r["probe"]["best"], r["probe"]["margin"], cal)}} if "probe" in r else r for r in rows]
+
+
+def reliability(rows: list[dict[str, Any]], half: str) -> dict[str, Any]:
+    """How the confidences of `half` hold: Brier score, and per side of the 0.5 threshold the
+    questions, the mean confidence and the share whose probe held the answer."""
+    mine = [r["probe"] for r in rows if "probe" in r and (half == "all" or r["half"] == half)]
+    if not mine:
+        return {}
+    out: dict[str, Any] = {"questions": len(mine), "brier": round(sum(
+        (p["confidence"] - (1.0 if p["holds_answer"] else 0.0)) ** 2 for p in mine)
+        / len(mine), 4)}
+    for side, keep in (("confident", lambda c: c >= 0.5), ("not_confident", lambda c: c < 0.5)):
+        got = [p for p in mine if keep(p["confidence"])]
+        out[side] = {"questions": len(got),
+                     "mean_confidence": round(sum(p["confidence"] for p in got) / len(got), 4)
+                     if got else None,
+                     "held_answer": sum(1 for p in got if p["holds_answer"])}
+    return out
+
+
+def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from .memory.nearest import CALIBRATION
+
+    halves = sorted({r["half"] for r in rows})
+    return {"coefficients": CALIBRATION,
+            "reliability": {h: reliability(rows, h) for h in halves}}

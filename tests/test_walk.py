@@ -117,8 +117,8 @@ def test_the_typed_result_and_its_dict_are_the_json_contract(ro: Store):
     as_dict = typed.as_dict()
     assert as_dict == walk(ro, "parser bugs triage")
     # the keys in this order: the JSON every door prints, byte for byte
-    assert list(as_dict) == ["refused", "confidence", "query_tokens", "matched_tokens", "trace",
-                             "events", "truncated"]
+    assert list(as_dict) == ["refused", "entry", "confidence", "query_tokens",
+                             "matched_tokens", "trace", "events", "truncated"]
     assert list(as_dict["events"][0]) == ["id", "ts", "kind", "actor", "body", "source"]
     assert list(walk(ro, "kubernetes")) == ["refused", "reason", "confidence", "query_tokens",
                                             "matched_tokens", "trace", "events", "truncated"]

@@ -27,6 +27,7 @@ from .. import context as ctx
 from .. import process
 from ..errors import ConfigError
 from ..home import Home
+from ..memory.embed import SemanticCache
 from ..model import Model
 from ..scheduler import Scheduler, register_and_find_missed
 from ..settings import Settings, file_hash
@@ -37,7 +38,7 @@ from . import inbox, perception
 from .record import record
 from .spending import SpendingCap
 from .state import Outcome, RunState, Stop, TickOutcome
-from .turn import SemanticCache, TickWork, TurnContext, take
+from .turn import TickWork, TurnContext, take
 
 log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as before the split
 

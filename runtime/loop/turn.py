@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import context as ctx
 from ..errors import ModelError
@@ -34,6 +34,9 @@ from .perception import builtin_due
 from .record import record
 from .spending import SpendingCap
 from .state import Outcome, Stop, TickOutcome
+
+if TYPE_CHECKING:
+    from ..memory.embed import SemanticCache
 
 log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as before the split
 
@@ -63,26 +66,6 @@ class TickWork:
                  if self.inputs else "", self.calls, self.tokens_in, self.tokens_out,
                  self.cached, ", ".join(self.tools) or "none",
                  ", ".join(self.side_effects) or "none", seconds)
-
-
-class SemanticCache:
-    """The semantic channel's vectors, kept from tick to tick; reloaded when they grew."""
-
-    def __init__(self) -> None:
-        self._matrix: tuple[tuple[str, int], Any] | None = None
-
-    def get(self, store: Store, settings: Settings) -> tuple[Any, Any] | None:
-        """(embedder, vectors) when the semantic channel is on."""
-        from ..memory import embed as em
-        from ..store import vectors as vs
-
-        embedder = em.make_embedder(settings.semantic)
-        if embedder is None:
-            return None
-        n = vs.count(store, embedder.name)
-        if self._matrix is None or self._matrix[0] != (embedder.name, n):
-            self._matrix = ((embedder.name, n), em.Matrix.load(store, embedder.name))
-        return embedder, self._matrix[1]
 
 
 @dataclass
@@ -326,7 +309,7 @@ class Turn:
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         try:
             before = self.first_input or self.tick_id
-            semantic = tc.semantic.get(tc.store, tc.settings)
+            semantic = tc.semantic.get(tc.store, tc.settings.semantic)
             if semantic is None:
                 found = recall(tc.store, text, before_id=before, k=cfg.max_items,
                                max_terms=cfg.max_terms)
@@ -373,7 +356,7 @@ class Turn:
         else:
             tctx = ToolContext(store=tc.store, home_root=tc.home.root, settings=tc.settings,
                                tick_id=tick_id, live=tc.live, first_input_id=self.first_input,
-                               tool_use_id=use_id)
+                               tool_use_id=use_id, semantic=tc.semantic)
             result = tc.registry.dispatch(tctx, name, raw)
         tc.work.tools.append(name)
         self._note_side_effect(name, use_id, result)

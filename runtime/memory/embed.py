@@ -237,3 +237,52 @@ def timed_embed(embedder: Embedder, text: str) -> tuple[np.ndarray | None, float
         return vec, (time.perf_counter() - t0) * 1000, None
     except Exception as e:  # a cold model or a dead server: lexical carries on
         return None, (time.perf_counter() - t0) * 1000, f"{type(e).__name__}: {e}"
+
+
+class SemanticCache:
+    """The semantic channel's embedder and vectors, kept between calls (the loop from tick to
+    tick, the MCP server from call to call); the vectors reload when their count changed."""
+
+    def __init__(self) -> None:
+        self._matrix: tuple[tuple[str, int], Matrix] | None = None
+        self._embedders: dict[tuple[str, str, str, float], Embedder] = {}
+
+    def get(self, store: Store, cfg: SemanticSection) -> tuple[Embedder, Matrix] | None:
+        """(embedder, vectors) when the semantic channel is on, else None."""
+        key = (cfg.provider, cfg.url, cfg.model, cfg.timeout_s)
+        if not cfg.enabled:
+            return None
+        if key not in self._embedders:  # a local model loads once per process, not per call
+            made = make_embedder(cfg)
+            if made is None:
+                return None
+            self._embedders = {key: made}
+        embedder = self._embedders[key]
+        n = vs.count(store, embedder.name)
+        if self._matrix is None or self._matrix[0] != (embedder.name, n):
+            self._matrix = ((embedder.name, n), Matrix.load(store, embedder.name))
+        return embedder, self._matrix[1]
+
+    def for_query(self, store: Store, cfg: SemanticSection, text: str
+                  ) -> Callable[[], tuple[np.ndarray, Matrix] | None] | None:
+        """What a door hands the walk or search: None when the channel is off, else a function
+        that embeds `text` and returns (vector, vectors), called only when lexical falls
+        short. A failed embedding is a WARNING and None: the caller goes on lexical only."""
+        if not cfg.enabled:
+            return None
+
+        def semantic() -> tuple[np.ndarray, Matrix] | None:
+            try:
+                got = self.get(store, cfg)
+            except Exception as e:  # a store or model failure: lexical carries on
+                log.warning("semantic channel unavailable (%s: %s); lexical only",
+                            type(e).__name__, e)
+                return None
+            if got is None:
+                return None
+            vec, _, why = timed_embed(got[0], text)
+            if vec is None:
+                log.warning("semantic channel unavailable (%s); lexical only", why)
+                return None
+            return vec, got[1]
+        return semantic

@@ -46,6 +46,7 @@ from ..store import rollups as rl
 from ..store import tags as tg
 from ..store.events import BOOKKEEPING_KINDS
 from .cards import Distinctive, cap_query, content_words
+from .nearest import probe
 from .tokens import stem, words
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ EPISODES = 12  # level-1 episodes whose spans are read
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 FRESH = 60  # events past the ladder's end considered
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
+SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
 PHATIC = frozenset("""
     thanks thank thx cheers great good nice cool fine okay ok yes yeah yep sure right perfect
@@ -90,6 +92,7 @@ class Recall:
     query_truncated: bool = False  # the text was longer than MAX_QUERY_CHARS; its head was read
     evidence: float | None = None  # share of the query's idf the best hit's own words hold
     skipped: str | None = None  # why this turn gets no block although it was asked
+    semantic: dict[str, Any] | None = None  # the semantic probe's figures, when it was asked
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
@@ -128,6 +131,8 @@ class Recall:
                       for h in self.hits[: budget.max_items]],
             "evidence": None if self.evidence is None else round(self.evidence, 4),
             "decision": f"none: {self.skipped}" if self.skipped else "inject"}
+        if self.semantic is not None:
+            meta["semantic"] = self.semantic
         if self.query_truncated:
             meta["query_truncated"] = True
         return meta
@@ -310,49 +315,57 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
 
     The semantic channel is asked only when the top lexical hits cover less than `gate` of
     the query; a failed or slow embedding (a cold model, a dead server) falls back to the
-    lexical result with a WARNING."""
+    lexical result with a WARNING. When the lexical evidence is below its floor, the semantic
+    side must carry the turn alone: its probe (`memory.nearest`, the walk's semantic entry)
+    must reach `SEMANTIC_FLOOR`, or nothing is injected, and then only its events are."""
     from . import embed as em
 
     t0 = time.perf_counter()
     lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
                  scorer=scorer)
     lex.coverage = round(lexical_coverage(lex), 4)
+
+    def done(channel: str | None = None) -> Recall:
+        if channel is not None:
+            lex.hits, lex.channel = lex.hits[:k], channel
+        lex.ms = (time.perf_counter() - t0) * 1000
+        return lex
+
     if lex.skipped == "no informative terms":  # decided before retrieving: no channel asked
-        lex.ms = (time.perf_counter() - t0) * 1000
-        return lex
+        return done()
     if embedder is None or matrix is None or lex.coverage >= gate:
-        lex.hits = lex.hits[:k]
-        lex.channel = "lexical" if embedder is None else "lexical (coverage above the gate)"
-        lex.ms = (time.perf_counter() - t0) * 1000
-        return lex
+        return done("lexical" if embedder is None else "lexical (coverage above the gate)")
     vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
     if vec is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
-        lex.hits = lex.hits[:k]
-        lex.channel = "lexical (semantic failed)"
-        lex.ms = (time.perf_counter() - t0) * 1000
-        return lex
+        return done("lexical (semantic failed)")
     try:
         sem_ids = matrix.nearest(vec, max(k, 20), before_id)  # type: ignore[attr-defined]
+        pr = probe(store, vec, matrix, before_id)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
-        lex.hits = lex.hits[:k]
-        lex.channel = "lexical (semantic failed)"
-        lex.ms = (time.perf_counter() - t0) * 1000
-        return lex
-    by_id = {int(h.event.id or 0): h for h in lex.hits}
-    fused = rrf([int(h.event.id or 0) for h in lex.hits], sem_ids)
+        return done("lexical (semantic failed)")
+    lex.semantic = pr.as_dict() if pr is not None else None
+    weak = lex.skipped == "evidence below the floor" or not lex.hits
+    if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
+        lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
+                       f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
+        return done("hybrid")
+    lex.skipped = None
+    lexical_ids = [] if weak else [int(h.event.id or 0) for h in lex.hits]
+    lex.hits = _fused_hits(store, lex.hits, rrf(lexical_ids, sem_ids)[:k])
+    return done("hybrid")
+
+
+def _fused_hits(store: Store, lexical: list[Hit], fused: list[tuple[int, float]]) -> list[Hit]:
+    by_id = {int(h.event.id or 0): h for h in lexical}
+    stale = dec.stale_events(store)
     hits: list[Hit] = []
-    for item, score in fused[:k]:
+    for item, score in fused:
         if item in by_id:
-            hits.append(Hit(by_id[item].event, score, by_id[item].episode))
+            hits.append(Hit(by_id[item].event, score, by_id[item].episode, stale.get(item)))
         else:
             e = ev.get(store, item)
             if e is not None and e.kind not in BOOKKEEPING_KINDS:
-                hits.append(Hit(e, score, None))
-    lex.hits = hits
-    lex.channel = "hybrid"
-    if lex.skipped == "evidence below the floor":
-        lex.skipped = None  # the lexical floor does not judge semantic evidence
-    lex.ms = (time.perf_counter() - t0) * 1000
-    return lex
+                hits.append(Hit(e, score, None, stale.get(item)))
+    return hits

@@ -33,6 +33,7 @@ from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
 from .cards import cap_query
+from .nearest import Probe, Semantic, probe
 from .tokens import query_words, stem, words
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,18 @@ class WalkResult:
     truncated: bool = False
     reason: str | None = None  # set exactly when refused
     query_truncated: bool = False
+    entry: str | None = None  # "lexical" or "semantic"; None when refused
+
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool; its keys
-        in this order (`reason` only on a refusal, `query_truncated` only when true)."""
+        in this order (`reason` only on a refusal, `entry` only when it entered,
+        `query_truncated` only when true)."""
         out: dict[str, Any] = {"refused": self.refused}
         if self.refused:
             out["reason"] = self.reason
+        else:
+            out["entry"] = self.entry
         out.update({"confidence": self.confidence, "query_tokens": list(self.query_tokens),
                     "matched_tokens": list(self.matched_tokens),
                     "trace": [s.as_dict() for s in self.trace],
@@ -140,44 +146,86 @@ def _confidence(matched: Sequence[str], n: int) -> float:
     return round(len(matched) / n, 4) if n else 0.0
 
 
-def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool) -> WalkResult:
-    return WalkResult(refused=True, reason=reason, confidence=_confidence(best, n),
+def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool,
+             pr: Probe | None = None) -> WalkResult:
+    conf = _confidence(best, n)
+    if pr is not None:  # the better of the two entries' confidences, both below the threshold
+        conf = max(conf, pr.confidence)
+    return WalkResult(refused=True, reason=reason, confidence=conf,
                       query_tokens=tuple(tokens), matched_tokens=tuple(best),
                       query_truncated=cut)
 
 
 def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-                before_id: int | None = None) -> WalkResult:
+                before_id: int | None = None, semantic: Semantic | None = None) -> WalkResult:
     """Walk for `query`: enter, descend, gather. `before_id`: ignore events from this id on
-    (the loop passes the current tick's first input, so a question never finds itself)."""
+    (the loop passes the current tick's first input, so a question never finds itself).
+
+    With the semantic channel on, the caller passes `semantic`: a function that returns the
+    query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
+    lexical entry reaches the threshold (so a door pays for a model only then); the walk may
+    then enter through the episode those vectors point at, if the probe's calibrated
+    confidence reaches the threshold (`memory.nearest`). The walk itself embeds nothing."""
     query, cut = cap_query(query)
     caps = caps or Caps()
     tokens = query_tokens(query)
     n = len(tokens)
-    if not n:
-        return _refusal("no confident entry point: the query has no words to match (only "
-                        f"stopwords or punctuation); best lexical match 0/0 (0.00) is below "
-                        f"the {threshold} threshold", tokens, [], 0, cut)
-    sc = _Scorer(tokens)
-    entry = _enter(store, sc, threshold, caps, before_id)
-    if sc.share(entry.best) < threshold:  # refuse: no query runs past the entry scan
-        return _refusal(
-            f"no confident entry point: best lexical match {len(entry.best_seen)}/{n} "
-            f"({len(entry.best_seen) / n:.2f}) is below the {threshold} threshold",
-            tokens, entry.best_seen, n, cut)
-    trace, frontier, cut_depth = _descend(store, sc, entry, caps)
-    steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
-    return WalkResult(refused=False, confidence=_confidence(entry.best, n),
-                      query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
-                      trace=(*trace, *steps), events=tuple(found),
-                      truncated=cut_depth or cut_gather, query_truncated=cut)
+    sc = _Scorer(tokens) if n else None
+    entry = _enter(store, sc, threshold, caps, before_id) if sc else None
+    if sc and entry and sc.share(entry.best) >= threshold:
+        trace, frontier, cut_depth = _descend(store, sc, entry, caps)
+        steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
+        return WalkResult(refused=False, confidence=_confidence(entry.best, n),
+                          query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
+                          trace=(*trace, *steps), events=tuple(found),
+                          truncated=cut_depth or cut_gather, query_truncated=cut,
+                          entry="lexical")
+    seen = entry.best_seen if entry else []
+    lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
+               "the query has no words to match (only stopwords or punctuation); best lexical "
+               "match 0/0 (0.00)")
+    got = semantic() if semantic is not None else None
+    pr = probe(store, got[0], got[1], before_id) if got is not None else None
+    if pr is not None and pr.confidence >= threshold:
+        return _semantic(store, pr, tokens, seen, lexical, caps, cut)
+    semantic = f"; {pr.why()}" if pr is not None else ""
+    # refuse: no query runs past the entry scan
+    return _refusal(f"no confident entry point: {lexical} is below the {threshold} threshold"
+                    f"{semantic}", tokens, seen, n, cut, pr)
+
+
+def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexical: str,
+              caps: Caps, cut: bool) -> WalkResult:
+    """The walk entered by the vectors: the entry episode and its nearest events."""
+    trace: list[Step] = []
+    entry = f"entry: {pr.why()}; {lexical} was below the threshold"
+    span = f"{entry}: event not yet under a rollup"  # no episode: the first event is the entry
+    if pr.episode is not None:
+        node = rl.get(store, pr.episode)
+        span = f"event in span {node.source_range}" if node is not None else "event"
+        trace.append(Step(1, pr.episode, entry))
+    stale = dec.stale_events(store)
+    rows: list[Found] = []
+    truncated = False
+    for eid, cos in pr.events[: caps.events]:
+        e = ev.get(store, eid)
+        if e is None:
+            continue
+        trace.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
+        body = e.body
+        if len(body) > caps.payload_chars:
+            body, truncated = body[: caps.payload_chars - 1] + "…", True
+        rows.append(Found(e, body, stale.get(eid)))
+    return WalkResult(refused=False, confidence=pr.confidence, query_tokens=tuple(tokens),
+                      matched_tokens=tuple(seen), trace=tuple(trace), events=tuple(rows),
+                      truncated=truncated, query_truncated=cut, entry="semantic")
 
 
 def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-         before_id: int | None = None) -> dict[str, Any]:
+         before_id: int | None = None, semantic: Semantic | None = None) -> dict[str, Any]:
     """`walk_result` as the JSON-ready dict every door returns."""
-    return walk_result(store, query, threshold=threshold, caps=caps,
-                       before_id=before_id).as_dict()
+    return walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
+                       semantic=semantic).as_dict()
 
 
 # --- enter: the ladder, coarsest rung first; then history not yet under a rollup -------------
@@ -314,16 +362,18 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
 
 def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
                   caps: Caps | None = None, log_to: Store | None = None,
-                  before_id: int | None = None) -> dict[str, Any]:
-    """Run the walk and record it in telemetry (tokens, confidence, refused, nodes, events,
-    milliseconds). A telemetry failure is logged loudly and never breaks the walk."""
+                  before_id: int | None = None, semantic: Semantic | None = None
+                  ) -> dict[str, Any]:
+    """Run the walk and record it in telemetry (tokens, confidence, refused, entry, nodes,
+    events, milliseconds). A telemetry failure is logged loudly and never breaks the walk."""
     t0 = time.perf_counter()
-    result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id)
+    result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
+                         semantic=semantic)
     ms = (time.perf_counter() - t0) * 1000
     try:
         telemetry.record(log_to or store, "walk", {
             "door": door, "query_tokens": list(result.query_tokens),
-            "confidence": result.confidence, "refused": result.refused,
+            "confidence": result.confidence, "refused": result.refused, "entry": result.entry,
             "nodes": len(result.trace), "events": len(result.events), "ms": round(ms, 3),
             **({"query_truncated": True} if result.query_truncated else {})})
     except Exception as e:

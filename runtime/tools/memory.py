@@ -1,9 +1,11 @@
-"""The agent's memory tools: `memory_search` (lexical search over events, archive and rollups,
+"""The agent's memory tools: `memory_search` (search over events, archive and rollups,
 with ids), `memory_walk` (the walk as JSON, blind to the tick's own inputs and steps, each walk
 recorded in telemetry) and `memory_propose` (a fact for the gate, which decides it and records
 the decision; it may name the MEMORY.md entry it supersedes, ADR-0018, and one that names no
 entry is an error result the model can correct). Search and walk only read memory; no tool
-here writes MEMORY.md itself (only the gate may) or calls a model.
+here writes MEMORY.md itself (only the gate may) or calls a chat model. With the semantic
+channel on, search and walk may embed the query, and only when lexical falls short (the
+loop's `SemanticCache` keeps the embedder and vectors between ticks).
 
 A query longer than `cards.MAX_QUERY_CHARS` is not refused: only its first MAX_QUERY_CHARS
 characters are read, and the result says so (`"query_truncated": true` in a walk; a first line
@@ -13,7 +15,7 @@ in a search's answer). An event id past SQLite's 64-bit range is a schema error.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -34,7 +36,7 @@ class SearchInput(BaseModel):
 
 def _search(ctx: ToolContext, p: SearchInput) -> str:
     query, cut = cap_query(p.query)
-    hits = search(ctx.store, query, p.limit)
+    hits = search(ctx.store, query, p.limit, semantic=_semantic(ctx, query))
     note = [QUERY_NOTE] if cut else []
     if not hits:
         return "\n".join([*note, f"no memory matches {query[:200]!r}"])
@@ -50,9 +52,18 @@ class WalkInput(BaseModel):
                        f"(at most {MAX_QUERY_CHARS} characters are read)")
 
 
+def _semantic(ctx: ToolContext, query: str) -> Any:
+    """The semantic channel for this query, when it is on (embedded only if lexical falls
+    short)."""
+    if ctx.semantic is None:
+        return None
+    return ctx.semantic.for_query(ctx.store, ctx.settings.semantic, cap_query(query)[0])
+
+
 def _walk(ctx: ToolContext, p: WalkInput) -> str:
     result = walker.walk_recorded(ctx.store, p.query, ctx.settings.memory.walk_threshold,
-                                  door="tool", before_id=ctx.first_input_id or ctx.tick_id)
+                                  door="tool", before_id=ctx.first_input_id or ctx.tick_id,
+                                  semantic=_semantic(ctx, p.query))
     return json.dumps(result, ensure_ascii=False)
 
 

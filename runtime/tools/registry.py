@@ -40,6 +40,7 @@ class ToolContext:
     live: bool
     first_input_id: int | None = None  # memory reads ignore this tick's own inputs and steps
     tool_use_id: str | None = None  # the key of a live side effect in the ledger
+    semantic: Any = None  # the loop's `memory.embed.SemanticCache`, for walk and search
 
     def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
                **meta: Any) -> int:

@@ -1,0 +1,119 @@
+"""The semantic probe: which episode a query vector points at, and how sure that is.
+
+Owns the arithmetic the walk, recall and search share when the semantic channel is on: cosine
+of a query vector the caller embedded against event vectors the caller loaded (an
+`embed.Matrix`: ids and unit rows), grouped by the level-1 episode that covers each event, and
+a calibrated confidence on the walk's 0..1 scale (ADR-0020). Confidence is a logistic function
+of two figures: the best cosine, and its margin over the best event of any *other* episode. A
+fact said in other words tends to stand out from the rest of the history by a clear margin; a
+question nothing answers lands among many near-equal strangers. The coefficients were fitted on
+the tuning half of the paraphrase set (`coworker eval paraphrase --calibrate`) for
+all-MiniLM-L6-v2; the held half reports how well they hold (docs/benchmarks.md).
+
+Pure: it reads the store (episode spans) and numpy arrays it is handed; it never embeds, never
+loads a model and never writes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..store import Store
+
+# Fitted on the tuning half for all-MiniLM-L6-v2 (see the module docstring); another model
+# should be recalibrated with `coworker eval paraphrase --calibrate`.
+CALIBRATION = {"bias": -3.375, "best": 4.965, "margin": 11.505}
+NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it
+RETURNED = 5  # at most this many events come back from a semantic entry
+SCAN = 50  # nearest events read to find the entry and the best other episode
+
+# What a door hands the walk and search for the semantic channel: called only when lexical
+# falls short, it returns (the query's unit vector, the event vectors as an `embed.Matrix`), or
+# None when the channel cannot answer (a WARNING was logged; the caller goes on lexical only).
+Semantic = Callable[[], "tuple[Any, Any] | None"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the vectors say about one query: the entry episode (None: an event no episode
+    covers yet), the best cosine, the margin over the best other episode, the confidence, and
+    the entry's nearest events (id, cosine), best first."""
+
+    episode: int | None
+    best: float
+    margin: float
+    confidence: float
+    events: tuple[tuple[int, float], ...]
+
+    def why(self) -> str:
+        where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
+        return (f"semantic match in {where} (cosine {self.best:.2f}, margin {self.margin:.2f} "
+                f"over any other episode; confidence {self.confidence:.2f})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"episode": self.episode, "best": round(self.best, 4),
+                "margin": round(self.margin, 4), "confidence": self.confidence}
+
+
+def confidence(best: float, margin: float, cal: dict[str, float] | None = None) -> float:
+    """P(the entry holds the answer), from the best cosine and its margin (logistic)."""
+    c = cal or CALIBRATION
+    z = c["bias"] + c["best"] * best + c["margin"] * margin
+    return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z)))), 4)
+
+
+def _episodes(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The level-1 episodes' (first, last, id) arrays, ordered by first event."""
+    rows = store.query("SELECT first_event, last_event, id FROM rollups WHERE level = 1 AND "
+                       "first_event IS NOT NULL AND last_event IS NOT NULL ORDER BY first_event")
+    if not rows:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    arr = np.asarray([tuple(r) for r in rows], dtype=np.int64)
+    return arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+def _group(ids: np.ndarray, spans: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[int | None]:
+    first, last, eid = spans
+    if not len(first):
+        return [None] * len(ids)
+    at = np.searchsorted(first, ids, side="right") - 1
+    out: list[int | None] = []
+    for i, j in zip(ids, at, strict=True):
+        out.append(int(eid[j]) if j >= 0 and first[j] <= i <= last[j] else None)
+    return out
+
+
+def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None = None,
+          cal: dict[str, float] | None = None) -> Probe | None:
+    """The semantic probe for `vector` over `matrix` (ids below `before_id` only); None when
+    there is nothing to compare (no vectors, or none before `before_id`)."""
+    ids, rows = matrix.ids, matrix.rows
+    if not len(ids) or rows.shape[1] != vector.shape[0]:
+        return None
+    sims = rows @ vector
+    if before_id is not None:
+        sims = np.where(ids < before_id, sims, -np.inf)
+    k = min(SCAN, len(ids))
+    top = np.argpartition(-sims, k - 1)[:k]
+    top = top[np.argsort(-sims[top], kind="stable")]
+    top = top[np.isfinite(sims[top])]
+    if not len(top):
+        return None
+    top_ids = ids[top]
+    groups = _group(top_ids, _episodes(store))
+    # an event no episode covers is its own group: two near-equal fresh events are ambiguous
+    keys = [g if g is not None else -int(i) for g, i in zip(groups, top_ids, strict=True)]
+    best = float(sims[top[0]])
+    other = next((float(sims[j]) for j, key in zip(top, keys, strict=True) if key != keys[0]),
+                 0.0)
+    events = tuple((int(i), round(float(sims[j]), 4))
+                   for j, i, key in zip(top, top_ids, keys, strict=True)
+                   if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
+    margin = best - other
+    return Probe(groups[0], best, margin, confidence(best, margin, cal), events)

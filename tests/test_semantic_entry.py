@@ -1,0 +1,184 @@
+"""The semantic channel at the walk and search (issue 14, ADR-0020), against a real embedding
+server on 127.0.0.1 (tests/test_semantic.py's, a hashed bag of words with synonyms folded):
+
+- the walk enters through the episode the vectors point at only when no lexical entry reaches
+  the threshold and the probe's calibrated confidence does; its trace says so; it embeds only
+  when lexical refuses; an ambiguous probe is a refusal that quotes it;
+- search fuses the nearest events when lexical covers too little of the query;
+- recall injects nothing when neither side is sure;
+- every door (the CLI, the MCP tool, the loop's memory_walk tool) takes the same path.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from runtime.home import Home
+from runtime.memory import nearest
+from runtime.memory.embed import Matrix, SemanticCache
+from runtime.memory.recall import recall_hybrid
+from runtime.memory.search import search
+from runtime.memory.walk import walk_result
+from runtime.store import Store
+from runtime.tools import ToolContext, default_registry
+
+from .conftest import coworker, write_config
+from .test_semantic import (  # noqa: F401 - the fixture is used by name
+    CAR,
+    DISTRACTORS,
+    PARAPHRASED,
+    EmbedServer,
+    backfill_with_settings,
+    embed_server,
+    seed,
+    semantic_cfg,
+)
+
+PARAPHRASE = "When will we buy the car?"  # no word of it is in the history
+AMBIGUOUS = "When will we buy the car? Dana asked again."  # the car, or Dana's rest?
+
+
+@pytest.fixture
+def sem_home(offline_home: Home, embed_server: EmbedServer) -> tuple[Home, list[int]]:
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    ids = seed(offline_home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
+    assert backfill_with_settings(offline_home) == len(ids)
+    return offline_home, ids
+
+
+def _semantic(home: Home, store: Store, text: str, calls: list[str]):
+    cache = SemanticCache()
+    inner = cache.for_query(store, home.settings().semantic, text)
+    assert inner is not None
+
+    def semantic():
+        calls.append(text)
+        return inner()
+    return semantic
+
+
+def test_the_walk_enters_by_meaning_when_no_words_match(sem_home):
+    home, ids = sem_home
+    calls: list[str] = []
+    with Store.open(home.db_path, readonly=True) as store:
+        lexical = walk_result(store, PARAPHRASE)
+        got = walk_result(store, PARAPHRASE, semantic=_semantic(home, store, PARAPHRASE, calls))
+    assert lexical.refused, "the paraphrase must share no word with the history"
+    assert not got.refused, got.reason
+    assert got.entry == "semantic" and got.confidence >= 0.5, (got.entry, got.confidence)
+    assert [f.event.id for f in got.events][:1] == [ids[1]], [f.event.id for f in got.events]
+    assert ids[0] not in [f.event.id for f in got.events], "Dana's event is not about the car"
+    first = got.trace[0].why
+    assert "semantic match" in first and "cosine" in first and "margin" in first, first
+    assert "below the threshold" in first, "the trace must say why lexical was not used"
+    assert calls == [PARAPHRASE]
+    assert got.as_dict()["entry"] == "semantic"
+
+
+def test_the_walk_does_not_embed_when_lexical_enters(sem_home):
+    home, ids = sem_home
+    calls: list[str] = []
+    query = "printer toner"
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, query, semantic=_semantic(home, store, query, calls))
+    assert got.entry == "lexical" and not got.refused
+    assert calls == [], "the semantic side was asked although lexical entered"
+
+
+def test_an_ambiguous_probe_is_a_refusal_that_quotes_it(sem_home):
+    home, _ = sem_home
+    calls: list[str] = []
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, AMBIGUOUS, semantic=_semantic(home, store, AMBIGUOUS, calls))
+    assert got.refused, f"an ambiguous probe entered: {got.as_dict()}"
+    assert got.entry is None and "semantic match" in (got.reason or ""), got.reason
+    assert got.confidence < 0.5
+    assert calls == [AMBIGUOUS]
+
+
+def test_the_probe_confidence_is_the_calibrated_logistic():
+    c = nearest.CALIBRATION
+    for best, margin in ((0.3, 0.0), (0.5, 0.1), (0.8, 0.4)):
+        z = c["bias"] + c["best"] * best + c["margin"] * margin
+        assert nearest.confidence(best, margin) == round(1 / (1 + np.exp(-z)), 4)
+    # more margin over the other episodes means more confidence, all else equal
+    assert nearest.confidence(0.5, 0.2) > nearest.confidence(0.5, 0.05)
+
+
+def test_search_fuses_the_nearest_events_when_lexical_covers_too_little(sem_home):
+    home, ids = sem_home
+    calls: list[str] = []
+    with Store.open(home.db_path, readonly=True) as store:
+        assert search(store, PARAPHRASE) == []
+        hits = search(store, PARAPHRASE, 5, semantic=_semantic(home, store, PARAPHRASE, calls))
+        covered = search(store, "printer toner floor", 5,
+                         semantic=_semantic(home, store, "printer toner floor", calls))
+    assert hits and (hits[0].kind, hits[0].id, hits[0].source) == ("event", ids[1], "semantic")
+    assert calls == [PARAPHRASE], "a well-covered query must not be embedded"
+    assert covered and covered[0].id == ids[2]
+
+
+def test_hybrid_recall_injects_nothing_when_neither_side_is_sure(sem_home):
+    home, _ = sem_home
+    settings = home.settings()
+    cache = SemanticCache()
+    with Store.open(home.db_path, readonly=True) as store:
+        embedder, matrix = cache.get(store, settings.semantic)
+        sure = recall_hybrid(store, PARAPHRASE, embedder=embedder, matrix=matrix, gate=0.6)
+        unsure = recall_hybrid(store, AMBIGUOUS, embedder=embedder, matrix=matrix, gate=0.6)
+    assert sure.skipped is None and sure.channel == "hybrid", sure.skipped
+    from runtime.memory.recall import Budget
+
+    assert unsure.skipped and "semantic" in unsure.skipped, unsure.skipped
+    assert unsure.block(Budget()) is None, "noise: a block for a turn neither side is sure of"
+    assert unsure.semantic is not None and unsure.semantic["confidence"] < 0.5
+    assert unsure.as_meta(Budget())["semantic"]["confidence"] < 0.5
+
+
+def test_the_cli_walk_and_search_take_the_semantic_path(sem_home):
+    home, ids = sem_home
+    walked = coworker("walk", *PARAPHRASE.split(), "--json")
+    assert walked.returncode == 0, walked.stderr
+    got = json.loads(walked.stdout)
+    assert got["entry"] == "semantic" and got["events"][0]["id"] == ids[1], got
+    found = coworker("search", *PARAPHRASE.split(), "--json")
+    assert found.returncode == 0, found.stderr
+    first = json.loads(found.stdout.splitlines()[0])
+    assert (first["id"], first["source"]) == (ids[1], "semantic"), found.stdout
+
+
+def test_the_loops_walk_tool_takes_the_semantic_path(sem_home):
+    home, ids = sem_home
+    registry = default_registry()
+    with Store.open(home.db_path) as store:
+        ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
+                          tick_id=None, live=False, semantic=SemanticCache())
+        result = registry.dispatch(ctx, "memory_walk", {"query": PARAPHRASE})
+        plain = registry.dispatch(
+            ToolContext(store=store, home_root=home.root, settings=home.settings(),
+                        tick_id=None, live=False), "memory_walk", {"query": PARAPHRASE})
+    assert not result.is_error, result.text
+    assert json.loads(result.text)["entry"] == "semantic"
+    assert json.loads(plain.text)["refused"], "without the cache the tool is lexical only"
+
+
+def test_a_dead_embedding_server_leaves_the_walk_lexical_with_a_warning(sem_home, embed_server,
+                                                                         caplog):
+    home, _ = sem_home
+    embed_server.fail = 500
+    with Store.open(home.db_path, readonly=True) as store, caplog.at_level("WARNING"):
+        got = walk_result(store, PARAPHRASE, semantic=SemanticCache().for_query(
+            store, home.settings().semantic, PARAPHRASE))
+    assert got.refused and "semantic" not in (got.reason or "")
+    assert any("semantic channel unavailable" in r.getMessage() for r in caplog.records)
+
+
+def test_matrix_load_is_the_probes_input(sem_home):
+    """The probe reads the vectors it is handed: an empty matrix means no probe at all."""
+    home, _ = sem_home
+    empty = Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+    with Store.open(home.db_path, readonly=True) as store:
+        assert nearest.probe(store, np.ones(64, dtype=np.float32) / 8, empty) is None
