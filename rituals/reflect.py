@@ -7,6 +7,10 @@ In order:
    model is configured, extractive otherwise);
 3. pass promotion candidates (durable lessons from the week's rollups, with a model) through
    the gate;
+3b. give episodes keywords kept beside their index cards (`memory.keywords`): with a model,
+   one forced call per batch of episodes that have none yet, from what is left of the same
+   per-run budget as the summaries; with `offline_keywords` on, words that co-occur with
+   their card words across the history (a failure is said at WARNING; the run goes on);
 4. embed the events that have no vector yet, when the semantic channel is on (a failure is
    said at WARNING and leaves recall lexical for them; the run goes on);
 5. merge the FTS index segments;
@@ -14,14 +18,15 @@ In order:
 7. regenerate `state/memory-map.md` from the database (so the map shows this run).
 
 `dry_run` reports what it would archive and seal and writes nothing. A model that fails 3
-summaries in a row is not asked again that run (no more summaries, no lessons): the rest is
-extractive, said once at WARNING and in `summaries`. A MEMORY.md the gate cannot read (a
-malformed line) costs that run its promotions, not the run.
+summaries (or keyword calls) in a row is not asked again that run (no more summaries, no
+lessons, no keywords): the rest is extractive, said once at WARNING and in `summaries` (or
+`keywords`). A MEMORY.md the gate cannot read (a malformed line) costs that run its
+promotions, not the run.
 
-This module is where a model meets memory: it builds the `summarize` and `lessons` callables
-and hands them to the ladder and the gate, which never import the model. The model answers
-through a tool it is forced to call, and pydantic checks the arguments (ADR-0015); no pattern
-ever digs an answer out of free text.
+This module is where a model meets memory: it builds the `summarize`, `lessons` and `keywords`
+callables and hands them to the ladder, the gate and `memory.keywords`, which never import the
+model. The model answers through a tool it is forced to call, and pydantic checks the arguments
+(ADR-0015); no pattern ever digs an answer out of free text.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from runtime.home import Home
 from runtime.memory import gate, ladder, memmap
+from runtime.memory import keywords as kw
 from runtime.memory.memorymd import MemoryFile, MemoryFileError
 from runtime.settings import Settings
 from runtime.store import Store
@@ -60,6 +66,8 @@ class ReflectReport:
     summary_calls: int = 0
     summary_fallbacks: int = 0
     summaries: str = "not run"  # what became of the model summaries (gave up, fell back)
+    keyword_calls: int = 0  # model calls for episode keywords (from the same budget)
+    keywords: str = "not run"
     null_spans: int = 0
     promotions: str = "not run"
     seconds: float = 0.0
@@ -101,6 +109,24 @@ def _embed(settings: Settings, store: Store) -> str:
         log.warning("embedding backfill failed (%s: %s); recall stays lexical for new events",
                     type(e).__name__, e)
         return f"backfill failed: {type(e).__name__}"
+
+
+def _keywords(settings: Settings, store: Store, keywords: kw.Ask | None,
+              summarizer: ladder.Summarizer, report: ReflectReport) -> None:
+    """Step 3b: keywords beside the episodes' cards; never breaks the run."""
+    said = []
+    try:
+        if keywords is not None:
+            got = kw.from_model(store, keywords, summarizer)
+            report.keyword_calls = got.calls
+            said.append(f"model: {got.outcome()}")
+        if settings.memory.offline_keywords:
+            said.append(f"offline: {kw.offline(store)} episodes")
+    except Exception as e:  # a memory failure is loud and never breaks the ritual
+        log.warning("episode keywords failed (%s: %s); the cards stay as they are",
+                    type(e).__name__, e)
+        said.append(f"failed: {type(e).__name__}")
+    report.keywords = "; ".join(said) or "off: no model configured and offline_keywords off"
 
 
 def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | None,
@@ -150,7 +176,8 @@ def _unreadable(e: MemoryFileError) -> str:
 
 def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = False,
             summarize: ladder.Summarize | None = None, summarizer_name: str = "model",
-            lessons: Lessons | None = None, now: datetime | None = None,
+            lessons: Lessons | None = None, keywords: kw.Ask | None = None,
+            now: datetime | None = None,
             progress: Callable[[int], None] | None = None) -> ReflectReport:
     t0 = time.monotonic()
     report = ReflectReport(dry_run=dry_run)
@@ -184,6 +211,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
                                  "in a row this run, so no lessons were asked for")
         else:
             report.promotions = _promote(home, settings, store, lessons, now)
+        _keywords(settings, store, keywords, summarizer, report)
         report.embedded = _embed(settings, store)
         t_idx = time.monotonic()
         arch.optimize_indexes(store)
@@ -344,6 +372,61 @@ def model_lessons(settings: Settings) -> Lessons | None:
     return lessons
 
 
+class EpisodeKeywords(BaseModel):
+    """The keywords of one episode; checked one by one, so a malformed item costs only itself."""
+
+    model_config = ConfigDict(extra="forbid")
+    episode: EventId = Field(description="the episode id, as given in parentheses")
+    keywords: list[Annotated[str, Field(min_length=1, max_length=kw.MAX_CHARS)]] = Field(
+        min_length=1, max_length=kw.MAX_PER_EPISODE,
+        description=f"1 to {kw.MAX_PER_EPISODE} words or two-word phrases someone might use "
+        "to ask about this episode: synonyms, broader and related terms, other names")
+
+
+class KeywordsArgs(BaseModel):
+    """The `record_keywords` tool's arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    # each item is checked by EpisodeKeywords on its own: here only that the list is a list
+    episodes: list[Annotated[Any, WithJsonSchema(schema_of(EpisodeKeywords))]] = Field(
+        description="one item per episode below")
+
+
+KEYWORDS_TOOL = tool_spec("record_keywords", "Record search keywords for these episodes.",
+                          KeywordsArgs)
+
+KEYWORDS_PROMPT = (
+    "Below are episodes from a coworker's history, each after its id in parentheses. For "
+    "each episode, record with the record_keywords tool up to {most} keywords: single words or "
+    "two-word phrases a person might use to ask about it later in their own words (synonyms, "
+    "broader terms, other names for the same things), preferably words the episode does not "
+    "use itself.\n\n{items}"
+)
+
+
+def model_keywords(settings: Settings) -> kw.Ask | None:
+    """A `keywords` callable backed by the configured model, or None when there is none."""
+    if not settings.model_enabled():
+        return None
+
+    def keywords(items: Sequence[tuple[int, str]]) -> kw.Answer:
+        text = "\n".join(f"(episode {i}) {t}" for i, t in items)
+        args = checked(KeywordsArgs, forced_call(settings, KEYWORDS_TOOL, KEYWORDS_PROMPT.format(
+            most=kw.MAX_PER_EPISODE, items=text[:16000])), "record_keywords call")
+        answer = kw.Answer()
+        for item in args.episodes:
+            try:
+                one = checked(EpisodeKeywords, item, "keywords of one episode")
+            except ValueError as e:
+                rid = item.get("episode") if isinstance(item, dict) else None
+                answer.dropped.append(f"episode {rid!r}: {e}" if rid is not None else str(e))
+                continue
+            answer.keywords.setdefault(one.episode, []).extend(one.keywords)
+        return answer
+
+    return keywords
+
+
 def run(home: Home, settings: Settings, *, dry_run: bool = False,
         progress: Callable[[int], None] | None = None) -> ReflectReport:
     """Open the store, run reflect with the configured model parts, close the store."""
@@ -351,4 +434,4 @@ def run(home: Home, settings: Settings, *, dry_run: bool = False,
         return reflect(home, settings, store, dry_run=dry_run,
                        summarize=model_summarizer(settings),
                        summarizer_name=settings.model.name, lessons=model_lessons(settings),
-                       progress=progress)
+                       keywords=model_keywords(settings), progress=progress)

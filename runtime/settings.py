@@ -155,7 +155,10 @@ class MemorySection(Section):
     ladder_fanout: int = Field(10, ge=2, le=100, description="rollups per rung of the ladder")
     summary_calls_per_run: int = Field(
         50, ge=0, le=10_000,
-        description="model calls reflect may spend on summaries per run (then extractive)")
+        description="model calls reflect may spend per run on summaries and episode keywords "
+        "(then extractive)")
+    offline_keywords: bool = Field(
+        False, description="reflect gives episodes keywords from co-occurrence in the history")
 
 
 class RecallSection(Section):

@@ -11,7 +11,10 @@ Every rollup carries an index card (its most distinctive terms against the whole
 summary: written by the `summarize` callable the ritual passes in (checked against the source,
 with a fallback), or extractive. Spans that do not validate are written NULL (ADR-0008).
 After GIVE_UP_AFTER failed summaries in a row the run stops calling `summarize` and the rest of
-it is extractive; a run's fallbacks are said once at WARNING, never once per call.
+it is extractive; a run's fallbacks are said once at WARNING, never once per call. The
+`Summarizer` is also the run's model budget: other model calls of the run (reflect's keyword
+calls, `memory.keywords`) take their calls from it with `spend` and report with `succeeded` /
+`failed`, so they count against `summary_calls_per_run` and its "3 failures in a row" rule.
 
 It reads and writes the store; it never imports the model.
 """
@@ -97,6 +100,31 @@ class Summarizer:
         else:
             log.info("model summary failed (%s); using an extractive summary", why)
         return None
+
+    # --- the same budget, for the run's other model calls (keywords) ------------------------
+
+    def spend(self) -> bool:
+        """Take one call from the run's budget: False (and nothing taken) when it is spent or
+        the model was given up on this run."""
+        if self.gave_up or self.used >= self.budget:
+            return False
+        self.used += 1
+        return True
+
+    def succeeded(self) -> None:
+        self.streak = 0
+
+    def failed(self, what: str, why: str) -> None:
+        """A spent call whose answer could not be used: counts toward the streak (said at INFO;
+        giving up is said once at WARNING). It is not a summary fallback."""
+        self.streak += 1
+        self.last_failure = why
+        if self.streak >= GIVE_UP_AFTER:
+            self.gave_up = (f"model calls failed {self.streak} times in a row (last, {what}: "
+                            f"{why}); the model is not asked again this run")
+            log.warning("%s", self.gave_up)
+        else:
+            log.info("model %s failed (%s)", what, why)
 
     def outcome(self) -> str:
         """One line for the run's figures: what became of the model summaries."""

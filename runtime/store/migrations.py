@@ -502,6 +502,20 @@ def m013_add_promotion_supersedes(db: sqlite3.Connection) -> None:
     _script(db, "ALTER TABLE promotions ADD COLUMN supersedes TEXT;")
 
 
+def m014_add_tag_origin(db: sqlite3.Connection) -> None:
+    # Who gave a tag: 'owner' (`coworker tag`), 'model' (reflect's keywords per episode) or
+    # 'offline' (reflect's co-occurrence keywords). Tags written before were the owner's. The
+    # views and the FTS rows read every tag whatever its origin, so nothing is re-indexed.
+    _script(
+        db,
+        """
+        ALTER TABLE tags ADD COLUMN origin TEXT NOT NULL DEFAULT 'owner'
+            CHECK (origin IN ('owner', 'model', 'offline'));
+        CREATE INDEX tags_origin ON tags(item_kind, origin, item_id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -516,6 +530,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m011_widen_input_kinds,
     m012_create_approvals,
     m013_add_promotion_supersedes,
+    m014_add_tag_origin,
 ]
 
 
