@@ -104,7 +104,9 @@ def _embed(settings: Settings, store: Store) -> str:
     if embedder is None:
         return "semantic channel off"
     try:
-        return f"{em.backfill(store, embedder, settings.semantic.batch_chars)} events embedded"
+        n = em.backfill(store, embedder, settings.semantic.batch_chars)
+        r = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
+        return f"{n} events embedded" + (f", {r} rollups" if r else "")
     except Exception as e:
         log.warning("embedding backfill failed (%s: %s); recall stays lexical for new events",
                     type(e).__name__, e)

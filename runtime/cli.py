@@ -839,7 +839,9 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
 
     Each conversation gets its own fresh home (turns imported with their session dates, then
     reflect), every question of categories 1-4 is asked, and the top-k turns are scored: turn
-    recall@k, hit@k, MRR@10, session recall@k, per category, with explicit denominators.
+    recall@k, hit@k, MRR@10, session recall@k, per category, with explicit denominators;
+    beside them, how often the block the loop would inject was injected and how often it held
+    none of the evidence (noise), with category-5 questions asked for those two figures only.
 
     FILE is LoCoMo's data/locomo10.json from github.com/snap-research/LoCoMo (CC BY-NC 4.0; not
     shipped here); docs/benchmarks.md says where to get it and how to cut our development set.
@@ -856,15 +858,16 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
         return
-    o = report.overall
+    adv = report.adversarial
     out.print(f"LoCoMo, channels {channels}, k={k}: {report.conversations} conversations, "
               f"{report.questions_valid} questions scored ({report.questions_invalid} without "
-              f"valid evidence left out, of {report.questions_total})")
-    out.print(render.table(
-        ["", "n", f"turn recall@{k}", f"hit@{k}", "MRR@10", f"session recall@{k}"],
-        [(name, agg["n"], f"{agg['turn_recall']:.3f}", f"{agg['hit']:.3f}", f"{agg['mrr10']:.3f}",
-          f"{agg['session_recall']:.3f}")
-         for name, agg in [("overall", o), *report.per_category.items()] if agg.get("n")]))
+              f"valid evidence left out, of {report.questions_total})"
+              + (f"; {adv['n']} category-5 questions asked for the noise figures only "
+                 f"({adv['questions_invalid']} without valid evidence left out)" if adv else ""))
+    headers, rows = report.table()
+    out.print(render.table(headers, rows))
+    for line in report.notes():
+        out.print(line)
     out.print(f"recall latency: p50 {report.latency_ms.get('p50')} ms, "
               f"p95 {report.latency_ms.get('p95')} ms")
 
@@ -879,7 +882,10 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
               help="tuning: the questions tuning may look at; held: the half kept apart; all.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report, every question "
               "included, as JSON.")
-def eval_paraphrase(channels: str, half: str, as_json: bool) -> None:
+@click.option("--calibrate", is_flag=True, help="With --channels hybrid --half all: refit the "
+              "semantic entry's confidence on the tuning half and report how it holds on the "
+              "held half (the coefficients to put in runtime/memory/nearest.py).")
+def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool) -> None:
     """The hand-written paraphrase set: facts asked in the history's words and in other words.
 
     A fresh temporary home holds a synthetic six-week coworker history (runtime/evalsets),
@@ -893,7 +899,13 @@ def eval_paraphrase(channels: str, half: str, as_json: bool) -> None:
     """
     from .eval_paraphrase import run_paraphrase
 
+    if calibrate and (channels != "hybrid" or half != "all"):
+        raise UsageError("--calibrate needs --channels hybrid --half all")
     report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."))
+    if calibrate:
+        from .eval_paraphrase import refit
+
+        report.calibration = {"in_use": report.calibration, "refit": refit(report.questions)}
     if as_json:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
         return
@@ -907,6 +919,8 @@ def eval_paraphrase(channels: str, half: str, as_json: bool) -> None:
          if isinstance(v, dict)]))
     out.print("latency: " + ", ".join(f"{what} p50 {ms.get('p50')} ms, p95 {ms.get('p95')} ms"
                                       for what, ms in report.latency_ms.items()))
+    if report.calibration:
+        out.print("semantic entry calibration: " + json.dumps(report.calibration))
 
 
 @cli.command()
@@ -1056,8 +1070,9 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
                 task = bar.add_task("embed", total=total)
                 done = em.backfill(store, embedder, settings.semantic.batch_chars,
                                    progress=lambda n: bar.advance(task, n))
-            out.print(f"embedded {done} events with {embedder.name}; "
-                      f"{vs.count(store, embedder.name)} vectors in all")
+            rollups = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
+            out.print(f"embedded {done} events" + (f" and {rollups} rollups" if rollups else "")
+                      + f" with {embedder.name}; {vs.count(store, embedder.name)} vectors in all")
         if check:
             checked, agree, bad = em.integrity(store, embedder, sample)
             out.print(f"integrity: {agree}/{checked} stored vectors match a fresh embedding")

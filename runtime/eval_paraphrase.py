@@ -89,9 +89,10 @@ def build_paraphrase_home(root: Path, embedder: object | None = None
             for r in rows])
         reflect(home, home.settings(), store)
         if embedder is not None:
-            from .memory.embed import backfill
+            from .memory.embed import backfill, backfill_rollups
 
             backfill(store, embedder)  # type: ignore[arg-type]
+            backfill_rollups(store, embedder)  # type: ignore[arg-type]
     facts: dict[str, set[int]] = {}
     for r, i in zip(rows, ids, strict=True):
         if "fact" in r["meta"]:
@@ -154,7 +155,10 @@ class _Asker:
         if self.channels == "bm25":
             hits = self._timed("search", lambda: _bm25_ranker(self.store)(text, TOP))
             return {int(e.id or 0) for e in hits}, []
-        found = self._timed("search", lambda: search(self.store, text, limit=TOP))
+        semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
+                    else None)
+        found = self._timed("search", lambda: search(self.store, text, limit=TOP,
+                                                     semantic=semantic, gate=self.gate))
         spans = []
         for h in found:
             r = rl.get(self.store, h.id) if h.kind == "rollup" else None
@@ -341,8 +345,20 @@ def reliability(rows: list[dict[str, Any]], half: str) -> dict[str, Any]:
 
 
 def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the probe's confidences hold, per half, under the coefficients in use."""
     from .memory.nearest import CALIBRATION
 
     halves = sorted({r["half"] for r in rows})
     return {"coefficients": CALIBRATION,
             "reliability": {h: reliability(rows, h) for h in halves}}
+
+
+def refit(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`--calibrate`: coefficients fitted on the tuning half, and how they hold on each half."""
+    halves = {r["half"] for r in rows}
+    if halves != {"tuning", "held"}:
+        raise UsageError("--calibrate needs both halves: --half all")
+    cal = fit(rows, "tuning")
+    again = recalibrated(rows, cal)
+    return {"coefficients": cal,
+            "reliability": {h: reliability(again, h) for h in ("tuning", "held")}}

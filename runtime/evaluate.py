@@ -6,6 +6,27 @@ the archive under the ladder), asking every question of categories 1-4, and the 
 turn recall@k, hit@k, MRR@10, session recall@k, overall and per category, with explicit
 denominators (questions whose evidence does not resolve are counted and left out), the
 invariant hit@1 <= MRR@10 <= hit@1 + (hit@10 - hit@1)/2 checked on every run, and latency.
+
+It also measures what the recall reflex would inject (issue 14), for the lexical and hybrid
+channels (the loop has no bm25 path, so `bm25` reports none). For every scored question it
+builds the block the loop itself would inject: the same `recall` / `recall_hybrid` call with
+the loop's arguments (k = `[recall] max_items`, `max_terms`), the budget from the home's
+`[recall]` settings (`Budget(max_items, item_chars, total_chars)`), and the loop's decision
+(`mode = "on"` and a block at all; `Recall.block` is None when recall decided the turn needs no
+memory); the question comes after the whole conversation, so no `before_id` is needed. Each
+question is then exactly one of
+- `quiet`: no block injected;
+- `injected` and holding evidence: the block shows at least one of the question's evidence turns;
+- `noise`: a block was injected and shows none of the question's evidence turns.
+`injected_rate` = injected / n and `noise_rate` = noise / n, over the same n questions as the
+recall metrics (every evidence turn resolves). On LoCoMo every question has its evidence in
+memory, so this noise is "the block missed the annotated evidence", an upper bound on what the
+model sees as irrelevant (a block may still hold a turn that restates the fact), and quiet is a
+miss, not a virtue; it is not the issue's noise against an empty memory, which the paraphrase
+set's unanswerable questions measure (`coworker eval paraphrase`). Category-5 (adversarial)
+questions are asked for these noise figures only, as their own row, never for the recall
+metrics: their answer is absent from the conversation, but they carry evidence turns (the turn
+the false premise twists), so they do not measure noise against an empty memory either.
 """
 
 from __future__ import annotations
@@ -30,7 +51,22 @@ from .store import Event, Store
 from .store import events as ev
 
 CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+ADVERSARIAL = 5  # asked for the noise figures only
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
+                  5: "adversarial"}
+NOISE_DEFINITION = (
+    "For every scored question the block the loop would inject is built (the loop's recall "
+    "call, k = [recall] max_items, and its budget and decision from the home's [recall] "
+    "settings). quiet: no block; injected: a block; noise: a block holding none of the "
+    "question's evidence turns. injected_rate = injected / n, noise_rate = noise / n, over the "
+    "same n as the recall metrics. Every LoCoMo question has evidence in memory, so noise here "
+    "is 'the block missed the annotated evidence' (an upper bound: a block may hold a turn that "
+    "restates the fact) and quiet is a miss; noise against an empty memory is measured by the "
+    "paraphrase set's unanswerable questions (coworker eval paraphrase).")
+ADVERSARIAL_NOTE = (
+    "Category 5 (adversarial) is asked for the noise figures only: the answer is absent from "
+    "the conversation, but each question carries evidence turns (the turn its false premise "
+    "twists), so this row does not measure noise against an empty memory.")
 CHANNELS = ("lexical", "hybrid", "bm25")
 _DT = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
@@ -108,6 +144,22 @@ def check_invariant(agg: dict[str, float], where: str = "overall") -> None:
             "is wrong")
 
 
+def noise_counts(rows: Iterable[dict[str, bool]]) -> dict[str, Any]:
+    """quiet / injected / noise counts over questions judged by `Reflex.judge`, with the rates
+    over all n (None when n is 0). Each question is quiet or injected, never both; a noisy one
+    is an injected one."""
+    rows = list(rows)
+    n = len(rows)
+    injected = sum(1 for r in rows if r["injected"])
+    noise = sum(1 for r in rows if r["noise"])
+    if any(r["noise"] and not r["injected"] for r in rows):
+        raise InvariantViolated("a question counted as noise had no block injected; the noise "
+                                "code is wrong")
+    return {"injected": injected, "noise": noise, "quiet": n - injected,
+            "injected_rate": round(injected / n, 4) if n else None,
+            "noise_rate": round(noise / n, 4) if n else None}
+
+
 # --- channels ---------------------------------------------------------------------------------
 
 def _bm25_ranker(store: Store) -> Callable[[str, int], list[Event]]:
@@ -143,6 +195,58 @@ def _hybrid_ranker(store: Store, embedder: object, gate: float) -> Callable[[str
 RANKERS = {"lexical": _lexical_ranker, "bm25": _bm25_ranker, "hybrid": _hybrid_ranker}
 
 
+class Reflex:
+    """The recall block the loop would inject for a question (see the module docstring): the
+    loop's call (`runtime.loop.turn` `recall`) with the home's [recall] settings, on one store."""
+
+    _ITEM = re.compile(r"^- \[event (\d+) ·", re.M)
+
+    def __init__(self, store: Store, home: Home, embedder: object | None, gate: float) -> None:
+        from .memory.recall import Budget
+
+        self.store, self.embedder, self.gate = store, embedder, gate
+        self.cfg = home.settings().recall
+        self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
+        self.scorer = Distinctive(store)
+        self.matrix = None
+        if embedder is not None:
+            from .memory.embed import Matrix
+
+            self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
+
+    def settings(self) -> dict[str, Any]:
+        return {"mode": self.cfg.mode, "max_items": self.cfg.max_items,
+                "item_chars": self.cfg.item_chars, "total_chars": self.cfg.total_chars,
+                "max_terms": self.cfg.max_terms,
+                "call": "recall" if self.embedder is None else "recall_hybrid"}
+
+    def shown(self, text: str) -> set[str] | None:
+        """The dia_ids of the turns the injected block shows; None when nothing is injected."""
+        from .memory.recall import recall_hybrid
+
+        cfg = self.cfg
+        if cfg.mode != "on" or cfg.max_items == 0:  # the loop injects nothing
+            return None
+        if self.embedder is None:
+            found = recall(self.store, text, k=cfg.max_items, max_terms=cfg.max_terms,
+                           scorer=self.scorer)
+        else:
+            found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
+                                  gate=self.gate, k=cfg.max_items, max_terms=cfg.max_terms,
+                                  scorer=self.scorer)
+        block = found.block(self.budget)
+        if block is None:
+            return None
+        ids = {int(i) for i in self._ITEM.findall(block)}
+        return {str(h.event.meta.get("dia_id")) for h in found.hits
+                if int(h.event.id or 0) in ids and h.event.meta.get("dia_id")}
+
+    def judge(self, text: str, evidence: Sequence[str]) -> dict[str, bool]:
+        shown = self.shown(text)
+        return {"injected": shown is not None,
+                "noise": shown is not None and not shown & set(evidence)}
+
+
 def eval_embedder() -> tuple[object, float]:
     """The embedder for `--channels hybrid`: the [semantic] settings of the coworker home in
     COWORKER_HOME or the current folder when it enables one, else all-MiniLM in process."""
@@ -169,12 +273,49 @@ class Report:
     questions_total: int = 0
     questions_valid: int = 0
     questions_invalid: int = 0
-    overall: dict[str, float] = field(default_factory=dict)
-    per_category: dict[str, dict[str, float]] = field(default_factory=dict)
+    overall: dict[str, Any] = field(default_factory=dict)
+    per_category: dict[str, dict[str, Any]] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    # The injected block (module docstring): its definition and the loop's settings; empty for
+    # bm25, which the loop has no path for.
+    reflex: dict[str, Any] = field(default_factory=dict)
+    # Category 5, noise figures only: questions asked, left out (evidence unresolved), n scored.
+    adversarial: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """The text table's headers and rows: overall, each category with questions, and the
+        category-5 noise-only row; the injected and noise rates (of n; the counts are in
+        `as_dict`) unless the channel is bm25."""
+        k, blocks = self.k, bool(self.reflex)
+
+        def cells(agg: dict[str, Any]) -> list[str]:
+            return [f"{agg['injected_rate']:.3f}", f"{agg['noise_rate']:.3f}"] if blocks else []
+
+        headers = ["", "n", f"turn recall@{k}", f"hit@{k}", "MRR@10", f"session recall@{k}",
+                   *(["injected", "noise"] if blocks else [])]
+        rows = [[name, str(agg["n"]), f"{agg['turn_recall']:.3f}", f"{agg['hit']:.3f}",
+                 f"{agg['mrr10']:.3f}", f"{agg['session_recall']:.3f}", *cells(agg)]
+                for name, agg in [("overall", self.overall), *self.per_category.items()]
+                if agg.get("n")]
+        if blocks and self.adversarial.get("n"):
+            adv = self.adversarial
+            rows.append([adv["category"], str(adv["n"]), "-", "-", "-", "-",
+                         *cells(adv)])
+        return headers, rows
+
+    def notes(self) -> list[str]:
+        """What the table's block columns mean, one line each (none for bm25)."""
+        if not self.reflex:
+            return []
+        s = self.reflex["settings"]
+        return [f"injected / noise: share of the n questions given the block the loop would "
+                f"inject ({s['call']}, {s['max_items']} items, {s['total_chars']} chars) / given a "
+                "block holding none of their evidence turns; every question has evidence in "
+                "memory, so noise here is a block that missed it, and no block is a miss",
+                ADVERSARIAL_NOTE]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -215,6 +356,90 @@ def build_home(root: Path, sample: dict[str, Any],
     return home, {r[0] for r in rows}
 
 
+@dataclass
+class _Tally:
+    """What the questions of one run gave, before aggregation."""
+    scored: list[tuple[int, dict[str, float], dict[str, bool] | None]] = field(
+        default_factory=list)
+    adversarial: list[dict[str, bool]] = field(default_factory=list)
+    adversarial_total: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+
+class _Conversation:
+    """Asks one conversation's questions on its home's read-only store."""
+
+    def __init__(self, store: Store, home: Home, channels: str, embedder: object | None,
+                 gate: float, dia_ids: set[str]) -> None:
+        self.rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
+                     else RANKERS[channels](store))
+        self.reflex = None if channels == "bm25" else Reflex(store, home, embedder, gate)
+        self.dia_ids = dia_ids
+
+    def evidence(self, qa: dict[str, Any]) -> list[str] | None:
+        """The question's evidence turns, None unless every one of them resolves."""
+        evidence = [d for d in qa.get("evidence", []) if isinstance(d, str)]
+        valid = [d for d in evidence if d in self.dia_ids]
+        return valid if valid and len(valid) == len(evidence) else None
+
+    def ask(self, qa: dict[str, Any], k: int, report: Report, tally: _Tally) -> list[str] | None:
+        """Ask one question; the ranked dia_ids for the --out rows (None: not ranked)."""
+        category, question = qa.get("category"), str(qa.get("question", ""))
+        if category == ADVERSARIAL:
+            if self.reflex is not None:
+                tally.adversarial_total += 1
+                valid = self.evidence(qa)
+                if valid is not None:
+                    tally.adversarial.append(self.reflex.judge(question, valid))
+            return None
+        if category not in CATEGORIES:
+            return None
+        report.questions_total += 1
+        t0 = time.perf_counter()
+        ranked_events = self.rank(question, max(k, 10))
+        tally.latencies.append((time.perf_counter() - t0) * 1000)
+        ranked = list(dict.fromkeys(
+            e.meta.get("dia_id") for e in ranked_events if e.meta.get("dia_id")))
+        valid = self.evidence(qa)
+        if valid is None:
+            report.questions_invalid += 1
+            return ranked
+        report.questions_valid += 1
+        judged = self.reflex.judge(question, valid) if self.reflex is not None else None
+        tally.scored.append((int(category), question_metrics(ranked, valid, k), judged))
+        return ranked
+
+
+def _row(scored: list[tuple[int, dict[str, float], dict[str, bool] | None]],
+         where: str) -> dict[str, Any]:
+    """One row of the table: the recall metrics and, when measured, the injected block's
+    counts, over the same n questions."""
+    agg: dict[str, Any] = dict(aggregate(m for _, m, _ in scored))
+    check_invariant(agg, where)
+    judged = [j for _, _, j in scored if j is not None]
+    if scored and len(judged) == len(scored):
+        agg.update(noise_counts(judged))
+    return agg
+
+
+def _finish(report: Report, tally: _Tally) -> None:
+    report.overall = _row(tally.scored, "overall")
+    for c in CATEGORIES:
+        report.per_category[f"{c} {CATEGORY_NAMES[c]}"] = _row(
+            [t for t in tally.scored if t[0] == c], f"category {c}")
+    if report.reflex:
+        n = len(tally.adversarial)
+        report.adversarial = {
+            "category": f"{ADVERSARIAL} {CATEGORY_NAMES[ADVERSARIAL]}",
+            "questions_total": tally.adversarial_total,
+            "questions_invalid": tally.adversarial_total - n, "n": n,
+            **noise_counts(tally.adversarial), "note": ADVERSARIAL_NOTE}
+    if tally.latencies:
+        xs = sorted(tally.latencies)
+        report.latency_ms = {"p50": round(statistics.median(xs), 3),
+                             "p95": round(xs[min(len(xs) - 1, int(0.95 * (len(xs) - 1) + 0.5))], 3)}
+
+
 def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = None,
         progress: Callable[[str], None] | None = None) -> Report:
     if channels not in RANKERS:
@@ -222,8 +447,7 @@ def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = N
     samples = load(path)
     report = Report(channels, k)
     embedder, gate = eval_embedder() if channels == "hybrid" else (None, 0.0)
-    per_q: list[tuple[int, dict[str, float]]] = []
-    latencies: list[float] = []
+    tally = _Tally()
     out_f = out.open("w", encoding="utf-8") if out else None
     try:
         for sample in samples:
@@ -233,38 +457,17 @@ def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = N
             with tempfile.TemporaryDirectory() as tmp:
                 home, dia_ids = build_home(Path(tmp) / "home", sample, embedder)
                 with Store.open(home.db_path, readonly=True) as store:
-                    rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
-                            else RANKERS[channels](store))
+                    conv = _Conversation(store, home, channels, embedder, gate, dia_ids)
+                    if conv.reflex is not None and not report.reflex:
+                        report.reflex = {"definition": NOISE_DEFINITION,
+                                         "settings": conv.reflex.settings()}
                     for qi, qa in enumerate(sample["qa"]):
-                        if qa.get("category") not in CATEGORIES:
-                            continue
-                        report.questions_total += 1
-                        evidence = [d for d in qa.get("evidence", []) if isinstance(d, str)]
-                        valid = [d for d in evidence if d in dia_ids]
-                        t0 = time.perf_counter()
-                        ranked_events = rank(str(qa["question"]), max(k, 10))
-                        latencies.append((time.perf_counter() - t0) * 1000)
-                        ranked = list(dict.fromkeys(
-                            e.meta.get("dia_id") for e in ranked_events if e.meta.get("dia_id")))
-                        if out_f:
+                        ranked = conv.ask(qa, k, report, tally)
+                        if out_f and ranked is not None:
                             out_f.write(json.dumps({"sample_id": sample.get("sample_id"),
                                                     "qa_index": qi, "ranked": ranked[:k]}) + "\n")
-                        if not valid or len(valid) != len(evidence):
-                            report.questions_invalid += 1
-                            continue
-                        report.questions_valid += 1
-                        per_q.append((int(qa["category"]), question_metrics(ranked, valid, k)))
     finally:
         if out_f:
             out_f.close()
-    report.overall = aggregate(m for _, m in per_q)
-    check_invariant(report.overall)
-    for c in CATEGORIES:
-        agg = aggregate(m for cat, m in per_q if cat == c)
-        check_invariant(agg, f"category {c}")
-        report.per_category[f"{c} {CATEGORY_NAMES[c]}"] = agg
-    if latencies:
-        xs = sorted(latencies)
-        report.latency_ms = {"p50": round(statistics.median(xs), 3),
-                             "p95": round(xs[min(len(xs) - 1, int(0.95 * (len(xs) - 1) + 0.5))], 3)}
+    _finish(report, tally)
     return report

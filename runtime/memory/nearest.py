@@ -49,6 +49,7 @@ class Probe:
     margin: float
     confidence: float
     events: tuple[tuple[int, float], ...]
+    episode_cos: float | None = None  # the entry episode's own vector (title and summary)
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
@@ -57,7 +58,8 @@ class Probe:
 
     def as_dict(self) -> dict[str, Any]:
         return {"episode": self.episode, "best": round(self.best, 4),
-                "margin": round(self.margin, 4), "confidence": self.confidence}
+                "margin": round(self.margin, 4), "confidence": self.confidence,
+                "episode_cos": None if self.episode_cos is None else round(self.episode_cos, 4)}
 
 
 def confidence(best: float, margin: float, cal: dict[str, float] | None = None) -> float:
@@ -116,4 +118,13 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
                    for j, i, key in zip(top, top_ids, keys, strict=True)
                    if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
     margin = best - other
-    return Probe(groups[0], best, margin, confidence(best, margin, cal), events)
+    return Probe(groups[0], best, margin, confidence(best, margin, cal), events,
+                 _episode_cos(matrix, vector, groups[0]))
+
+
+def _episode_cos(matrix: Any, vector: np.ndarray, episode: int | None) -> float | None:
+    rollups = getattr(matrix, "rollups", None)
+    if episode is None or rollups is None or not len(rollups.ids):
+        return None
+    at = np.nonzero(rollups.ids == episode)[0]
+    return float(rollups.rows[at[0]] @ vector) if len(at) else None

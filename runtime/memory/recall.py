@@ -299,12 +299,15 @@ def lexical_coverage(result: Recall, top: int = 3) -> float:
     return len(q & have) / len(q)
 
 
-def rrf(*rankings: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion: score(id) = sum over rankings of 1 / (k + rank)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
+def rrf(*rankings: Sequence[Any], k: int = RRF_K,
+        weights: Sequence[float] | None = None) -> list[tuple[Any, float]]:
+    """Reciprocal rank fusion: score(id) = sum over rankings of weight / (k + rank) (each
+    weight 1 unless given)."""
+    scores: dict[Any, float] = {}
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
         for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -347,13 +350,14 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         return done("lexical (semantic failed)")
     lex.semantic = pr.as_dict() if pr is not None else None
     weak = lex.skipped == "evidence below the floor" or not lex.hits
+    # the ranking is kept either way (the eval measures it; the `recall` event records it);
+    # whether a block is injected is the decision below
+    lex.hits = _fused_hits(store, lex.hits, rrf([int(h.event.id or 0) for h in lex.hits],
+                                                sem_ids)[:k])
+    lex.skipped = None
     if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
         lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
                        f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
-        return done("hybrid")
-    lex.skipped = None
-    lexical_ids = [] if weak else [int(h.event.id or 0) for h in lex.hits]
-    lex.hits = _fused_hits(store, lex.hits, rrf(lexical_ids, sem_ids)[:k])
     return done("hybrid")
 
 

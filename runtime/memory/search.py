@@ -1,8 +1,10 @@
 """Lexical search over the whole history (hot events and archive) and the ladder's rollups.
 
 Owns turning a query into FTS5 terms (the words of `memory.tokens`) and merging the two
-indexes into one ranked list (bm25, best first). It reads; it never writes and never calls a
-model. It reads at most `cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a
+indexes into one ranked list (bm25, best first); with the semantic channel on and lexical
+coverage below the gate, fusing that list with the nearest events and rollups by meaning (the
+door hands it the query's vector; search embeds nothing). It reads; it never writes and never
+calls a model. It reads at most `cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a
 door that shows the hits says so: `cap_query(query)[1]`), and de-duplicates its words in
 linear time.
 """
@@ -47,9 +49,10 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     """The best `limit` hits for `query`, best first. With `semantic` (a door's function that
     embeds the query and hands back the vectors, as for the walk), the hybrid path recall uses:
     when the top event hits' bodies cover less than `gate` of the query's words, the nearest
-    events by meaning are fused with the lexical ranking (reciprocal rank fusion, k = 60), and
-    the hits then carry the fused score (higher is better) and `source` "semantic" for an event
-    only the vectors found."""
+    events and rollups by meaning are fused with the lexical ranking (reciprocal rank fusion,
+    k = 60, the lexical side weighted by its coverage over the gate), and the hits then carry
+    the fused score (higher is better) and `source` "semantic" for an item only the vectors
+    found."""
     words = query_words(cap_query(query)[0])
     match = ev.fts_query(words)
     hits: list[Hit] = []
@@ -65,10 +68,11 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
             hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
                             text[:240], score, "ladder"))
     hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
-    if semantic is not None and _coverage(words, bodies[:3]) < gate:
+    coverage = _coverage(words, bodies[:3])
+    if semantic is not None and coverage < gate:
         got = semantic()
         if got is not None:
-            return _fused(store, hits, got, limit, stale)
+            return _fused(store, hits, got, limit, stale, coverage / gate if gate else 1.0)
     return hits[:limit]
 
 
@@ -88,20 +92,39 @@ def _coverage(words: list[str], bodies: list[str]) -> float:
 
 
 def _fused(store: Store, hits: list[Hit], got: tuple[Any, Any], limit: int,
-           stale: dict[int, int]) -> list[Hit]:
+           stale: dict[int, int], lexical_weight: float) -> list[Hit]:
+    """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
+    relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
+    nearest events and the nearest rollups (title and summary)."""
     vector, matrix = got
-    near = matrix.nearest(vector, max(limit, 20))
+    near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
+    rollups = getattr(matrix, "rollups", None)
+    near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
+                    if rollups is not None and len(rollups.ids) else [])
     key = {(h.kind, h.id): h for h in hits}
-    fused = rrf([(h.kind, h.id) for h in hits], [("event", i) for i in near])
+    fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups,
+                weights=(lexical_weight, 1.0, 1.0))
     out: list[Hit] = []
     for item, score in fused:
-        h = key.get(item)
+        h = key.get(item) or _semantic_hit(store, item, stale)
         if h is None:
-            e = ev.get(store, item[1])
-            if e is None or e.kind in BOOKKEEPING_KINDS:
-                continue
-            h = Hit("event", item[1], e.ts, _label(e, stale), e.body[:240], 0.0, "semantic")
+            continue
         out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt, round(score, 6), h.source))
         if len(out) == limit:
             break
     return out
+
+
+def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, int]) -> Hit | None:
+    """A hit only the vectors found (source "semantic")."""
+    kind, i = item
+    if kind == "rollup":
+        r = rl.get(store, i)
+        if r is None:
+            return None
+        text = f"{r.title}: {r.body}" if r.title else r.body
+        return Hit("rollup", i, r.last_ts, f"level {r.level}", text[:240], 0.0, "semantic")
+    e = ev.get(store, i)
+    if e is None or e.kind in BOOKKEEPING_KINDS:
+        return None
+    return Hit("event", i, e.ts, _label(e, stale), e.body[:240], 0.0, "semantic")

@@ -5,8 +5,12 @@ result, byte for byte). It enters the ladder where the words match, one rung at 
 top, and starts at the coarsest rung whose best match reaches the threshold; it keeps the best
 3 nodes per level, descends by parent_id pruning children with no overlap, and resolves the
 level-1 spans against events and archive. Events not yet under a rollup are scanned too.
-Below the threshold it refuses and runs no query past the entry scan: a refusal is a return
-value, never an exception. `walk` never writes; `walk_recorded` is the door that runs it and
+An entry must also hold the threshold's share of the query's weight (each word weighed by its
+idf over the whole history, a word the history never uses weighing most), so a question whose
+telling words appear nowhere is not answered by its common ones. Below the threshold it refuses
+and runs no query past the entry scan: a refusal is a return value, never an exception. With
+the semantic channel on, a door may hand it the query's vector for a semantic entry when the
+lexical one falls short (`memory.nearest`, ADR-0020). `walk` never writes; `walk_recorded` is the door that runs it and
 then records one telemetry row through a read-write store the caller hands it.
 
 Three steps: enter (`_enter`: the entry scan of the ladder and of fresh history), descend
@@ -22,6 +26,7 @@ query words are de-duplicated in linear time, so a pasted book costs what 2,000 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -142,6 +147,18 @@ def _node_text(r: rl.Rollup) -> str:
     return f"{r.title} {r.body} {r.terms} {r.vocab}"
 
 
+def _weighted(store: Store, sc: _Scorer, matched: Sequence[str]) -> float:
+    """The share of the query's idf the matched words hold: a word the history never uses
+    weighs most, so "the DNS outage in Singapore" is not answered by any outage at all."""
+    stems = list(dict.fromkeys(sc.stems.values()))
+    df = ev.doc_freqs(store, stems)
+    n_docs = max(1, ev.total(store))
+    idf = {s: math.log((n_docs + 1) / (df.get(s, 0) + 1)) + 1.0 for s in stems}
+    total = sum(idf[sc.stems[t]] for t in sc.tokens)
+    got = sum(idf[sc.stems[t]] for t in matched)
+    return got / total if total else 0.0
+
+
 def _confidence(matched: Sequence[str], n: int) -> float:
     return round(len(matched) / n, 4) if n else 0.0
 
@@ -172,7 +189,8 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     n = len(tokens)
     sc = _Scorer(tokens) if n else None
     entry = _enter(store, sc, threshold, caps, before_id) if sc else None
-    if sc and entry and sc.share(entry.best) >= threshold:
+    weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
+    if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
         trace, frontier, cut_depth = _descend(store, sc, entry, caps)
         steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
         return WalkResult(refused=False, confidence=_confidence(entry.best, n),
@@ -184,6 +202,10 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
                "the query has no words to match (only stopwords or punctuation); best lexical "
                "match 0/0 (0.00)")
+    if sc and entry and sc.share(entry.best) >= threshold:  # enough words, not the telling ones
+        shown = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
+        lexical += (f" holding {shown:.2f} of the query's weight (its rarer words are "
+                    "missing)")
     got = semantic() if semantic is not None else None
     pr = probe(store, got[0], got[1], before_id) if got is not None else None
     if pr is not None and pr.confidence >= threshold:

@@ -1,4 +1,5 @@
-"""Vectors: embeddings of events, keyed by (item, model), with the hash of the text embedded."""
+"""Vectors: embeddings of events and rollups, keyed by (item kind, item, model), with the hash
+of the text embedded. A rollup's text is its title and summary (`rollup_text`)."""
 
 from __future__ import annotations
 
@@ -20,24 +21,43 @@ def missing_events(store: Store, model: str, skip_kinds: Sequence[str], after_id
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
-def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]]) -> None:
-    """(item_id, dim, vector bytes, text hash) rows for events, in one transaction."""
+def rollup_text(title: str | None, body: str) -> str:
+    return f"{title}: {body}" if title else body
+
+
+def missing_rollups(store: Store, model: str, after_id: int = 0, page: int = 500
+                    ) -> list[tuple[int, str]]:
+    """Rollups with no vector for `model`, in id order, with the text to embed."""
+    rows = store.query(
+        "SELECT r.id, r.title, r.body FROM rollups AS r WHERE r.id > ? AND NOT EXISTS (SELECT 1 "
+        "FROM vectors v WHERE v.item_kind = 'rollup' AND v.item_id = r.id AND v.model = ?) "
+        "ORDER BY r.id LIMIT ?", (after_id, model, page))
+    return [(int(r[0]), rollup_text(r[1], str(r[2]))) for r in rows]
+
+
+def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]],
+          kind: str = "event") -> None:
+    """(item_id, dim, vector bytes, text hash) rows for events (or rollups), in one
+    transaction."""
     ts = now_iso()
     with store.transaction() as db:
         db.executemany(
             "INSERT OR REPLACE INTO vectors(item_kind, item_id, model, dim, vector, text_hash, "
-            "created_at) VALUES ('event', ?, ?, ?, ?, ?, ?)",
-            [(i, model, dim, blob, h, ts) for i, dim, blob, h in rows])
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(kind, i, model, dim, blob, h, ts) for i, dim, blob, h in rows])
 
 
-def all_for(store: Store, model: str) -> list[tuple[int, bytes]]:
+def all_for(store: Store, model: str, kind: str = "event") -> list[tuple[int, bytes]]:
     return [(int(r[0]), bytes(r[1])) for r in store.query(
-        "SELECT item_id, vector FROM vectors WHERE item_kind = 'event' AND model = ? "
-        "ORDER BY item_id", (model,))]
+        "SELECT item_id, vector FROM vectors WHERE item_kind = ? AND model = ? "
+        "ORDER BY item_id", (kind, model))]
 
 
-def count(store: Store, model: str) -> int:
-    return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)) or 0)
+def count(store: Store, model: str, kind: str | None = None) -> int:
+    if kind is None:
+        return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)) or 0)
+    return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ? AND item_kind = ?",
+                            (model, kind)) or 0)
 
 
 def with_bodies(store: Store, model: str) -> list[tuple[int, bytes, str, str]]:
