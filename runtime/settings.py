@@ -203,6 +203,7 @@ class CustomRitual(Section):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
     cron: str
     prompt: str = Field(min_length=1)
+    recall: bool = True  # false: this ritual's tick gets no recall block (nothing to look up)
 
     _cron = field_validator("cron")(classmethod(lambda cls, v: _valid_cron(v)))
 

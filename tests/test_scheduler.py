@@ -13,7 +13,7 @@ from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import rituals as rr
 
-from .conftest import coworker, write_config
+from .conftest import coworker, run_tick, write_config
 from .fakeapi import FakeMessagesAPI, text
 
 EVERY_SECOND = "*/1 * * * * *"
@@ -128,3 +128,32 @@ def test_bad_cron_in_config_is_a_one_line_error(offline_home: Home):
     assert r.returncode == 2
     assert "[rituals] reflect" in r.stderr and "cron" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_ritual_that_asks_for_no_recall_gets_none_though_its_prompt_has_topic_words(
+        home: Home, api: FakeMessagesAPI):
+    """`recall = false` on a [[rituals.custom]]: its prompt names a topic the memory holds,
+    yet its tick gets no recall block (decided before retrieving); the same prompt from a ritual
+    without the opt-out does get one."""
+    with (home.root / "config.toml").open("a", encoding="utf-8") as f:
+        for name, opt in (("digest", "recall = false\n"), ("digest2", "")):
+            f.write(f'\n[[rituals.custom]]\nname = "{name}"\ncron = "0 9 * * *"\n'
+                    f'prompt = "Write the zeppelin deployment digest."\n{opt}')
+    with Store.open(home.db_path) as store:
+        ev.append_many(store, [Event(kind="note", body="The zeppelin deployment broke the "
+                                     "staging cluster.", actor="coworker", author_kind="agent")
+                               for _ in range(3)])
+    loop = Loop(home, home.settings())
+    heads = []
+    for name in ("digest", "digest2"):
+        loop._due_rituals.mark(name)
+        api.enqueue(text("Done."))
+        run_tick(loop)
+        last = api.bodies[-1]["messages"][-1]["content"]
+        heads.append(any(b.get("type") == "text" and b["text"].startswith("Recalled from your")
+                         for b in last))
+    assert heads == [False, True], heads
+    with Store.open(home.db_path) as store:
+        recalls = ev.tail(store, 10, kind="recall")
+    quiet = [r for r in recalls if "asks for no recall" in r.body]
+    assert quiet and quiet[0].meta["decision"] == "none: ritual digest asks for no recall"

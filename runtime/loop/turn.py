@@ -304,8 +304,16 @@ class Turn:
         cfg = tc.settings.recall
         if cfg.mode == "off" or cfg.max_items == 0:
             return None
+        quiet = {c.name for c in tc.settings.rituals.custom if not c.recall}
         text = "\n".join([*(e.body for e in p.inputs), *(e.body for e in p.due_promises),
-                          *(prompt for _, prompt in p.rituals)])
+                          *(prompt for name, prompt in p.rituals if name not in quiet)])
+        if not text.strip() and any(name in quiet for name, _ in p.rituals):
+            # decided before retrieving: a ritual that asks for no memory gets none
+            names = ", ".join(sorted(name for name, _ in p.rituals if name in quiet))
+            record(tc.store, "recall", f"recalled nothing (not injected: ritual {names} asks "
+                   "for no recall)", tick_id=self.tick_id, injected=False, mode=cfg.mode,
+                   chars=0, decision=f"none: ritual {names} asks for no recall", items=[])
+            return None
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         try:
             before = self.first_input or self.tick_id
