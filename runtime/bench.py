@@ -1,9 +1,12 @@
 """`coworker bench`: a synthetic history in a temporary home, measured.
 
 Owns building the history (runtime.synth), importing and reflecting it as real subprocesses of
-the `coworker` command (so reflect's peak memory is its own), and timing walk and lexical
-search on the result beside the floor they are judged against: one bare FTS5 `MATCH` of the
-same words on the same database. It reports figures; it never fails on speed.
+the `coworker` command (so reflect's peak memory is its own), and timing each path beside the
+floor it is judged against: walk and lexical search beside one bare FTS5 `MATCH` of the same
+words on the same database; the import rate beside two bare insert rates of the same rows in
+scratch databases of the same schema (per-row INSERTs with the FTS trigger, and a bulk load:
+rows first, then the FTS index filled in one pass). It reports figures; it never fails on
+speed, and it touches no home but its own temporary one.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from .memory.walk import query_tokens, walk
 from .store import Store
 from .store import events as ev
 from .synth import COMPONENTS, PEOPLE, SYMPTOMS, write_jsonl
+from .synth import events as synth_events
 
 UNKNOWN = ["kubernetes", "terraform", "helm", "quarterly", "offsite", "kayak", "visa", "plumber"]
 
@@ -96,6 +101,11 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
 
         bare_ms, _ = _time(bare, qs)
     refused = sum(1 for w in walks if w["refused"])
+    unanswerable = [w for i, w in enumerate(walks) if i % 5 == 4]  # see `queries`
+    # answerable-looking queries refused because the words they match are the less telling
+    # half ("dashboard logs" where no episode holds both and "logs" is the rarer word)
+    on_weight = sum(1 for i, w in enumerate(walks)
+                    if i % 5 != 4 and w["refused"] and "query's weight" in w.get("reason", ""))
 
     def stats(xs: list[float]) -> dict[str, float]:
         return {"p50_ms": round(statistics.median(xs), 3), "p95_ms": round(_pct(xs, 0.95), 3)}
@@ -104,6 +114,8 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         "queries": len(qs),
         "walk": stats(walk_ms),
         "walk_refused": refused,
+        "walk_refused_unanswerable": sum(1 for w in unanswerable if w["refused"]),
+        "walk_refused_on_weight": on_weight,
         # our own queries; FTS5's internal segment look-ups (traced with a "--" prefix) aside
         "walk_queries_per_walk": round(
             sum(1 for x in statements if x.strip() and not x.startswith("--")) / len(qs), 1),
@@ -117,6 +129,78 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
     return out
 
 
+_INSERT = ("INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_FILL = ("INSERT INTO events_fts(rowid, body, kind, actor, tags) "
+         "SELECT id, body, kind, actor, NULL FROM events")
+CHUNK = 50_000  # rows made ready (untimed) between timed executemany calls
+
+
+def _rows(n: int, start: datetime) -> Iterator[list[tuple]]:
+    """The synthetic history as events rows, as import writes them, CHUNK at a time."""
+    chunk = []
+    for e in synth_events(n, start=start):
+        meta = {**e["meta"], "imported": True, "import_batch": "bench"}
+        chunk.append(ev.event_row(e["ts"], e["kind"], e["actor"], e["author_kind"], e["body"],
+                                  meta))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def bare_insert_rates(n: int, start: datetime, scratch: Path,
+                      modes: tuple[str, ...] = ("per_row", "bulk")) -> dict[str, float]:
+    """The two floors import is judged against, in events/s, each in a fresh scratch database
+    of the same schema (migrated by Store.open), one transaction each, timing only SQLite
+    (BEGIN to COMMIT, without making the rows ready):
+
+    - per_row: every row its own INSERT (executemany), so the events_ai trigger feeds FTS5
+      one row a statement, as the old importer did;
+    - bulk: the trigger dropped (scratch only), the rows inserted, then the FTS index filled
+      for all of them in one INSERT ... SELECT, and the trigger put back."""
+    return {mode: n / _bare_load(n, start, scratch / f"bare-{mode}.db", mode == "bulk")
+            for mode in modes}
+
+
+def _bare_load(n: int, start: datetime, path: Path, bulk: bool) -> float:
+    """Seconds SQLite spends loading n synthetic events into a new database at `path`
+    (deleted after)."""
+    with Store.open(path) as store:
+        trigger = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
+                               "AND name = 'events_ai'")
+        t0 = time.perf_counter()
+        spent = 0.0
+        with store.transaction() as db:
+            if bulk:
+                db.execute("DROP TRIGGER events_ai")
+            spent += time.perf_counter() - t0
+            for chunk in _rows(n, start):
+                t0 = time.perf_counter()
+                db.executemany(_INSERT, chunk)
+                spent += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            if bulk:
+                db.execute(_FILL)
+                db.execute(trigger)
+        spent += time.perf_counter() - t0
+    for p in path.parent.glob(f"{path.name}*"):
+        p.unlink()
+    return spent
+
+
+def start_for(n_events: int) -> datetime:
+    """Where the synthetic history starts: 1990, or early enough that all of it lies in the
+    past (about 26,000 events a year of working hours), so every event is past
+    archive_after_days and none is a timestamp import refuses as in the future."""
+    year = min(1990, 2020 - n_events // 25_000)
+    return datetime(max(1, year), 1, 1, 9, tzinfo=UTC)
+
+
+_IMPORTED = re.compile(r"imported (\d+) events.* in ([0-9.]+) s")
+
+
 def run(n_events: int, n_queries: int = 200, keep: Path | None = None) -> dict[str, Any]:
     """Build, import, reflect and measure a history of n_events in a temporary home."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,23 +212,51 @@ def run(n_events: int, n_queries: int = 200, keep: Path | None = None) -> dict[s
             env.pop(k)
         # An old start: the whole history is past archive_after_days, so the archive move is
         # measured at its largest and every walk resolves spans in the archive.
-        src = write_jsonl(Path(tmp) / "history.jsonl", n_events,
-                          start=datetime(1990, 1, 1, 9, tzinfo=UTC))
+        start = start_for(n_events)
+        src = write_jsonl(Path(tmp) / "history.jsonl", n_events, start=start)
         _cli(["init"], env)
-        _, import_s = _cli(["import", str(src)], env)
+        bulk_before = bare_insert_rates(n_events, start, Path(tmp), ("bulk",))["bulk"]
+        import_out, import_s = _cli(["import", str(src)], env)
+        result: dict[str, Any] = {"events": n_events, "import_s": round(import_s, 2),
+                                  "import_rate_per_s": round(n_events / import_s)}
+        result["insert"] = insert_figures(n_events, import_out, start, Path(tmp), bulk_before)
         reflect_out, reflect_s = _cli(["reflect", "--json"], env)
         reflected = json.loads(reflect_out)
         db = home / "state" / "coworker.db"
-        result = {
-            "events": n_events,
-            "import_s": round(import_s, 2),
-            "import_rate_per_s": round(n_events / import_s),
+        result.update({
             "reflect_s": round(reflect_s, 2),
             "reflect_peak_rss_mb": reflected["peak_rss_mb"],
             "archived": reflected["archived"],
             "rollups_per_level": reflected["sealed"],
             "db_mb": round(sum(p.stat().st_size for p in db.parent.glob("coworker.db*"))
                            / 2**20, 1),
-        }
+        })
         result.update(measure(db, n_queries))
         return result
+
+
+def insert_figures(n_events: int, import_out: str, start: datetime, scratch: Path,
+                   bulk_before: float) -> dict[str, Any]:
+    """The import's own rate (as `coworker import` reports it: file opened to commit, without
+    the interpreter's start) beside the two bare insert rates of the same rows. The bulk floor
+    is the better of a load just before the import (`bulk_before`) and one just after, so a
+    busy moment on the machine flatters no ratio."""
+    found = _IMPORTED.search(import_out)
+    if not found or int(found[1]) != n_events:
+        raise RuntimeError(f"coworker import said {import_out.strip()!r}, not that it imported "
+                           f"{n_events} events")
+    own = n_events / max(float(found[2]), 1e-3)
+    bare = bare_insert_rates(n_events, start, scratch)
+    bulk = max(bare["bulk"], bulk_before)
+    return {"import_per_s": round(own), "bare_per_row_per_s": round(bare["per_row"]),
+            "bare_bulk_per_s": round(bulk),
+            "import_over_bulk": round(own / bulk, 2),
+            "import_over_per_row": round(own / bare["per_row"], 2)}
+
+
+def insert_line(result: dict[str, Any]) -> str:
+    """The insert figures of a `run` result as one line of text."""
+    r = result["insert"]
+    return (f"   insert: import {r['import_per_s']:,}/s; bare per-row {r['bare_per_row_per_s']:,}"
+            f"/s, bare bulk {r['bare_bulk_per_s']:,}/s; import / bulk = {r['import_over_bulk']}"
+            f", import / per-row = {r['import_over_per_row']}")

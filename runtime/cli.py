@@ -567,6 +567,7 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
     Example:
       coworker bench --events 100000 --json
     """
+    from .bench import insert_line
     from .bench import run as run_bench
 
     result = run_bench(n_events, n_queries)
@@ -583,6 +584,7 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
     out.print(f"walk: {result['walk_queries_per_walk']} SQL queries per walk, "
               f"{result['walk_refused']}/{result['queries']} refused; walk p95 / bare p95 = "
               f"{result['walk_p95_over_bare_p95']}")
+    out.print(insert_line(result), markup=False)
 
 
 def _review(id_name: str, why: str, every: str) -> Callable[[Callable[..., None]], Any]:

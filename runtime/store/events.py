@@ -2,7 +2,8 @@
 
 Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), the event
 vocabulary (who writes an event: AUTHOR_KINDS; which kinds are the loop's bookkeeping or its own
-state: BOOKKEEPING_KINDS, LOOP_STATE_KINDS), appending, reading by id, tail and cursor,
+state: BOOKKEEPING_KINDS, LOOP_STATE_KINDS), appending (one event, or a batch as one INSERT
+through a TEMP staging table, so FTS5 indexes a batch at once), reading by id, tail and cursor,
 counting, and the FTS5 primitive over the history. No code path here updates or deletes an
 event; the database's triggers refuse it too.
 
@@ -109,9 +110,8 @@ class Event:
         return self.author_kind == "user" and self.actor == "owner" and not self.imported
 
     def to_row(self) -> tuple:
-        meta = redact(meta_json(self.meta)) if self.meta else None
-        return (self.ts, self.kind, redact(self.actor), self.author_kind, redact(self.body),
-                meta, self.tick_id)
+        return event_row(self.ts, self.kind, self.actor, self.author_kind, self.body,
+                         self.meta, self.tick_id)
 
     @classmethod
     def from_row(cls, row: Any) -> Event:
@@ -180,13 +180,26 @@ def finite(value: Any) -> Any:
     return root
 
 
+# json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False), without building an
+# encoder per call (an import writes a million metas)
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, allow_nan=False).encode
+
+
 def meta_json(meta: dict[str, Any]) -> str:
     """`meta` as standard JSON (RFC 8259), the only JSON the store writes: non-finite floats
     become their names (see `finite`), so no later json_extract over the events can fail."""
     try:
-        return json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        return _ENCODE(meta)
     except ValueError:  # inf or nan somewhere
-        return json.dumps(finite(meta), ensure_ascii=False, sort_keys=True, allow_nan=False)
+        return _ENCODE(finite(meta))
+
+
+def event_row(ts: str, kind: str, actor: str, author_kind: str, body: str,
+              meta: dict[str, Any], tick_id: int | None = None) -> tuple:
+    """The events row of these fields (what Event.to_row writes): secrets redacted from actor,
+    body and meta, meta as standard JSON (None when empty)."""
+    text = redact(meta_json(meta)) if meta else None
+    return (ts, kind, redact(actor), author_kind, redact(body), text, tick_id)
 
 
 _warned_unreadable = False
@@ -230,17 +243,52 @@ def append(store: Store, event: Event) -> int:
         return int(cur.lastrowid)
 
 
-def append_many(store: Store, events: Iterable[Event]) -> list[int]:
-    with store.transaction() as db:
-        ids = []
+def append_many(store: Store, events: Iterable[Event], chunk: int = 5000) -> list[int]:
+    """Write these events in one transaction (or inside the caller's), in order, in batches
+    (see `insert_rows`); return their ids."""
+    ids: list[int] = []
+    with store.transaction():
+        rows: list[tuple] = []
         for e in events:
-            cur = db.execute(
-                "INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                e.to_row(),
-            )
-            ids.append(int(cur.lastrowid))
-        return ids
+            rows.append(e.to_row())
+            if len(rows) >= chunk:
+                ids += _ids(insert_rows(store, rows))
+                rows = []
+        ids += _ids(insert_rows(store, rows))
+    return ids
+
+
+def _ids(span: tuple[int, int] | None) -> list[int]:
+    return list(range(span[0], span[1] + 1)) if span else []
+
+
+_STAGE_COLUMNS = "ts, kind, actor, author_kind, body, meta, tick_id"
+
+
+def insert_rows(store: Store, rows: Sequence[tuple]) -> tuple[int, int] | None:
+    """Append event rows (Event.to_row, in order) with one INSERT; return the first and last
+    new ids, or None for no rows. Inside the caller's transaction, or in its own.
+
+    Why one statement: FTS5 writes its pending terms to disk as a new index segment at every
+    statement that touches it, so rows inserted one statement each (the events_ai trigger
+    firing per row) cost one tiny segment per event and endless merging. The rows are staged
+    in a TEMP table of this connection and moved into events by one INSERT ... SELECT: the
+    same trigger fires for each row with the same values, so the index holds exactly what
+    per-row appends write, but FTS5 writes the batch as a few large segments. Ids are
+    contiguous: events has AUTOINCREMENT and the write lock is held."""
+    if not rows:
+        return None
+    with store.transaction() as db:
+        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS events_stage ({_STAGE_COLUMNS})")
+        db.execute("DELETE FROM temp.events_stage")
+        db.executemany("INSERT INTO temp.events_stage VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        cur = db.execute(f"INSERT INTO events({_STAGE_COLUMNS}) SELECT {_STAGE_COLUMNS} "
+                         "FROM temp.events_stage ORDER BY rowid")
+        last = int(cur.lastrowid)
+        db.execute("DELETE FROM temp.events_stage")
+        if cur.rowcount != len(rows):  # rolls this batch back
+            raise RuntimeError(f"staged {len(rows)} events but {cur.rowcount} were written")
+    return last - len(rows) + 1, last
 
 
 def get(store: Store, event_id: int) -> Event | None:

@@ -1,21 +1,20 @@
 """Import keys: one stable key per imported line, so importing a file twice adds nothing.
 
 Owns the `import_keys` table (m010: key, event_id, source): which of a batch of keys are
-already present (looked up in chunks), and writing a batch of imported events together with
-their keys. The caller holds the one transaction around a whole file; the key of a line is the
-importer's business, not this module's.
+already present (looked up in chunks), and writing one file's events batch by batch with their
+keys (FileWriter: events at once, keys staged and written in key order at the end). The caller
+holds the one transaction around a whole file, so a file's events and keys commit together or
+not at all; the key of a line is the importer's business, not this module's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import events as ev
 from .db import Store
 
 CHUNK = 500  # keys per `IN (...)` look-up, well below SQLite's variable limit
-
-_INSERT_EVENT = ("INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
 
 
 def present(store: Store, keys: Sequence[str]) -> set[str]:
@@ -29,22 +28,44 @@ def present(store: Store, keys: Sequence[str]) -> set[str]:
     return found
 
 
-def write(store: Store, rows: Sequence[tuple], keys: Sequence[str],
-          source: str | None) -> tuple[int, int] | None:
-    """Append event rows (Event.to_row) and record each one's key, in one transaction (a
-    savepoint inside the caller's); return the first and last new event ids, or None.
+class FileWriter:
+    """The writes of one imported file, inside the caller's one transaction: events a batch
+    at a time (one INSERT each, see store.events.insert_rows), their keys gathered in a TEMP
+    table and written to `import_keys` once, in key order, by `finish` (a key index filled in
+    order is appended to; filled a batch at a time it is written all over, every batch).
 
-    The rows get contiguous ids: events has AUTOINCREMENT and the write lock is held, so the
-    last insert's rowid minus the count gives the first."""
-    if len(rows) != len(keys):
-        raise ValueError(f"{len(rows)} rows but {len(keys)} keys")
-    if not rows:
-        return None
-    with store.transaction() as db:
-        db.executemany(_INSERT_EVENT, rows)
-        last = int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
-        first = last - len(rows) + 1
-        # in key order: the key index takes them with fewer page visits
-        db.executemany("INSERT INTO import_keys(key, event_id, source) VALUES (?, ?, ?)",
-                       sorted((k, first + i, source) for i, k in enumerate(keys)))
-    return first, last
+    Which keys are already present: those written before this file (`present`). A key of this
+    file is never in `import_keys` before `finish`, so the caller tells repeats within the file
+    apart itself. When `import_keys` is empty at the start, nothing is looked up at all."""
+
+    def __init__(self, store: Store, source: str | None) -> None:
+        self.store, self.source = store, source
+        self.fresh = not store.scalar("SELECT EXISTS (SELECT 1 FROM import_keys)")
+        with store.transaction() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS import_keys_stage (key, event_id)")
+            db.execute("DELETE FROM temp.import_keys_stage")
+
+    def present(self, keys: Sequence[str]) -> set[str]:
+        """Which of these keys an earlier import wrote."""
+        return set() if self.fresh else present(self.store, keys)
+
+    def write(self, rows: Sequence[tuple], keys: Sequence[str]) -> tuple[int, int] | None:
+        """Append event rows (Event.to_row) and stage each one's key; the first and last new
+        event ids, or None."""
+        if len(rows) != len(keys):
+            raise ValueError(f"{len(rows)} rows but {len(keys)} keys")
+        with self.store.transaction() as db:
+            span = ev.insert_rows(self.store, rows)
+            if span:
+                db.executemany("INSERT INTO temp.import_keys_stage VALUES (?, ?)",
+                               zip(keys, range(span[0], span[1] + 1), strict=True))
+        return span
+
+    def finish(self) -> int:
+        """Write the staged keys to `import_keys`, in key order; how many."""
+        with self.store.transaction() as db:
+            cur = db.execute("INSERT INTO import_keys(key, event_id, source) SELECT key, "
+                             "event_id, ? FROM temp.import_keys_stage ORDER BY key",
+                             (self.source,))
+            db.execute("DELETE FROM temp.import_keys_stage")
+        return cur.rowcount

@@ -2,7 +2,8 @@
 
 These tests check that the benchmark runs end to end and that its figures are coherent (every
 unanswerable query refused, a ladder with rungs about ten apart, the whole history archived);
-they print the timings for docs/benchmarks.md and never assert on them. The bench runs
+they print the timings for docs/benchmarks.md and never assert on them (the insert rates
+included: only that they are there and their ratios add up). The bench runs
 in-process (`coworker(...)`); the 100k run is slow (about 40 s quiet, several minutes under
 load) and has its own timeout: `./run-tests --all` or `--slow-only` runs it.
 """
@@ -10,8 +11,14 @@ load) and has its own timeout: `./run-tests --all` or `--slow-only` runs it.
 from __future__ import annotations
 
 import json
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+
+from runtime import synth
+from runtime.bench import bare_insert_rates, insert_line, start_for
 
 from ..conftest import coworker
 
@@ -28,6 +35,36 @@ def test_bench_reports_figures(n: int):
     assert levels[1] * 10 <= n <= levels[1] * 15 + 15  # episodes of 10 to 15 events
     for lvl in range(2, max(levels) + 1):
         assert levels[lvl] == levels[lvl - 1] // 10
-    assert fig["walk_refused"] == fig["queries"] // 5  # the unanswerable fifth, and no more
+    # the unanswerable fifth, and besides them only queries whose matched words are the less
+    # telling half of the query (the walk weighs its entry by idf)
+    assert fig["walk_refused_unanswerable"] == fig["queries"] // 5
+    assert fig["walk_refused"] == fig["queries"] // 5 + fig["walk_refused_on_weight"]
     for key in ("walk", "search", "bare_fts5"):
         assert 0 < fig[key]["p50_ms"] <= fig[key]["p95_ms"]
+    ins = fig["insert"]  # the import rate beside its two floors, and the ratios between them
+    assert min(ins["import_per_s"], ins["bare_per_row_per_s"], ins["bare_bulk_per_s"]) > 0
+    assert ins["import_over_bulk"] == round(ins["import_per_s"] / ins["bare_bulk_per_s"], 2)
+    assert ins["import_over_per_row"] == round(
+        ins["import_per_s"] / ins["bare_per_row_per_s"], 2)
+    assert ins["import_per_s"] >= fig["import_rate_per_s"]  # its own time, without the start
+    assert "import / bulk" in insert_line(fig)
+
+
+def test_bare_insert_rates_leave_their_scratch_databases_behind_them(tmp_path: Path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rates = bare_insert_rates(300, start_for(300), scratch)
+    assert set(rates) == {"per_row", "bulk"} and min(rates.values()) > 0
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_million_synthetic_events_all_lie_in_the_past():
+    """At 1M the history from 1990 ran past today (and import refused its last lines as in
+    the future); start_for starts it early enough."""
+    n = 1_000_000
+    assert start_for(10_000) == start_for(100_000) == datetime(1990, 1, 1, 9, tzinfo=UTC)
+    last = deque(synth.events(n, start=start_for(n)), maxlen=1)[0]
+    end = datetime.fromisoformat(last["ts"].replace("Z", "+00:00"))
+    assert end < datetime.now(UTC) - timedelta(days=365)
