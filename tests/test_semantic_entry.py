@@ -188,3 +188,31 @@ def test_matrix_load_is_the_probes_input(sem_home):
     empty = Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
     with Store.open(home.db_path, readonly=True) as store:
         assert nearest.probe(store, np.ones(64, dtype=np.float32) / 8, empty) is None
+
+
+def test_hybrid_search_never_shows_an_event_and_the_episode_that_holds_it(
+        offline_home: Home, embed_server: EmbedServer):
+    """Rollups are embedded and fused as a ranking of their own; an event inside an episode
+    already shown (or an episode holding an event already shown) is folded into it, so five
+    hits are five different places in the history."""
+    from rituals import reflect as rf
+    from runtime.store import rollups as rl
+    from runtime.store import vectors as vs
+
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    bodies = [CAR, PARAPHRASED, *DISTRACTORS] * 8  # several episodes, each with a car event
+    seed(offline_home, bodies, ts="2024-05-01T09:00:00.000Z")
+    with Store.open(offline_home.db_path) as store:
+        rf.reflect(offline_home, offline_home.settings(), store)  # embeds events and rollups
+    cache = SemanticCache()
+    with Store.open(offline_home.db_path) as store:
+        assert vs.count(store, "http:all-minilm", "rollup") >= 2
+        hits = search(store, PARAPHRASE, 5, semantic=cache.for_query(
+            store, offline_home.settings().semantic, PARAPHRASE))
+        episodes = [rl.get(store, h.id) for h in hits if h.kind == "rollup"]
+    assert any(h.source == "semantic" for h in hits), hits
+    for r in episodes:
+        if r is not None and r.level == 1:
+            inside = [h.id for h in hits if h.kind == "event"
+                      and r.first_event <= h.id <= r.last_event]
+            assert not inside, f"events {inside} shown beside their episode {r.id}"

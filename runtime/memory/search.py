@@ -40,6 +40,8 @@ class Hit:
         return asdict(self)
 
 
+ROLLUP_WEIGHT = 1.0  # the nearest rollups' ranking beside the nearest events' (weights of RRF)
+
 # The loop's own bookkeeping is not memory worth finding: it only echoes the query back.
 BOOKKEEPING = tuple(sorted(BOOKKEEPING_KINDS))
 
@@ -103,16 +105,33 @@ def _fused(store: Store, hits: list[Hit], got: tuple[Any, Any], limit: int,
                     if rollups is not None and len(rollups.ids) else [])
     key = {(h.kind, h.id): h for h in hits}
     fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups,
-                weights=(lexical_weight, 1.0, 1.0))
+                weights=(lexical_weight, 1.0, ROLLUP_WEIGHT))
     out: list[Hit] = []
+    spans: list[tuple[int, int]] = []  # the spans of the rollups taken
     for item, score in fused:
         h = key.get(item) or _semantic_hit(store, item, stale)
-        if h is None:
+        if h is None or _folded(store, h, out, spans):
             continue
         out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt, round(score, 6), h.source))
         if len(out) == limit:
             break
     return out
+
+
+def _folded(store: Store, h: Hit, taken: list[Hit], spans: list[tuple[int, int]]) -> bool:
+    """Whether `h` repeats what is already taken: an event inside an episode's span, or an
+    episode whose span holds an event taken (the better-ranked of the two stands for both).
+    Coarser rollups summarise too much to stand for one event: they fold nothing."""
+    if h.kind == "event":
+        return any(a <= h.id <= b for a, b in spans)
+    r = rl.get(store, h.id)
+    if r is None or r.level != 1 or r.first_event is None or r.last_event is None:
+        return False
+    first, last = r.first_event, r.last_event
+    if any(t.kind == "event" and first <= t.id <= last for t in taken):
+        return True
+    spans.append((first, last))
+    return False
 
 
 def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, int]) -> Hit | None:
