@@ -809,3 +809,23 @@ def test_dry_run_reports_what_the_real_run_does_and_writes_nothing(offline_home:
     done2 = json.loads(coworker("reflect", "--json").stdout)
     assert dry2["sealed"] == done2["sealed"] and dry2["sealed"]
     assert dry2["archived"] == done2["archived"] == 0
+
+
+def test_a_ladder_larger_than_the_map_shows_its_newest_rollups_and_counts_the_rest(
+        offline_home: Home, monkeypatch: pytest.MonkeyPatch):
+    """A year's ladder has tens of thousands of rollups: the map shows at most MAP_NODES, the
+    roots and then the newest children rung by rung, and says how many it left out."""
+    add(offline_home, random_history(330, NOW - timedelta(days=31), seed=9))
+    with Store.open(offline_home.db_path) as store:
+        run(offline_home, store)
+        full = render(store, "coworker")
+        monkeypatch.setattr(memmap, "MAP_NODES", 6)
+        short = render(store, "coworker")
+        all_r = rollups(store)
+    assert len(all_r) > 6 and "not shown here" not in full
+    ladder = [ln for ln in short.splitlines() if re.match(r"^\s*- \*\*L\d+ #\d+\*\*", ln)]
+    assert len(ladder) == 6 and all(ln in full.splitlines() for ln in ladder), ladder
+    assert f"- … and {len(all_r) - 6} older rollups not shown here" in short
+    top = max(r.level for r in all_r)
+    newest_top = max(r.id for r in all_r if r.level == top)
+    assert ladder[0].startswith(f"- **L{top} #{newest_top}**"), ladder  # coarsest, newest first

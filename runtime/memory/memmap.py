@@ -3,8 +3,9 @@
 Owns rendering `state/memory-map.md` from scratch: a header saying it is generated and read by
 no code, queued promotions first, decisions (superseded ones marked stale), the MEMORY.md
 entries that were superseded (marked stale in the same words, never shown as true), the ladder
-from the top down with children nested (unlinked rollups marked), totals, and a footer on
-drilling down. Deterministic: the same database gives a
+from the top down with children nested (unlinked rollups marked; at most `MAP_NODES`, the
+newest, read from the store one parent at a time, so a year's ladder costs what 400 rollups
+cost), totals, and a footer on drilling down. Deterministic: the same database gives a
 byte-identical file (no clock is read here). It reads the store and writes only that file.
 """
 
@@ -24,6 +25,7 @@ from ..store import rollups as rl
 
 FIRST_SENTENCE_CHARS = 120
 DECISIONS_SHOWN = 30
+MAP_NODES = 400  # rollups the map shows; a year's ladder (tens of thousands) is counted instead
 
 
 def first_sentence(text: str) -> str:
@@ -66,13 +68,30 @@ def _superseded_entries(store: Store) -> list[str]:
     return out
 
 
-def render(store: Store, name: str = "coworker") -> str:
-    rows = rl.all_(store)
+def _chosen(store: Store, budget: int) -> tuple[list[rl.Rollup], dict[int, list[rl.Rollup]]]:
+    """The rollups the map shows, at most `budget`: the roots (coarsest first, newest first
+    within a level), then rung by rung the children of those shown, newest parents first, so
+    the newest detail is what a short budget keeps. Reads only what it shows."""
+    roots = [r for lvl in range(rl.top_level(store), 0, -1)
+             for r in reversed(rl.at_level(store, lvl, unparented_only=True))][:budget]
     kids: dict[int, list[rl.Rollup]] = defaultdict(list)
-    roots: list[rl.Rollup] = []
-    for r in rows:
-        (kids[r.parent_id] if r.parent_id is not None else roots).append(r)
-    roots.sort(key=lambda r: (-r.level, -r.id))  # coarsest first, newest first within a level
+    left = budget - len(roots)
+    frontier = list(roots)
+    while frontier and left > 0:
+        below: list[rl.Rollup] = []
+        for parent in frontier:
+            got = rl.children(store, parent.id)[-left:]  # the newest, when the budget is short
+            kids[parent.id] = got
+            left -= len(got)
+            below.extend(reversed(got))
+            if left <= 0:
+                break
+        frontier = below
+    return roots, kids
+
+
+def render(store: Store, name: str = "coworker") -> str:
+    roots, kids = _chosen(store, MAP_NODES)
 
     out = [
         f"# Memory map: {name}",
@@ -120,6 +139,10 @@ def render(store: Store, name: str = "coworker") -> str:
 
     counts = ev.counts(store)
     per_level = rl.counts_per_level(store)
+    hidden = sum(per_level.values()) - len(roots) - sum(len(k) for k in kids.values())
+    if hidden > 0:
+        out.append(f"- … and {hidden} older rollups not shown here (the map keeps the "
+                   f"{MAP_NODES} newest): `coworker walk` and `coworker search` reach every one.")
     out += ["", "## Totals", "",
             f"- events: {counts['hot']} hot, {counts['archived']} archived",
             "- rollups: " + (", ".join(f"level {lvl}: {n}" for lvl, n in per_level.items())
