@@ -307,6 +307,20 @@ def test_backoff_doubles_up_to_the_cap():
     assert sleeper.delays == [1, 2, 2]
 
 
+def test_a_start_slower_than_a_call_may_take_is_bounded_by_start_timeout_s():
+    """A busy machine starts a server slower than a call should take: `timeout_s` bounds the
+    calls, `start_timeout_s` the start; a start past it is a restart with the reason."""
+    async def go(server: McpServer) -> tuple[CallStatus, str]:
+        async with Hands(McpSection(servers=[server]), sleep=Sleeper()) as hands:
+            r = await hands.call("faulty__echo", {"text": "up"})
+            return r.status, hands.runner("faulty").status.reason or ""
+    slow = faulty("faulty", "--slow-start", "2", timeout_s=0.5)
+    assert run(go(slow))[0] is CallStatus.OK
+    status, _ = run(go(faulty("faulty", "--slow-start", "3", timeout_s=30,
+                              start_timeout_s=0.5)))
+    assert status is not CallStatus.OK
+
+
 def test_a_hang_hits_the_timeout_and_the_server_stays_usable():
     async def go():
         async with Hands(McpSection(servers=[faulty(timeout_s=1)]), sleep=Sleeper()) as hands:

@@ -71,7 +71,10 @@ class McpServer(_Entry):
     read_only: list[str] = Field(default_factory=list, description="tools to treat as read-only")
     approve: list[str] = Field(default_factory=list, description="tools that always wait for the owner")
     disabled: list[str] = Field(default_factory=list, description="tools never offered to the model")
-    timeout_s: float = Field(30.0, gt=0, le=3600, description="seconds a start or a call may take")
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="seconds a call may take")
+    start_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="seconds a start may take (spawn, handshake, tool "
+        "listing): a busy machine starts a server slower than a call should take")
 
     @field_validator("name")
     @classmethod
@@ -165,7 +168,7 @@ class McpSection(BaseModel):
 
     servers: list[McpServer] = Field(
         default_factory=list, description="[[mcp.servers]]: name, command/args/env or url/headers, "
-        "mode, read_only, approve, disabled, timeout_s")
+        "mode, read_only, approve, disabled, timeout_s, start_timeout_s")
     watch: list[McpWatch] = Field(
         default_factory=list, description="[[mcp.watch]]: server, tool, arguments, interval_s or cron")
     approval_ttl: str = Field(

@@ -8,7 +8,7 @@ its restarts). It never decides whether a call may run (runtime/hands/classify.p
 loop do), never records an event and never reads config files.
 
 Lifecycle: the supervisor connects (the whole start, listing included, bounded by
-`timeout_s`) and waits; a call that finds the connection closed (the process died, before or
+`start_timeout_s`; a call by `timeout_s`) and waits; a call that finds the connection closed (the process died, before or
 during the call) wakes it, and it reconnects after a backoff that doubles from
 `restart_initial_s` up to `restart_max_s` (reset by a successful start). A server that cannot
 start is retried the same way; its reason (the error, and the last lines it wrote to stderr)
@@ -238,7 +238,8 @@ class ServerRunner:
         self._wake = asyncio.Event()
         self._lost = None
         self._tail = tail
-        with anyio.CancelScope(deadline=anyio.current_time() + self.config.timeout_s) as scope:
+        with anyio.CancelScope(deadline=anyio.current_time() + self.config.start_timeout_s
+                               ) as scope:
             async with Client(self._transport(tail), client_info=Implementation(
                     name="coworker", version=__version__)) as client:
                 self._set_tools(await self._list_tools(client))

@@ -71,8 +71,8 @@ async def _never(_delay: float) -> None:
 
 
 def bound_for(section: McpSection) -> float:
-    """How long a whole survey may take: the slowest server's timeout, plus slack."""
-    return max((s.timeout_s for s in section.servers), default=0.0) + SLACK_S
+    """How long a whole survey may take: the slowest server's start, plus slack."""
+    return max((s.start_timeout_s for s in section.servers), default=0.0) + SLACK_S
 
 
 async def survey(section: McpSection, live: bool,

@@ -83,7 +83,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on this port")
     parser.add_argument("--crash-on-start", action="store_true")
+    parser.add_argument("--slow-start", type=float, default=0.0,
+                        help="sleep this many seconds before serving: a slow start")
     args = parser.parse_args()
+    if args.slow_start:
+        import time
+
+        time.sleep(args.slow_start)
     if args.crash_on_start:
         name = os.environ.get("FAULTY_ECHO_ENV")
         said = f" with {os.environ.get(name, '')}" if name else ""
