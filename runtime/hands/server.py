@@ -8,8 +8,8 @@ its restarts). It never decides whether a call may run (runtime/hands/classify.p
 loop do), never records an event and never reads config files.
 
 Lifecycle: the supervisor connects (the whole start, listing included, bounded by
-`start_timeout_s`; a call by `timeout_s`) and waits; a call that finds the connection closed (the process died, before or
-during the call) wakes it, and it reconnects after a backoff that doubles from
+`start_timeout_s`; a call by `timeout_s`) and waits; a call that finds the connection closed
+(the process died, before or during the call) wakes it, and it reconnects after a backoff that doubles from
 `restart_initial_s` up to `restart_max_s` (reset by a successful start). A server that cannot
 start is retried the same way; its reason (the error, and the last lines it wrote to stderr)
 is one WARNING line when it changes and stays in `status()` for `doctor`. The wait is the

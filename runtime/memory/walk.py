@@ -10,8 +10,9 @@ idf over the whole history, a word the history never uses weighing most), so a q
 telling words appear nowhere is not answered by its common ones. Below the threshold it refuses
 and runs no query past the entry scan: a refusal is a return value, never an exception. With
 the semantic channel on, a door may hand it the query's vector for a semantic entry when the
-lexical one falls short (`memory.nearest`, ADR-0020). `walk` never writes; `walk_recorded` is the door that runs it and
-then records one telemetry row through a read-write store the caller hands it.
+lexical one falls short (`memory.nearest`, ADR-0020). `walk` never writes; `walk_recorded` is
+the door that runs it and then records one telemetry row through a read-write store the caller
+hands it.
 
 Three steps: enter (`_enter`: the entry scan of the ladder and of fresh history), descend
 (`_descend`) and gather (`_gather`), returning a typed `WalkResult` (`walk_result`); its
