@@ -501,6 +501,12 @@ def _semantic(settings: Settings | None) -> Check:
     if vec is None:
         return Check(name, False, f"{embedder.name} does not embed ({why}); recall falls back "
                                   "to lexical until it does: fix [semantic] or set enabled = false")
+    if "minilm" not in settings.semantic.model.lower():
+        # the walk's semantic entry is calibrated for all-MiniLM-L6-v2 (memory.nearest)
+        return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)"
+                     "; the walk's semantic confidence is calibrated for all-MiniLM-L6-v2: "
+                     "refit it for this model with `coworker eval paraphrase --channels hybrid "
+                     "--half all --calibrate`", warn=True)
     return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)")
 
 

@@ -618,6 +618,23 @@ def test_the_semantic_channel_when_on_must_embed(offline_home: Home):
     assert by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"].detail == "off"
 
 
+def test_a_semantic_model_the_calibration_was_not_fitted_for_is_a_warning(offline_home: Home):
+    """The walk's semantic confidence is fitted for all-MiniLM-L6-v2: another model embeds
+    fine, and doctor says how to refit it."""
+    from .test_semantic import EmbedServer
+
+    server = EmbedServer().start()
+    try:
+        for model, warned in (("all-minilm", False), ("nomic-embed-text", True)):
+            write_config(offline_home.root, semantic={"enabled": True, "provider": "http",
+                                                      "url": server.url, "model": model})
+            c = by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"]
+            assert c.ok and "embeds" in c.detail, c.detail
+            assert c.warn is warned and ("--calibrate" in c.detail) is warned, c.detail
+    finally:
+        server.stop()
+
+
 # MCP servers: one check a configured server ----------------------------------------------------
 def _mcp_servers(home: Home, *tables: str) -> None:
     text = home.config_path.read_text(encoding="utf-8")
