@@ -212,9 +212,12 @@ class Actions:
                                         door=str(self.door), log_to=rw,
                                         semantic=self._semantic(ro, settings, query))
 
-    def search(self, query: str, limit: int = 10) -> list[Any]:
-        """Search, best first: a list of `memory.search.Hit` (hybrid when the semantic
-        channel is on and lexical covers too little of the query)."""
+    def search(self, query: str, limit: int = 10, after: str | None = None,
+               exhaustive: bool = False) -> Any:
+        """Search, best first: `memory.search.Hits`, a list of `Hit` with `next_cursor` (pass
+        it back as `after` for the next page; hybrid on the first page when the semantic
+        channel is on and lexical covers too little of the query). `exhaustive`: the flat
+        ranking of every match, one page."""
         from .memory.cards import cap_query
         from .memory.search import search
 
@@ -222,8 +225,10 @@ class Actions:
             raise UsageError(f"limit must be between 1 and 200, not {limit}")
         settings = self.home.settings()
         with self._store(readonly=True) as store:
-            return search(store, query, limit, gate=settings.semantic.gate,
-                          semantic=self._semantic(store, settings, cap_query(query)[0]))
+            semantic = (self._semantic(store, settings, cap_query(query)[0])
+                        if after is None else None)
+            return search(store, query, limit, gate=settings.semantic.gate, semantic=semantic,
+                          after=after, exhaustive=exhaustive)
 
     def _semantic(self, store: Any, settings: Any, query: str) -> Any:
         """The semantic channel for one query (None when it is off). The embedder and vectors

@@ -2,11 +2,12 @@
 
 Owns building the history (runtime.synth), importing and reflecting it as real subprocesses of
 the `coworker` command (so reflect's peak memory is its own), and timing each path beside the
-floor it is judged against: walk and lexical search beside one bare FTS5 `MATCH` of the same
-words on the same database; the import rate beside two bare insert rates of the same rows in
-scratch databases of the same schema (per-row INSERTs with the FTS trigger, and a bulk load:
-rows first, then the FTS index filled in one pass). It reports figures; it never fails on
-speed, and it touches no home but its own temporary one.
+floor it is judged against: walk and lexical search (its first page, and the page after it
+through the cursor) beside one bare FTS5 `MATCH` of the same words on the same database; the
+import rate beside two bare insert rates of the same rows in scratch databases of the same
+schema (per-row INSERTs with the FTS trigger, and a bulk load: rows first, then the FTS index
+filled in one pass). It reports figures; it never fails on speed, and it touches no home but
+its own temporary one.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         for q in qs:
             walk(store, q)
         store.conn.set_trace_callback(None)
-        search_ms, _ = _time(lambda q: search(store, q, 10), qs)
+        search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
+        cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
+        next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
         scorer = Distinctive(store)
         recall_ms, _ = _time(lambda q: recall(store, q, k=3, scorer=scorer), qs)
 
@@ -121,6 +124,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
             sum(1 for x in statements if x.strip() and not x.startswith("--")) / len(qs), 1),
         "walk_events_returned_mean": round(statistics.mean(len(w["events"]) for w in walks), 1),
         "search": stats(search_ms),
+        "search_next_page": stats(next_ms) if next_ms else None,
         "recall": stats(recall_ms),
         "bare_fts5": stats(bare_ms),
     }

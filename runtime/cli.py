@@ -388,24 +388,40 @@ def _since(text: str) -> str:
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "n", type=click.IntRange(min=1, max=200), default=10, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-def search(query: tuple[str, ...], n: int, as_json: bool) -> None:
-    """Lexical search over events, the archive and rollups (BM25, best first).
+@click.option("--after", metavar="CURSOR",
+              help="Page on: the cursor the previous page of the same search printed.")
+@click.option("--exhaustive", is_flag=True,
+              help="Rank every match (slow on a long history); one page, no cursor.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object a line; a last {\"next_cursor\": ...} line when there is more.")
+def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
+           as_json: bool) -> None:
+    """Lexical search over events, the archive and rollups (BM25, best first), a page at a
+    time: when there is more, the last line is the command for the next page.
 
     \b
     Example:
       coworker search parser bugs
+      coworker search parser bugs -n 10 --after CURSOR
     """
-    hits = Actions(_home(), Door.CLI).search(" ".join(query), n)
+    import shlex
+
+    hits = Actions(_home(), Door.CLI).search(" ".join(query), n, after=after,
+                                             exhaustive=exhaustive)
     if as_json:
         for h in hits:
             render.json_line(h.as_dict())
+        if hits.next_cursor:
+            render.json_line({"next_cursor": hits.next_cursor})
         return
     if not hits:
-        out.print("no matches")
+        out.print("no more matches" if after else "no matches")
         raise click.exceptions.Exit(1)
     out.print(render.table(["what", "id", "date", "kind", "excerpt"],
                            [(h.kind, h.id, (h.ts or "")[:10], h.label, h.excerpt) for h in hits]))
+    if hits.next_cursor:
+        out.print(f"more: coworker search {shlex.join(query)} -n {n} --after "
+                  f"{hits.next_cursor}")
 
 
 @cli.command(name="import")
@@ -578,8 +594,10 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
     out.print(f"{result['events']:,} events: import {result['import_s']} s "
               f"({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
               f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
-    for name in ("walk", "recall", "search", "bare_fts5"):
-        r = result[name]
+    for name in ("walk", "recall", "search", "search_next_page", "bare_fts5"):
+        r = result.get(name)
+        if r is None:  # no query had a second page
+            continue
         out.print(f"{name:>9}: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms")
     out.print(f"walk: {result['walk_queries_per_walk']} SQL queries per walk, "
               f"{result['walk_refused']}/{result['queries']} refused; walk p95 / bare p95 = "

@@ -151,17 +151,22 @@ def build(home: Home) -> MCPServer:
         return await _call(lambda: _actions(home, ctx).walk(query))
 
     @mcp.tool(annotations=READS)
-    async def memory_search(query: str, ctx: Context, limit: int = 10) -> dict[str, Any]:
+    async def memory_search(query: str, ctx: Context, limit: int = 10,
+                            after: str | None = None) -> dict[str, Any]:
         """Keyword search (BM25, best first) over the whole history, hot and archived events
-        and the summary ladder's rollups. Returns {"hits": [{kind ("event" or "rollup"), id,
-        ts, label, excerpt, score, source}]}. `limit`: 1 to 200. At most 2000 characters of
-        the query are read; a longer one is cut and the result has "query_truncated": true."""
+        and the summary ladder's rollups, a page at a time. Returns {"hits": [{kind ("event" or
+        "rollup"), id, ts, label, excerpt, score, source}], "next_cursor"}: `next_cursor` is
+        null when nothing is left, else pass it as `after` (with the same query) for the next
+        page; paging on reaches every match once. `limit`: 1 to 200. At most 2000 characters
+        of the query are read; a longer one is cut and the result has "query_truncated":
+        true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
         def run() -> dict[str, Any]:
-            found: dict[str, Any] = {
-                "hits": [h.as_dict() for h in _actions(home, ctx).search(query, limit)]}
+            hits = _actions(home, ctx).search(query, limit, after=after)
+            found: dict[str, Any] = {"hits": [h.as_dict() for h in hits],
+                                     "next_cursor": hits.next_cursor}
             if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found

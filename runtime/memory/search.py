@@ -1,19 +1,49 @@
 """Lexical search over the whole history (hot events and archive) and the ladder's rollups.
 
-Owns turning a query into FTS5 terms (the words of `memory.tokens`) and merging the two
-indexes into one ranked list (bm25, best first); with the semantic channel on and lexical
-coverage below the gate, fusing that list with the nearest events and rollups by meaning (the
-door hands it the query's vector; search embeds nothing). It reads; it never writes and never
-calls a model. It reads at most `cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a
-door that shows the hits says so: `cap_query(query)[1]`), and de-duplicates its words in
-linear time.
+Owns turning a query into FTS5 terms (the words of `memory.tokens`), choosing the candidates
+worth ranking, merging the two indexes into one ranked list (bm25, best first), and the
+cursor that pages on from there; with the semantic channel on and lexical coverage below the
+gate, fusing the first page with the nearest events and rollups by meaning (the door hands it
+the query's vector; search embeds nothing). It reads; it never writes and never calls a model.
+It reads at most `cards.MAX_QUERY_CHARS` characters of a query (the rest is ignored; a door
+that shows the hits says so: `cap_query(query)[1]`), and de-duplicates its words in linear time.
+
+Bounded, not exhaustive. A query's words are grouped by FTS term (porter stem), and each
+group's rows are counted newest first, no further than RARE_BUDGET + 1. In each index (events,
+rollups) the candidates are: every match when the counts add up to at most EXACT; otherwise
+every row holding one of the rarest groups (rarest first, while their counts add up to at most
+RARE_BUDGET), the newest ALL_WORDS rows holding every other group, and the newest RECENT
+matches. Each set is read by one FTS5 statement with its bm25 for the whole query (bm25 adds
+up over the query's phrases, and each statement names every phrase its rows can hold, so a row
+scores what the flat ranking gives it); each statement costs one count of each phrase's rows
+(FTS5's idf) and the rows it returns, not a ranking of every match. So the first page is the
+flat ranking's best whenever the candidates hold it. `exhaustive=True` is the flat bm25 over
+every match (one page, no cursor).
+
+Paging. `Hits.next_cursor` is an opaque string (None when nothing is left); passing it back as
+`after` pages on. A cursor freezes the highest event and rollup id and the plan (which words
+counted as rare) at the first page, so a later page reads the same candidates however much
+was written since: pages go through the candidates in bm25 order (a bitmap of those shown
+rides in the cursor), then every other match, events then rollups, newest first. So paging on
+yields every match up to the frozen ids exactly once; events written after the first page are
+not in it (search again). If the candidates differ from the first page's (a redaction or a
+new tag changed what matches), the cursor is refused with a line that says to search again.
+Only the first page is fused with the semantic channel; later pages are lexical.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import heapq
+import json
+import zlib
+from array import array
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import UsageError
 from ..store import Event, Store
 from ..store import decisions as dec
 from ..store import events as ev
@@ -40,23 +70,361 @@ class Hit:
         return asdict(self)
 
 
+class Hits(list):
+    """A page of hits, best first, and the cursor to the next page (None when none is left)."""
+
+    next_cursor: str | None = None
+
+
+class CursorError(UsageError):
+    """A cursor that is not one, belongs to another query, or no longer fits the history."""
+
+
 ROLLUP_WEIGHT = 1.0  # the nearest rollups' ranking beside the nearest events' (weights of RRF)
 
 # The loop's own bookkeeping is not memory worth finding: it only echoes the query back.
 BOOKKEEPING = tuple(sorted(BOOKKEEPING_KINDS))
 
+EXACT = 1000          # at most this many matches (by document frequency): rank them all
+RARE_BUDGET = 2000    # every row holding one of the rarest words, while their counts fit this
+ALL_WORDS = 200       # the newest rows holding every other word
+RECENT = 200          # the newest matches
+ROLLUP_COLUMNS = "{title body terms tags}"  # what rl.fts_search reads by default
+CURSOR_PREFIX = "s1."
+
+Key = tuple[int, int]  # (0 event | 1 rollup, id)
+INDEXES = (("events_fts", 0), ("rollups_fts", 1))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a search's candidates are made of; frozen in its cursor."""
+
+    groups: tuple[tuple[str, ...], ...]  # the query's words, by FTS term
+    tops: tuple[int, int]  # highest event id, highest rollup id
+    rare: tuple[int, int]  # per index: bitmask of the groups ranked in full; -1: every match
+
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
-           gate: float = 0.6) -> list[Hit]:
-    """The best `limit` hits for `query`, best first. With `semantic` (a door's function that
-    embeds the query and hands back the vectors, as for the walk), the hybrid path recall uses:
-    when the top event hits' bodies cover less than `gate` of the query's words, the nearest
-    events and rollups by meaning are fused with the lexical ranking (reciprocal rank fusion,
-    k = 60, the lexical side weighted by its coverage over the gate), and the hits then carry
-    the fused score (higher is better) and `source` "semantic" for an item only the vectors
-    found."""
+           gate: float = 0.6, after: str | None = None, exhaustive: bool = False) -> Hits:
+    """The best `limit` hits for `query`, best first, and `next_cursor` to page on (`after`).
+    With `semantic` (a door's function that embeds the query and hands back the vectors, as
+    for the walk), the hybrid path recall uses: when the top event hits' bodies cover less
+    than `gate` of the query's words, the nearest events and rollups by meaning are fused with
+    the lexical ranking (reciprocal rank fusion, k = 60, the lexical side weighted by its
+    coverage over the gate), and the hits then carry the fused score (higher is better) and
+    `source` "semantic" for an item only the vectors found. First page only: a page `after` a
+    cursor is lexical. `exhaustive`: the flat bm25 over every match, one page, no cursor."""
     words = query_words(cap_query(query)[0])
-    match = ev.fts_query(words)
+    phrases = ev.fts_terms(words)
+    if exhaustive:
+        if after is not None:
+            raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
+                              "drop --after, or drop --exhaustive to page on")
+        return Hits(_exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate))
+    if not phrases:  # nothing to match: only the semantic channel can answer
+        if after is not None:
+            raise CursorError("this cursor belongs to another query: search again without it")
+        return Hits(_exhaustive(store, words, None, limit, semantic, gate))
+    if after is None:
+        plan, shown, phase, membership = _plan(store, phrases), None, (0, 0), None
+    else:
+        plan, shown, phase, membership = _read_cursor(after, phrases)
+    cands = _candidates(store, plan)
+    if membership is not None and membership != _membership(sorted(cands)):
+        raise _stale_cursor()
+    page = _Page(store, plan, cands, shown, phase)
+    if after is None and semantic is not None:
+        lexical = page.first(limit)
+        coverage = _coverage(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
+        if coverage < gate:
+            got = semantic()
+            if got is not None:
+                fused = _fused(store, [h.hit for h in lexical], got, limit, page.stale,
+                               coverage / gate if gate else 1.0)
+                page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
+                return page.finish(fused, done=False)
+    taken = [h.hit for h in page.take(limit)]
+    return page.finish(taken, done=len(taken) < limit)
+
+
+# -- the plan and its candidates -----------------------------------------------------------------
+
+
+def _groups(phrases: list[str]) -> tuple[tuple[str, ...], ...]:
+    """The query's phrases grouped by the FTS term they index as (`fails`, `failing`)."""
+    by: dict[str, list[str]] = {}
+    for p in phrases:
+        by.setdefault(stem(p), []).append(p)
+    return tuple(tuple(g) for g in by.values())
+
+
+def _or(groups: Any) -> str:
+    return " OR ".join(f'"{w}"' for g in groups for w in g)
+
+
+def _wrap(index: str, expr: str) -> str:
+    return f"{ROLLUP_COLUMNS} : ({expr})" if index == "rollups_fts" else expr
+
+
+def _plan(store: Store, phrases: list[str]) -> Plan:
+    """The plan for a first page. Each group's rows are counted newest first up to
+    RARE_BUDGET + 1 (no ranking), so a common word costs no more than that."""
+    groups = _groups(phrases)
+    tops = (ev.fts_top_id(store, "events_fts"), ev.fts_top_id(store, "rollups_fts"))
+    rare = [_rare_mask([ev.fts_count_upto(store, _wrap(index, _or([g])), top, RARE_BUDGET + 1,
+                                          index) for g in groups])
+            for (index, _), top in zip(INDEXES, tops, strict=True)]
+    return Plan(groups, tops, (rare[0], rare[1]))
+
+
+def _rare_mask(counts: list[int]) -> int:
+    """-1 when every match is few enough to rank, else the bitmask of the rarest groups whose
+    counts fit RARE_BUDGET together (rarest first). A count past RARE_BUDGET is a floor."""
+    if sum(counts) <= EXACT and max(counts, default=0) <= RARE_BUDGET:
+        return -1
+    mask, budget = 0, RARE_BUDGET
+    for i in sorted(range(len(counts)), key=lambda i: (counts[i], i)):
+        if counts[i] > budget:
+            break
+        mask |= 1 << i
+        budget -= counts[i]
+    return mask
+
+
+def _candidates(store: Store, plan: Plan) -> dict[Key, float]:
+    """Every candidate of both indexes with its bm25 for the whole query."""
+    out: dict[Key, float] = {}
+    for (index, k), top, rare in zip(INDEXES, plan.tops, plan.rare, strict=True):
+        for expr, limit in _exprs(plan.groups, rare):
+            for i, score in ev.fts_scored(store, _wrap(index, expr), top, limit, index=index):
+                out[(k, i)] = score
+    return out
+
+
+def _exprs(groups: tuple[tuple[str, ...], ...], rare: int) -> list[tuple[str, int]]:
+    """The bounded FTS5 expressions (and row caps, -1 for all) whose rows are the candidates.
+    Each names every phrase a row it returns can hold, so its bm25 is the whole query's. Each
+    is one statement, and each statement's bm25 counts every phrase's rows once: so the rare
+    groups' rows are read with two (with the other words, and without), not one a group."""
+    full = _or(groups)
+    few = [g for i, g in enumerate(groups) if rare == -1 or rare >> i & 1]
+    many = [g for g in groups if g not in few]
+    if not many:  # every word is rare enough: every match is ranked
+        return [(full, -1)]
+    out: list[tuple[str, int]] = []
+    if few:
+        out += [(f"({_or(few)}) AND ({_or(many)})", -1), (f"({_or(few)}) NOT ({_or(many)})", -1)]
+    if len(many) >= 2:
+        every = " AND ".join(f"({_or([g])})" for g in many)
+        out.append((f"({every}) NOT ({_or(few)})" if few else every, ALL_WORDS))
+    out.append((full, RECENT))
+    return out
+
+
+# -- a page --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    key: Key
+    hit: Hit
+    excerpt_body: str
+
+
+class _Page:
+    """One page's walk: the candidates in bm25 order not yet shown, then the rest of the matches
+    (events, then rollups, newest first); what it consumed goes into the next cursor."""
+
+    def __init__(self, store: Store, plan: Plan, cands: dict[Key, float],
+                 shown: bytes | None, phase: tuple[int, int]) -> None:
+        self.store, self.plan, self.cands = store, plan, cands
+        self.order = sorted(cands)  # the bitmap's order: events by id, then rollups by id
+        self.pos = {key: i for i, key in enumerate(self.order)}
+        self.shown = bytearray(shown) if shown is not None else bytearray(
+            (len(self.order) + 7) // 8)
+        if len(self.shown) != (len(self.order) + 7) // 8:
+            raise _stale_cursor()
+        self.phase, self.before = phase
+        self.stale = dec.stale_events(store)
+        self.match = ev.fts_query([w for g in plan.groups for w in g]) or ""
+        self._ranked: Iterator[_Ranked] | None = None
+
+    # the bitmap
+
+    def _is_shown(self, key: Key) -> bool:
+        i = self.pos[key]
+        return bool(self.shown[i >> 3] >> (i & 7) & 1)
+
+    def mark(self, keys: set[Key]) -> None:
+        for key in keys & self.pos.keys():
+            i = self.pos[key]
+            self.shown[i >> 3] |= 1 << (i & 7)
+
+    # walking
+
+    def first(self, limit: int) -> list[_Ranked]:
+        """The best candidates not shown, up to `limit` events and `limit` rollups, best first
+        (the lexical side of a fused page); marks nothing."""
+        out, n = [], [0, 0]
+        for r in self._best(mark=False):
+            if n[r.key[0]] < limit:
+                out.append(r)
+                n[r.key[0]] += 1
+            if min(n) >= limit:
+                break
+        return out
+
+    def take(self, limit: int) -> list[_Ranked]:
+        """The next `limit` hits, marking what they consume."""
+        out: list[_Ranked] = []
+        if self.phase == 0:
+            for r in self._best():
+                out.append(r)
+                if len(out) == limit:
+                    return out
+            self.phase, self.before = 1, self.plan.tops[0] + 1
+        while self.phase in (1, 2) and len(out) < limit:
+            got = self._rest(limit - len(out))
+            out += got
+            if len(out) < limit:  # this index is done
+                self.phase, self.before = self.phase + 1, self.plan.tops[1] + 1
+        return out
+
+    def _best(self, mark: bool = True) -> Iterator[_Ranked]:
+        """Candidates not shown, best first; with `mark`, each is marked as it is passed
+        (bookkeeping too, which is skipped: it is no match). Only what is passed is sorted."""
+        heap = [(self.cands[k], k[0] == 0, k[1], k) for k in self.order if not self._is_shown(k)]
+        heapq.heapify(heap)
+        size = 16
+        while heap:
+            chunk = [heapq.heappop(heap)[3] for _ in range(min(size, len(heap)))]
+            size *= 2
+            built = self._build(chunk, {k: self.cands[k] for k in chunk})
+            for key in chunk:
+                if mark:
+                    self.mark({key})
+                if key in built:
+                    yield built[key]
+
+    def _rest(self, need: int) -> list[_Ranked]:
+        """Up to `need` matches outside the candidates in the current index, newest first."""
+        index, k = INDEXES[self.phase - 1]
+        expr = _wrap(index, self.match)
+        out: list[_Ranked] = []
+        while len(out) < need:
+            rows = ev.fts_scored(self.store, expr, self.plan.tops[k], need * 4 + 16,
+                                 before=self.before, index=index)
+            if not rows:
+                break
+            fresh = [((k, i), s) for i, s in rows if (k, i) not in self.pos]
+            built = self._build([key for key, _ in fresh], dict(fresh))
+            for key, _ in fresh:
+                if key in built and len(out) < need:
+                    out.append(built[key])
+                    self.before = key[1]
+            if len(out) < need:
+                self.before = rows[-1][0]
+        return out
+
+    def _build(self, keys: list[Key], scores: dict[Key, float]) -> dict[Key, _Ranked]:
+        """Hits for these keys (bookkeeping events and vanished rows left out)."""
+        out: dict[Key, _Ranked] = {}
+        ids = [i for kind, i in keys if kind == 0]
+        events = ev.history_of(self.store, ids)
+        keep = [i for i in ids if i in events and events[i].kind not in BOOKKEEPING_KINDS]
+        snips = ev.fts_snippets(self.store, self.match, keep)
+        for i in keep:
+            e = events[i]
+            out[(0, i)] = _Ranked((0, i), Hit("event", i, e.ts, _label(e, self.stale),
+                                              snips.get(i, e.body[:240]), scores[(0, i)],
+                                              e.source), e.body)
+        for kind, i in keys:
+            r = rl.get(self.store, i) if kind == 1 else None
+            if r is not None:
+                text = f"{r.title}: {r.body}" if r.title else r.body
+                out[(1, i)] = _Ranked((1, i), Hit("rollup", i, r.last_ts, f"level {r.level}",
+                                                  text[:240], scores[(1, i)], "ladder"), "")
+        return out
+
+    def finish(self, hits: list[Hit], done: bool) -> Hits:
+        """The page, with a cursor when a match is left to show."""
+        out = Hits(hits)
+        if not done and self._more():
+            out.next_cursor = _write_cursor(self)
+        return out
+
+    def _more(self) -> bool:
+        """Whether a later page would show anything (a candidate not yet passed, else one
+        step further on, undone)."""
+        if self.phase == 0 and any(not self._is_shown(k) for k in self.order):
+            return True
+        saved = bytes(self.shown), self.phase, self.before
+        try:
+            return bool(self.take(1))
+        finally:
+            self.shown, (self.phase, self.before) = bytearray(saved[0]), saved[1:]
+
+
+# -- the cursor ----------------------------------------------------------------------------------
+
+
+def _fingerprint(phrases: list[str]) -> int:
+    return zlib.crc32("\x1f".join(phrases).encode())
+
+
+def _membership(order: list[Key]) -> int:
+    """A checksum of the candidates (their keys in bitmap order)."""
+    return zlib.crc32(array("q", [x for key in order for x in key]).tobytes())
+
+
+def _write_cursor(page: _Page) -> str:
+    plan = page.plan
+    state = {"q": _fingerprint([w for g in plan.groups for w in g]), "t": list(plan.tops),
+             "r": list(plan.rare), "h": _membership(page.order), "p": page.phase, "b": page.before,
+             "s": base64.b64encode(bytes(page.shown)).decode() if page.phase == 0 else ""}
+    raw = zlib.compress(json.dumps(state, separators=(",", ":")).encode(), 9)
+    return CURSOR_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _read_cursor(cursor: str, phrases: list[str]
+                 ) -> tuple[Plan, bytes | None, tuple[int, int], int]:
+    """The plan, shown-bitmap, phase and candidates' checksum a cursor carries (CursorError
+    for anything else)."""
+    bad = CursorError(f"{cursor[:40]!r} is not a search cursor: pass the next_cursor a search "
+                      "printed, with the same words")
+    if not cursor.startswith(CURSOR_PREFIX):
+        raise bad
+    try:
+        body = cursor[len(CURSOR_PREFIX):]
+        state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        plan = Plan(_groups(phrases), (int(state["t"][0]), int(state["t"][1])),
+                    (int(state["r"][0]), int(state["r"][1])))
+        phase = (int(state["p"]), int(state["b"]))
+        shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
+        fingerprint, membership = int(state["q"]), int(state["h"])
+    except (ValueError, KeyError, IndexError, TypeError, zlib.error, binascii.Error):
+        raise bad from None
+    if fingerprint != _fingerprint(phrases):
+        raise CursorError("this cursor belongs to another query: page on with the same words, "
+                          "or search again without it")
+    if phase[0] not in (0, 1, 2, 3):
+        raise bad
+    return plan, shown, phase, membership
+
+
+def _stale_cursor() -> CursorError:
+    return CursorError("the history changed under this cursor (a redaction or new search "
+                       "words): search again without it")
+
+
+# -- the flat ranking, the labels, the hybrid path ------------------------------------------------
+
+
+def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
+                semantic: Semantic | None, gate: float) -> list[Hit]:
+    """Every match ranked (bm25 over both indexes, the top `limit` of each, best first), fused
+    as the first page is when lexical coverage falls short."""
     hits: list[Hit] = []
     stale = dec.stale_events(store)
     bodies: list[str] = []

@@ -499,3 +499,70 @@ def fts_search(store: Store, match: str, limit: int = 10,
         (match, inner, *exclude_kinds, limit),
     )
     return [(Event.from_row(r), float(r["score"]), r["snip"]) for r in rows]
+
+
+# -- bounded FTS5 scans for paged search (memory.search) ----------------------------------------
+# Each reads one of the two FTS5 indexes with the id ceiling a search froze at its first page, so
+# the same call gives the same rows however much is written after. bm25 is FTS5's, over the whole
+# index: a score read here equals the one a flat ranking of the same MATCH would give that row.
+
+FTS_INDEXES = {"events_fts": "events_fts", "rollups_fts": "rollups_fts"}
+
+
+def _index(name: str) -> str:
+    if name not in FTS_INDEXES:
+        raise ValueError(f"not an FTS index: {name!r}")
+    return FTS_INDEXES[name]
+
+
+def fts_top_id(store: Store, index: str = "events_fts") -> int:
+    """The highest rowid in an FTS index (the ceiling a paged search freezes)."""
+    table = _index(index)
+    return int(store.scalar(f"SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1") or 0)
+
+
+def fts_count_upto(store: Store, match: str, top: int, cap: int,
+                   index: str = "events_fts") -> int:
+    """How many rows <= top match, counted newest first and no further than `cap`."""
+    table = _index(index)
+    return int(store.scalar(
+        f"SELECT COUNT(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
+        "ORDER BY rowid DESC LIMIT ?)", (match, top, cap)) or 0)
+
+
+def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int | None = None,
+               index: str = "events_fts") -> list[tuple[int, float]]:
+    """(rowid, bm25) of the matches with rowid <= top (and < before), newest first, at most
+    `limit` (-1: all). Cost grows with the rows returned, not with the index."""
+    table = _index(index)
+    ceiling = top if before is None else min(top, before - 1)
+    rows = store.query(
+        f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
+        "ORDER BY rowid DESC LIMIT ?", (match, ceiling, limit))
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def fts_snippets(store: Store, match: str, ids: Sequence[int]) -> dict[int, str]:
+    """The FTS5 snippet of each event id for `match` (as fts_search shows it)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = store.query(
+        "SELECT rowid, snippet(events_fts, 0, '', '', '…', 24) FROM events_fts "
+        f"WHERE events_fts MATCH ? AND rowid IN ({marks})", (match, *ids))
+    return {int(r[0]): r[1] for r in rows}
+
+
+def history_of(store: Store, ids: Sequence[int]) -> dict[int, Event]:
+    """The events (hot or archived) with these ids, by id."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = store.query(f"SELECT {COLUMNS}, source FROM history WHERE id IN ({marks})",
+                       tuple(ids))
+    return {int(r["id"]): Event.from_row(r) for r in rows}
+
+
+def fts_terms(terms: Iterable[str]) -> list[str]:
+    """The words `fts_query` quotes for these terms, in its order (each one phrase)."""
+    return list(dict.fromkeys(w for t in terms for w in _WORD.findall(t.lower())))

@@ -32,18 +32,25 @@ class SearchInput(BaseModel):
     query: str = Field(min_length=1, description="words to look for (at most "
                        f"{MAX_QUERY_CHARS} characters are read)")
     limit: int = Field(8, ge=1, le=30, description="how many results")
+    after: str | None = Field(None, max_length=4000, description="to see more: the cursor "
+                              "the last line of an earlier memory_search with the same query "
+                              "gave")
 
 
 def _search(ctx: ToolContext, p: SearchInput) -> str:
     query, cut = cap_query(p.query)
-    hits = search(ctx.store, query, p.limit, semantic=_semantic(ctx, query))
+    semantic = _semantic(ctx, query) if p.after is None else None
+    hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after)
     note = [QUERY_NOTE] if cut else []
     if not hits:
-        return "\n".join([*note, f"no memory matches {query[:200]!r}"])
+        gone = "no more memory matches" if p.after else "no memory matches"
+        return "\n".join([*note, f"{gone} {query[:200]!r}"])
     lines = [
         f"[{h.kind} {h.id} · {(h.ts or '')[:16]} · {h.label} · {h.source}] {h.excerpt}"
         for h in hits
     ]
+    if hits.next_cursor:
+        lines.append(f"(more: memory_search with the same query and after={hits.next_cursor})")
     return "\n".join([*note, *lines])
 
 
