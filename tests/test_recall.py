@@ -723,3 +723,51 @@ def test_a_ritual_prompt_with_no_informative_terms_injects_nothing(home: Home,
     api.enqueue(text("Checking."))
     tick(loop)
     assert tail_block(api.bodies[-1]) is not None
+
+
+def test_on_a_long_history_recall_ranks_bounded_episode_candidates_with_the_flat_scores(
+        offline_home: Home, monkeypatch: pytest.MonkeyPatch):
+    """Issue 15: when a rung holds many matching episodes, recall ranks only candidates (those
+    holding the rarest words, the newest holding every other word, the newest matches), each
+    with the bm25 the flat ranking gives it. With the caps set small, a history of a few hundred
+    episodes takes that path: the episode holding the rare word still comes first with the flat
+    score, and the common-words query still returns episodes holding all its words."""
+    from rituals import reflect as rf
+    from runtime.memory import recall as rc
+
+    bodies = []
+    for i in range(600):
+        extra = " The zeppelin migration slipped." if i == 37 else ""
+        bodies.append(f"Standup {i}: billing export and invoice checks ran.{extra}")
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, [Event(kind="note", body=b, actor="coworker", author_kind="agent",
+                                     ts=f"2025-03-{1 + i // 60:02d}T{9 + (i % 60) // 6:02d}:"
+                                        f"{(i % 6) * 10:02d}:00.000Z")
+                               for i, b in enumerate(bodies)])
+        rf.reflect(offline_home, offline_home.settings(), store)
+        assert rl.counts_per_level(store)[1] > 20
+        scored: list[str] = []
+        real = ev.fts_scored
+
+        def spy(*a, **kw):
+            scored.append(a[1])
+            return real(*a, **kw)
+        for words in (["zeppelin", "billing"], ["billing", "invoice", "export"]):
+            monkeypatch.setattr(ev, "fts_scored", spy)
+            flat = rc._episodes(store, words)
+            assert scored == [], "a short history must take the flat ranking"
+            monkeypatch.setattr(rc, "EXACT_EPISODES", 3)
+            monkeypatch.setattr(rc, "RARE_EPISODES", 5)
+            monkeypatch.setattr(rc, "RECENT_EPISODES", 4)
+            bounded = rc._episodes(store, words)
+            monkeypatch.undo()
+            assert scored, "the bounded path was not taken"
+            scored.clear()
+            flat_scores = {r.id: s for r, s in rl.fts_search(
+                store, " OR ".join(f'"{w}"' for w in words), 10**6, level=1,
+                columns="title body terms vocab tags")}
+            assert bounded, words
+            for r, s in bounded:  # every candidate scores what the flat ranking gives it
+                assert s == pytest.approx(flat_scores[r.id], abs=1e-9), (words, r.id)
+            if "zeppelin" in words:
+                assert bounded[0][0].id == flat[0][0].id  # the rare word decides: same best

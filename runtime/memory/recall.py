@@ -7,8 +7,9 @@ block.
 
 Candidates come from two places, so the cost grows with the ladder and the hot window, not
 with total history:
-- the level-1 episodes whose full vocabulary matches (one FTS query on one rung), whose spans
-  are then read from events and archive;
+- the level-1 episodes whose full vocabulary matches (one FTS query on one rung; past
+  EXACT_EPISODES matches, only bounded candidates are ranked: `_episodes`), whose spans are
+  then read from events and archive;
 - events no episode covers yet (an FTS rowid-range query past the ladder's end).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
 EPISODE_WEIGHT = 1.2  # share of the (normalised) episode score added to each of its events
 EPISODES = 12  # level-1 episodes whose spans are read
+EXACT_EPISODES = 1000  # up to this many matching episodes one FTS query ranks them all
+RARE_EPISODES = 2000  # on a longer history: every episode holding one of the rarest words ...
+RECENT_EPISODES = 200  # ... and the newest matches are the candidates ranked
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 FRESH = 60  # events past the ladder's end considered
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
@@ -174,12 +178,61 @@ def _doc_stems(e: Event, tags: str) -> Counter[str]:
     return Counter(stem(w) for w in (*words(e.body), *words(e.actor), *words(tags)))
 
 
-def _candidates(store: Store, match: str
+def _phrase_or(words: Sequence[str]) -> str:
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def _on_rung(expr: str) -> str:
+    return f'level : "1" AND {{title body terms vocab tags}} : ({expr})'
+
+
+def _episodes(store: Store, words: list[str]) -> list[tuple[rl.Rollup, float]]:
+    """The EPISODES best level-1 episodes for the query's FTS words, best bm25 first.
+
+    When the words match few episodes (EXACT_EPISODES together), one FTS query ranks them all,
+    as it always did. On a long history the rung holds tens of thousands of matches for a
+    common word, and ranking them all grew with the history (issue 15): then only candidates
+    are ranked: the episodes holding one of the rarest words (while their counts fit
+    RARE_EPISODES), the RECENT_EPISODES newest holding every other word, and as many of the
+    newest matches. Each set is read by a statement that names every word, so each candidate
+    scores the bm25 the flat ranking gives it (search does the same for its first page,
+    ADR-0021)."""
+    top = ev.fts_top_id(store, "rollups_fts")
+    counts = [ev.fts_count_upto(store, _on_rung(_phrase_or([w])), top, RARE_EPISODES + 1,
+                                "rollups_fts") for w in words]
+    full = _phrase_or(words)
+    if sum(counts) <= EXACT_EPISODES:
+        return rl.fts_search(store, full, EPISODES, level=1,
+                             columns="title body terms vocab tags")
+    few, budget = [], RARE_EPISODES
+    for i in sorted(range(len(words)), key=lambda i: (counts[i], i)):
+        if counts[i] > budget:
+            break
+        few.append(words[i])
+        budget -= counts[i]
+    many = [w for w in words if w not in few]
+    exprs = [(full, -1 if not many else RECENT_EPISODES)]
+    if few and many:
+        exprs += [(f"({_phrase_or(few)}) AND ({_phrase_or(many)})", -1),
+                  (f"({_phrase_or(few)}) NOT ({_phrase_or(many)})", -1)]
+    if len(many) >= 2:  # the newest episodes holding every common word: where bm25 peaks
+        every = " AND ".join(f'"{w}"' for w in many)
+        exprs.append((f"({every}) NOT ({_phrase_or(few)})" if few else every,
+                      RECENT_EPISODES))
+    scores: dict[int, float] = {}
+    for expr, limit in exprs:
+        for i, score in ev.fts_scored(store, _on_rung(expr), top, limit, index="rollups_fts"):
+            scores[i] = score
+    best = sorted(scores, key=lambda i: (scores[i], i))[:EPISODES]
+    got = [(rl.get(store, i), scores[i]) for i in best]
+    return [(r, s) for r, s in got if r is not None]
+
+
+def _candidates(store: Store, match: str, words: list[str]
                 ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float]]:
     """The best episodes' spans, and what no episode covers yet; each episode's score
     normalised to the best one's."""
-    episodes = rl.fts_search(store, match, EPISODES, level=1,
-                             columns="title body terms vocab tags")
+    episodes = _episodes(store, words)
     ep_score: dict[int, float] = {}
     cands: dict[int, tuple[Event, int | None]] = {}
     if episodes:
@@ -212,7 +265,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     q = {stem(t) for t in terms}
     idf = scorer.idf(sorted(q))
 
-    cands, ep_score = _candidates(store, match)
+    cands, ep_score = _candidates(store, match, ev.fts_terms(terms))
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
