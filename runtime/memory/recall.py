@@ -179,7 +179,7 @@ def _doc_stems(e: Event, tags: str) -> Counter[str]:
 
 
 def _phrase_or(words: Sequence[str]) -> str:
-    return " OR ".join(f'"{w}"' for w in words)
+    return ev.fts_query(words) or '""'
 
 
 def _on_rung(expr: str) -> str:
@@ -340,16 +340,19 @@ def diversify(ranked: Sequence[Hit], k: int, stems: dict[int, frozenset[str]],
 RRF_K = 60
 
 
-def lexical_coverage(result: Recall, top: int = 3) -> float:
-    """Share of the query's terms found in the bodies of the top lexical hits. Tags (keywords
-    the owner added) do not count: they are not evidence that the text itself matches."""
-    if not result.terms:
+def coverage(terms: Sequence[str], bodies: Sequence[str]) -> float:
+    """Share of the query's terms (by stem) the bodies hold. Tags (keywords the owner or
+    reflect added) do not count: they are not evidence that the text itself matches."""
+    if not terms:
         return 0.0
-    q = {stem(t) for t in result.terms}
-    have: set[str] = set()
-    for h in result.hits[:top]:
-        have.update(stem(w) for w in words(h.event.body))
+    q = {stem(t) for t in terms}
+    have = {stem(w) for b in bodies for w in words(b)}
     return len(q & have) / len(q)
+
+
+def lexical_coverage(result: Recall, top: int = 3) -> float:
+    """`coverage` of the query's terms by the bodies of the top lexical hits."""
+    return coverage(result.terms, [h.event.body for h in result.hits[:top]])
 
 
 def rrf(*rankings: Sequence[Any], k: int = RRF_K,

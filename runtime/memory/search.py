@@ -51,9 +51,9 @@ from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
 from .cards import cap_query
 from .nearest import Semantic
+from .recall import coverage as covered
 from .recall import rrf
 from .tokens import query_words, stem
-from .tokens import words as tokens_of
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     page = _Page(store, plan, cands, shown, phase)
     if after is None and semantic is not None:
         lexical = page.first(limit)
-        coverage = _coverage(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
+        coverage = covered(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
         if coverage < gate:
             got = semantic()
             if got is not None:
@@ -438,7 +438,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
             hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
                             text[:240], score, "ladder"))
     hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
-    coverage = _coverage(words, bodies[:3])
+    coverage = covered(words, bodies[:3])
     if semantic is not None and coverage < gate:
         got = semantic()
         if got is not None:
@@ -450,15 +450,6 @@ def _label(event: Event, stale: dict[int, int]) -> str:
     if event.id in stale:
         return f"{event.kind} (stale: superseded by decision {stale[event.id]})"
     return event.kind
-
-
-def _coverage(words: list[str], bodies: list[str]) -> float:
-    """Share of the query's words (by stem) the bodies hold: tags are not evidence."""
-    if not words:
-        return 0.0
-    q = {stem(w) for w in words}
-    have = {stem(w) for b in bodies for w in tokens_of(b)}
-    return len(q & have) / len(q)
 
 
 def _fused(store: Store, hits: list[Hit], got: tuple[Any, Any], limit: int,
