@@ -6,7 +6,7 @@ In order:
 2. seal the ladder level by level (model-written summaries within a per-run budget when a
    model is configured, extractive otherwise);
 3. pass promotion candidates (durable lessons from the week's rollups, with a model) through
-   the gate;
+   the gate (the week's newest LESSON_EPISODES episodes, read as such, never the whole level);
 3b. give episodes keywords kept beside their index cards (`memory.keywords`): with a model,
    one forced call per batch of episodes that have none yet, from what is left of the same
    per-run budget as the summaries; with `offline_keywords` on, words that co-occur with
@@ -16,6 +16,16 @@ In order:
 5. merge the FTS index segments;
 6. record the run and its figures in `ritual_runs`;
 7. regenerate `state/memory-map.md` from the database (so the map shows this run).
+
+Memory does not grow with the history: every step reads bounded pages (the archive move in
+id ranges of `archive.BATCH` events, episodes from a stream of events, parents from groups of
+`fanout` rollups, the lessons call from the week's newest LESSON_EPISODES episodes, the map
+from its MAP_NODES newest rollups) and the card cache is capped (`cards.DF_CACHED`); what is
+left grows with the history's vocabulary only (the stem cache, itself capped). Measured on the
+synthetic history (`runtime.synth`): peak RSS 66 MB at 100k events, 67 MB at 300k, 72 MB at
+1M, against 63 MB for a run with nothing new (issue 15; tests/test_reflect_memory.py counts
+the rows held at once). `offline_keywords`, when on, is the exception: its co-occurrence
+counts read every episode's vocabulary.
 
 `dry_run` reports what it would archive and seal and writes nothing. A model that fails 3
 summaries (or keyword calls) in a row is not asked again that run (no more summaries, no
@@ -92,6 +102,8 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+LESSON_EPISODES = 60  # the newest episodes of the week the lessons call reads
+
 # [(rollup id, text)] -> [{"text", "source_events", "confidence"}]
 Lessons = Callable[[Sequence[tuple[int, str]]], list[dict[str, Any]]]
 
@@ -139,8 +151,8 @@ def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | No
     if lessons is None:
         return "no model configured: no lessons proposed"
     since = ((now or datetime.now(UTC)) - timedelta(days=7)).isoformat().replace("+00:00", "Z")
-    week = [(r.id, f"{r.title}. {r.body}") for r in rl.at_level(store, 1)
-            if (r.created_at or "") >= since][-60:]
+    newest = rl.recent_at_level(store, 1, since, LESSON_EPISODES)  # never the whole level
+    week = [(r.id, f"{r.title}. {r.body}") for r in newest]
     if not week:
         return "nothing sealed this week: no lessons proposed"
     try:  # the gate reads MEMORY.md for every lesson: one it cannot read is no call at all

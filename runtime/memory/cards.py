@@ -77,8 +77,15 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+DF_CACHED = 20_000  # stems whose document frequency a run keeps (a few MB at most)
+DF_CHUNK = 500  # stems whose document frequencies one query reads
+
+
 class Distinctive:
-    """tf-idf against the whole history, with document frequencies cached for one run."""
+    """tf-idf against the whole history, with document frequencies cached for one run: at
+    most DF_CACHED stems, so a history whose vocabulary keeps growing (names, ids) does not
+    grow the cache with it. A full cache is emptied and refilled from the index (reflect
+    writes no events, so a stem read again has the frequency it had)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -87,8 +94,11 @@ class Distinctive:
 
     def idf(self, stems: Sequence[str]) -> dict[str, float]:
         missing = [s for s in set(stems) if s not in self._df]
-        for i in range(0, len(missing), 500):
-            chunk = missing[i:i + 500]
+        if len(self._df) + len(missing) > DF_CACHED:
+            self._df.clear()
+            missing = list(set(stems))
+        for i in range(0, len(missing), DF_CHUNK):
+            chunk = missing[i:i + DF_CHUNK]
             found = ev.doc_freqs(self.store, chunk)
             for s in chunk:
                 self._df[s] = found.get(s, 0)
@@ -126,7 +136,7 @@ class Distinctive:
                 if not ws or key in seen:
                     continue
                 seen.add(key)
-                idf = self.idf(list(ws))
+                idf = self.idf(sorted(ws))  # summed in one order: the same score every run
                 score = sum(idf.values()) / math.sqrt(len(ws)) + 2.0 * len(ws & focus_stems)
                 scored.append((score, pos, item_id, s))
                 pos += 1

@@ -7,6 +7,8 @@ block's size, so an episode never mixes them and is dated by its own timestamps.
 n+1 rollups gather `fanout` unparented level-n rollups, and so on up while a level has enough.
 Only complete blocks seal; a sealed rollup never changes; a rerun with nothing new changes
 nothing; each seal is its own transaction, so an interrupted run leaves whole rungs only.
+A run holds one block of events or one group of `fanout` rollups at a time, never a whole
+level, so its memory does not grow with the history (tests/test_reflect_memory.py).
 Every rollup carries an index card (its most distinctive terms against the whole log) and a
 summary: written by the `summarize` callable the ritual passes in (checked against the source,
 with a fallback), or extractive. Spans that do not validate are written NULL (ADR-0008).
@@ -41,6 +43,7 @@ GAP_SECONDS = 30 * 60
 MIN_SHARED = 0.6  # a model summary must share this share of its content words with the span
 GIVE_UP_AFTER = 3  # failed summaries in a row, then the rest of the run is extractive
 CARD_TERMS = 8
+HISTORY_PAGE = 2000  # events read from the store at a time while cutting episodes
 
 
 @dataclass
@@ -165,7 +168,7 @@ def episode_blocks(store: Store, fanout: int, after_id: int) -> Iterator[list[Ev
     size: nothing later can join it."""
     block: list[Event] = []
     hard = fanout + fanout // 2
-    for e in ev.history_after(store, after_id):
+    for e in ev.history_after(store, after_id, HISTORY_PAGE):
         if block and (_origin(e) != _origin(block[-1])
                       or (len(block) >= fanout and _boundary(block[-1], e))
                       or len(block) >= hard):
@@ -264,7 +267,9 @@ def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Dist
 
 def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
          progress: Callable[[int], None] | None = None) -> LadderReport:
-    """Seal every complete block, level by level. Idempotent."""
+    """Seal every complete block, level by level. Idempotent. Memory is bounded: episodes come
+    from a stream of events, parents from groups of `fanout` rollups read one group at a time
+    (`rollups.unparented_groups`), never from a list of a whole level."""
     summarizer = summarizer or Summarizer()
     report = LadderReport()
     scorer = cd.Distinctive(store)
@@ -275,9 +280,8 @@ def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
             progress(len(block))
     level = 1
     while rl.count_unparented(store, level) >= fanout:
-        free = rl.at_level(store, level, unparented_only=True)
-        for i in range(0, len(free) - fanout + 1, fanout):
-            seal_parent(store, level + 1, free[i:i + fanout], scorer, summarizer, report)
+        for kids in rl.unparented_groups(store, level, fanout):  # one group held at a time
+            seal_parent(store, level + 1, kids, scorer, summarizer, report)
         level += 1
     report.summary_fallbacks = summarizer.fallbacks
     summarizer.finish()

@@ -72,8 +72,9 @@ def _chosen(store: Store, budget: int) -> tuple[list[rl.Rollup], dict[int, list[
     """The rollups the map shows, at most `budget`: the roots (coarsest first, newest first
     within a level), then rung by rung the children of those shown, newest parents first, so
     the newest detail is what a short budget keeps. Reads only what it shows."""
-    roots = [r for lvl in range(rl.top_level(store), 0, -1)
-             for r in reversed(rl.at_level(store, lvl, unparented_only=True))][:budget]
+    roots: list[rl.Rollup] = []
+    for lvl in range(rl.top_level(store), 0, -1):
+        roots += rl.newest_unparented(store, lvl, budget - len(roots))
     kids: dict[int, list[rl.Rollup]] = defaultdict(list)
     left = budget - len(roots)
     frontier = list(roots)

@@ -1,13 +1,16 @@
 """Rollups: the ladder's rungs above raw events (level 1 episodes, level 2 chapters, ...).
 
-Owns reading the ladder and sealing a rung. A seal is one transaction: it re-checks, under the
-write lock, that its block is still unsealed (so a retried or concurrent reflect cannot seal it
-twice), inserts the rollup, and sets `parent_id` on its children. A sealed rollup never changes;
-the database refuses it (migration m002).
+Owns reading the ladder and sealing a rung. What a reader walks over the whole ladder is
+read a bounded page at a time (`unparented_groups`, `newest_unparented`, `recent_at_level`),
+never as a list of every rung, so reflect's memory does not grow with the history. A seal is
+one transaction: it re-checks, under the write lock, that its block is still unsealed (so a
+retried or concurrent reflect cannot seal it twice), inserts the rollup, and sets `parent_id`
+on its children. A sealed rollup never changes; the database refuses it (migration m002).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +70,37 @@ def at_level(store: Store, level: int, unparented_only: bool = False) -> list[Ro
     extra = " AND parent_id IS NULL" if unparented_only else ""
     return [_from_row(r) for r in store.query(
         f"SELECT * FROM rollups WHERE level = ?{extra} ORDER BY id", (level,))]
+
+
+def unparented_groups(store: Store, level: int, size: int) -> Iterator[list[Rollup]]:
+    """The unparented rollups of one level, oldest first, `size` at a time: only full groups
+    (the last, short one is not yielded). Each group is read when the one before it has been
+    used, after its last id, so sealing a group's parent meanwhile changes nothing here; at
+    most `size` rollups are held at once, however long the ladder."""
+    last = 0
+    while True:
+        group = [_from_row(r) for r in store.query(
+            "SELECT * FROM rollups WHERE level = ? AND parent_id IS NULL AND id > ? "
+            "ORDER BY id LIMIT ?", (level, last, size))]
+        if len(group) < size:
+            return
+        yield group
+        last = group[-1].id
+
+
+def newest_unparented(store: Store, level: int, limit: int) -> list[Rollup]:
+    """At most `limit` unparented rollups of one level, newest first."""
+    return [_from_row(r) for r in store.query(
+        "SELECT * FROM rollups WHERE level = ? AND parent_id IS NULL ORDER BY id DESC LIMIT ?",
+        (level, limit))]
+
+
+def recent_at_level(store: Store, level: int, since: str, limit: int) -> list[Rollup]:
+    """The newest `limit` rollups of one level created at or after `since`, oldest first."""
+    rows = store.query(
+        "SELECT * FROM rollups WHERE level = ? AND created_at >= ? ORDER BY id DESC LIMIT ?",
+        (level, since, limit))
+    return [_from_row(r) for r in reversed(rows)]
 
 
 def count_unparented(store: Store, level: int) -> int:
