@@ -747,13 +747,18 @@ def test_on_a_long_history_recall_ranks_bounded_episode_candidates_with_the_flat
         rf.reflect(offline_home, offline_home.settings(), store)
         assert rl.counts_per_level(store)[1] > 20
         scored: list[str] = []
-        real = ev.fts_scored
+        real_scored, real_ids = ev.fts_scored, ev.fts_ids
 
         def spy(*a, **kw):
             scored.append(a[1])
-            return real(*a, **kw)
+            return real_scored(*a, **kw)
+
+        def spy_ids(*a, **kw):  # the bounded path reads unscored rowids (memory.rung_bm25)
+            scored.append(a[1])
+            return real_ids(*a, **kw)
         for words in (["zeppelin", "billing"], ["billing", "invoice", "export"]):
             monkeypatch.setattr(ev, "fts_scored", spy)
+            monkeypatch.setattr(ev, "fts_ids", spy_ids)
             flat = rc._episodes(store, words)
             assert scored == [], "a short history must take the flat ranking"
             monkeypatch.setattr(rc, "EXACT_EPISODES", 3)

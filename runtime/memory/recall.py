@@ -46,7 +46,8 @@ from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
 from ..store.events import BOOKKEEPING_KINDS
-from .cards import Distinctive, cap_query, content_words
+from . import rung_bm25
+from .cards import Distinctive, cap_query, content_words, is_content_word
 from .nearest import probe
 from .tokens import stem, words
 
@@ -174,8 +175,14 @@ def evidence(hits: Sequence[Hit], stems: dict[int, frozenset[str]],
     return sum(w for s, w in idf.items() if s in have) / sum(idf.values())
 
 
-def _doc_stems(e: Event, tags: str) -> Counter[str]:
-    return Counter(stem(w) for w in (*words(e.body), *words(e.actor), *words(tags)))
+def _doc_stems(e: Event, tags: str) -> tuple[Counter[str], frozenset[str]]:
+    """An event's stems as BM25 reads them (body, speaker, tags), and its topic: the stems of
+    its body's content words, which `diversify` compares. The body is tokenized once."""
+    body = words(e.body)
+    stems = [stem(w) for w in body]
+    bag = Counter(stems)
+    bag.update(stem(w) for w in (*words(e.actor), *words(tags)))
+    return bag, frozenset(s for w, s in zip(body, stems, strict=True) if is_content_word(w))
 
 
 def _phrase_or(words: Sequence[str]) -> str:
@@ -196,10 +203,12 @@ def _episodes(store: Store, words: list[str]) -> list[tuple[rl.Rollup, float]]:
     RARE_EPISODES), the RECENT_EPISODES newest holding every other word, and as many of the
     newest matches. Each set is read by a statement that names every word, so each candidate
     scores the bm25 the flat ranking gives it (search does the same for its first page,
-    ADR-0021)."""
+    ADR-0021); that score is computed from counts kept while the rung is unchanged
+    (`rung_bm25`, ADR-0023), since FTS5's bm25() counts every episode holding each word."""
     top = ev.fts_top_id(store, "rollups_fts")
-    counts = [ev.fts_count_upto(store, _on_rung(_phrase_or([w])), top, RARE_EPISODES + 1,
-                                "rollups_fts") for w in words]
+    kept = rung_bm25.memory_for(store)  # the rung's counts, kept until reflect writes to it
+    counts = [kept.count_upto(store, _on_rung(_phrase_or([w])), top, RARE_EPISODES + 1)
+              for w in words]
     full = _phrase_or(words)
     if sum(counts) <= EXACT_EPISODES:
         return rl.fts_search(store, full, EPISODES, level=1,
@@ -219,13 +228,28 @@ def _episodes(store: Store, words: list[str]) -> list[tuple[rl.Rollup, float]]:
         every = " AND ".join(f'"{w}"' for w in many)
         exprs.append((f"({every}) NOT ({_phrase_or(few)})" if few else every,
                       RECENT_EPISODES))
-    scores: dict[int, float] = {}
-    for expr, limit in exprs:
-        for i, score in ev.fts_scored(store, _on_rung(expr), top, limit, index="rollups_fts"):
-            scores[i] = score
+    scores = _scored(store, exprs, words, top)
     best = sorted(scores, key=lambda i: (scores[i], i))[:EPISODES]
     got = [(rl.get(store, i), scores[i]) for i in best]
     return [(r, s) for r, s in got if r is not None]
+
+
+def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: int
+            ) -> dict[int, float]:
+    """Each candidate episode's bm25 for the query. Every statement names the same words, so a
+    row's bm25 is the same in each; `rung_bm25` gives FTS5's score without FTS5's count of
+    every row holding each word, which grew with the rung (words it cannot score keep
+    FTS5's bm25)."""
+    if rung_bm25.handles(words):
+        ids = list(dict.fromkeys(
+            i for expr, limit in exprs
+            for i in ev.fts_ids(store, _on_rung(expr), top, limit, "rollups_fts")))
+        got = rung_bm25.scores(store, ids, words)
+        if len(got) == len(ids):
+            return got
+    return {i: score for expr, limit in exprs
+            for i, score in ev.fts_scored(store, _on_rung(expr), top, limit,
+                                          index="rollups_fts")}
 
 
 def _candidates(store: Store, match: str, words: list[str]
@@ -273,7 +297,10 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
         return result
 
     tag_text = tg.for_items(store, "event", [int(e.id or 0) for e, _ in pool])
-    docs = [(e, ep, _doc_stems(e, tag_text.get(int(e.id or 0), ""))) for e, ep in pool]
+    docs, topic = [], {}
+    for e, ep in pool:
+        bag, topic[int(e.id or 0)] = _doc_stems(e, tag_text.get(int(e.id or 0), ""))
+        docs.append((e, ep, bag))
     avgdl = sum(sum(d.values()) for _, _, d in docs) / len(docs) or 1.0
     own: dict[int, float] = {}
     for e, _, d in docs:
@@ -297,7 +324,6 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    topic = {int(e.id or 0): frozenset(stem(w) for w in content_words(e.body)) for e, _, _ in docs}
     result.hits = diversify(scored, k, topic)
     result.evidence = evidence(result.hits, {int(e.id or 0): frozenset(d) for e, _, d in docs},
                                idf)
@@ -318,22 +344,29 @@ def diversify(ranked: Sequence[Hit], k: int, stems: dict[int, frozenset[str]],
     (1 - penalty x its word overlap with the closest hit already taken; Jaccard of content
     stems), so many near-duplicates of one match (the same status line every night) give
     way to the other events that match, often in other episodes, while distinct turns of
-    one conversation keep their rank. Greedy, O(k x candidates); `ranked` is best first."""
+    one conversation keep their rank. `ranked` is best first (by score), so each pick reads
+    only down to the first raw score no better than the best discounted one: a discount
+    never raises a score. Exact: the same picks as comparing every candidate every round."""
     penalty = DUPLICATE_PENALTY if penalty is None else penalty
     if penalty <= 0:
         return list(ranked[:k])
     rest = list(ranked)
-    near = [0.0] * len(rest)  # each candidate's overlap with the closest hit taken so far
+    near: dict[int, tuple[float, int]] = {}  # a hit (by id()) -> (closest overlap, hits compared)
     out: list[Hit] = []
     while rest and len(out) < k:
-        i = max(range(len(rest)), key=lambda j: (rest[j].score * (1 - penalty * near[j]), -j))
-        h = rest.pop(i)
-        near.pop(i)
-        out.append(h)
-        mine = stems.get(int(h.event.id or 0), frozenset())
-        for j, other in enumerate(rest):
-            near[j] = max(near[j], _similarity(mine, stems.get(int(other.event.id or 0),
-                                                               frozenset())))
+        pick, value = 0, float("-inf")
+        for j, h in enumerate(rest):
+            if h.score <= value:
+                break
+            closest, seen = near.get(id(h), (0.0, 0))
+            mine = stems.get(int(h.event.id or 0), frozenset())
+            for taken in out[seen:]:
+                closest = max(closest, _similarity(mine, stems.get(int(taken.event.id or 0),
+                                                                   frozenset())))
+            near[id(h)] = (closest, len(out))
+            if h.score * (1 - penalty * closest) > value:
+                pick, value = j, h.score * (1 - penalty * closest)
+        out.append(rest.pop(pick))
     return out
 
 

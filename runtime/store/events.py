@@ -542,6 +542,17 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+def fts_ids(store: Store, match: str, top: int, limit: int = -1,
+            index: str = "events_fts") -> list[int]:
+    """The rowids of the matches with rowid <= top, newest first, at most `limit` (-1: all),
+    unscored: FTS5 reads each phrase's doclist only as far as the limit needs, where bm25()
+    first counts every row holding each phrase of the statement."""
+    table = _index(index)
+    return [int(r[0]) for r in store.query(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
+        "ORDER BY rowid DESC LIMIT ?", (match, top, limit))]
+
+
 def fts_snippets(store: Store, match: str, ids: Sequence[int]) -> dict[int, str]:
     """The FTS5 snippet of each event id for `match` (as fts_search shows it)."""
     if not ids:

@@ -1,0 +1,171 @@
+"""FTS5's own bm25 for chosen episodes of the ladder, without FTS5's pass over every match.
+
+Owns one computation: the score `bm25(rollups_fts)` gives a level-1 row for recall's MATCH
+(`level : "1" AND {title body terms vocab tags} : (...)`, one-word phrases joined by any
+operators), computed for rows the caller has already chosen. FTS5 computes it by first
+counting, for every phrase of the statement, the rows that hold it: a pass over each phrase's
+whole doclist. On a long history the rung holds tens of thousands of episodes for a common word
+(and for `level : "1"` itself), so every ranked statement cost what the whole rung costs and
+grew with it (issue 15). Here those counts are read once and kept while the index is
+unchanged (`RungMemory`; its stamp is FTS5's averages and structure records, and the latter's
+write counter moves with every change to the index: a rollup sealed, a tag added), and so is
+each scored episode's stem counts, read from its own text by `memory.tokens` (the one
+tokenizer, which mirrors FTS5's), with its length from `rollups_fts_docsize`: a warm statement
+costs the rows it scores, a cold one also reads their text once (ADR-0023). The formula
+is FTS5's (fts5_aux.c: k1 1.2, b 0.75, idf log((N - n + 0.5) / (n + 0.5)) floored at 1e-6,
+every column weighted 1), so a score here equals FTS5's for the same row and statement;
+`tests/test_rung_bm25.py` checks it to 1e-9.
+
+Read-only: it reads the store and knows nothing of recall's ranking or the loop. A query word
+the tokenizer would split further is left to FTS5's bm25 (`handles`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+from ..store import Store
+from ..store import events as ev
+from .tokens import WORD, stem, words
+
+K1, B = 1.2, 0.75  # FTS5's bm25 defaults
+COLUMNS = "{title body terms vocab tags}"  # the columns recall matches words in
+LEVEL_PHRASE = 'level : "1"'
+MAX_COUNTS = 50_000  # phrase counts kept for one state of the index
+MAX_ROWS = 20_000  # episodes whose stem counts are kept (about 1 KB each)
+_stem = lru_cache(maxsize=65536)(stem)  # a ranked statement reads the same few words often
+
+
+def handles(fts_words: Sequence[str]) -> bool:
+    """Whether these FTS words can be scored here: each one token, as FTS5 reads its phrase."""
+    return bool(fts_words) and all(words(w) == [w] for w in fts_words)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints (as FTS5 stores sizes and totals), in order."""
+    out, i = [], 0
+    while i < len(blob):
+        v = 0
+        for j in range(9):
+            x = blob[i]
+            i += 1
+            if j == 8:
+                v = (v << 8) | x
+                break
+            v = (v << 7) | (x & 0x7F)
+            if not x & 0x80:
+                break
+        out.append(v)
+    return out
+
+
+def _tokens(text: str) -> list[str]:
+    """`words(text)`, faster for plain ASCII (lowered once, not word by word)."""
+    return WORD.findall(text.lower()) if text.isascii() else words(text)
+
+
+class RungMemory:
+    """For one database, while its index is unchanged (`stamp`): how many rows of rollups_fts
+    hold each phrase, and each scored episode's stem counts and length. Bounded: at most
+    MAX_COUNTS phrases and MAX_ROWS episodes (a full table is emptied and read again). Episodes
+    are sealed once, so a row read again has the text it had; any write to the index (a new
+    rollup, a tag) changes the stamp."""
+
+    def __init__(self) -> None:
+        self.stamp: tuple[bytes, bytes] | None = None
+        self.counts: dict[str, int] = {}
+        self.rows: dict[int, tuple[dict[str, int], int]] = {}
+
+    def fresh(self, stamp: tuple[bytes, bytes]) -> None:
+        if stamp != self.stamp:
+            self.stamp, self.counts, self.rows = stamp, {}, {}
+        if len(self.counts) >= MAX_COUNTS:
+            self.counts = {}
+        if len(self.rows) >= MAX_ROWS:
+            self.rows = {}
+
+    def count_upto(self, store: Store, match: str, top: int, cap: int) -> int:
+        """`events.fts_count_upto` on rollups_fts, kept like the phrase counts."""
+        key = f"{top}\x00{cap}\x00{match}"
+        if key not in self.counts:
+            self.counts[key] = ev.fts_count_upto(store, match, top, cap, "rollups_fts")
+        return self.counts[key]
+
+    def count(self, store: Store, phrase: str) -> int:
+        if phrase not in self.counts:
+            self.counts[phrase] = int(store.scalar(
+                "SELECT count(*) FROM rollups_fts WHERE rollups_fts MATCH ?", (phrase,)) or 0)
+        return self.counts[phrase]
+
+    def stems(self, store: Store, ids: Sequence[int]) -> dict[int, tuple[dict[str, int], int]]:
+        """Each episode's stem counts over its indexed text, and its length in tokens."""
+        missing = [i for i in ids if i not in self.rows]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            sizes = {int(r[0]): sum(_varints(bytes(r[1] or b""))) for r in store.query(
+                f"SELECT id, sz FROM rollups_fts_docsize WHERE id IN ({marks})", missing)}
+            for i, text in _texts(store, missing).items():
+                self.rows[i] = (Counter(map(_stem, _tokens(text))), sizes.get(i, 0))
+        return {i: self.rows[i] for i in ids if i in self.rows}
+
+
+_MEMORY: dict[str, RungMemory] = {}
+
+
+def memory_for(store: Store) -> RungMemory:
+    """What is kept for this database file (one per process), emptied if the index changed."""
+    kept = _MEMORY.setdefault(str(store.path), RungMemory())
+    kept.fresh(_stamp(store))
+    return kept
+
+
+def _stamp(store: Store) -> tuple[bytes, bytes]:
+    """The index's state: FTS5's averages record (rows, token totals) and its structure
+    record, whose write counter moves with every change to the index."""
+    rows = dict(store.query("SELECT id, block FROM rollups_fts_data WHERE id IN (1, 10)"))
+    return bytes(rows.get(1) or b""), bytes(rows.get(10) or b"")
+
+
+def _texts(store: Store, ids: Sequence[int]) -> dict[int, str]:
+    """Each rollup's indexed text (title, body, card terms, vocabulary, tags), one string."""
+    marks = ",".join("?" * len(ids))
+    out = {int(r[0]): " ".join(x for x in r[1:] if x) for r in store.query(
+        f"SELECT id, title, body, terms, vocab FROM rollups WHERE id IN ({marks})", tuple(ids))}
+    for r in store.query(
+            "SELECT item_id, group_concat(word, ' ') FROM tags WHERE item_kind = 'rollup' "
+            f"AND item_id IN ({marks}) GROUP BY item_id", tuple(ids)):
+        if int(r[0]) in out and r[1]:
+            out[int(r[0])] += " " + str(r[1])
+    return out
+
+
+def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
+    """bm25 (negative, best lowest, as FTS5 gives it) of each level-1 rollup in `ids` for
+    recall's MATCH of `fts_words` on the rung (any operators between them), as FTS5 would
+    compute it for that statement. `fts_words` must pass `handles`; ids must be level 1."""
+    if not ids:
+        return {}
+    kept = memory_for(store)
+    totals = _varints(kept.stamp[0]) if kept.stamp else []
+    if not totals or totals[0] <= 0:
+        return {}
+    n_rows, avgdl = totals[0], sum(totals[1:]) / totals[0]
+
+    def idf(phrase: str) -> float:
+        n = kept.count(store, phrase)
+        x = math.log((n_rows - n + 0.5) / (n + 0.5))
+        return x if x > 0 else 1e-6
+
+    weight: dict[str, float] = {}  # a stem's idf, summed over the phrases that stem to it
+    for w in dict.fromkeys(fts_words):
+        weight[_stem(w)] = weight.get(_stem(w), 0.0) + idf(f'{COLUMNS} : "{w}"')
+    level = idf(LEVEL_PHRASE) * (K1 + 1)  # every row holds "1" once in its level column
+    out: dict[int, float] = {}
+    for i, (bag, size) in kept.stems(store, ids).items():
+        d = K1 * (1 - B + B * size / avgdl)
+        out[i] = -(level / (1 + d) + sum(w * bag[s] * (K1 + 1) / (bag[s] + d)
+                                         for s, w in weight.items() if s in bag))
+    return out

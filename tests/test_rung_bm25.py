@@ -1,0 +1,105 @@
+"""memory.rung_bm25: FTS5's bm25 for chosen episodes, from counts kept while the index stands.
+
+The contract is equality: for recall's statements on the rung, every row scores what
+`bm25(rollups_fts)` gives it, to 1e-9, on a ladder reflect really built; and what is kept is
+thrown away when the index changes, so a tagged episode never scores from stale text.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rituals import reflect as rf
+from runtime.home import Home
+from runtime.memory import recall as rc
+from runtime.memory import rung_bm25 as rb
+from runtime.store import Event, Store
+from runtime.store import events as ev
+from runtime.store import rollups as rl
+from runtime.store import tags as tg
+
+TOPICS = ["billing export", "invoice checks", "zeppelin migration", "owner owned owns",
+          "cache warming", "Straße café naïve", "deploy_script runs", "happy happiness"]
+
+
+@pytest.fixture()
+def ladder(offline_home: Home):
+    bodies = [f"Standup {i}: {TOPICS[i % len(TOPICS)]} and {TOPICS[(i * 3) % len(TOPICS)]} "
+              f"ran; {'the owners were happy' if i % 7 == 0 else 'nothing else'}."
+              for i in range(400)]
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, [Event(kind="note", body=b, actor="coworker", author_kind="agent",
+                                     ts=f"2025-03-{1 + i // 40:02d}T{9 + (i % 40) // 6:02d}:"
+                                        f"{(i % 6) * 10:02d}:00.000Z")
+                               for i, b in enumerate(bodies)])
+        rf.reflect(offline_home, offline_home.settings(), store)
+        assert rl.counts_per_level(store)[1] > 10
+        yield store
+
+
+STATEMENTS = [
+    ["billing", "invoice"],
+    ["owns", "owned", "happy"],  # porter variants: two phrases, one stem
+    ["zeppelin", "cache", "deploy", "script"],
+    ["caf", "stra", "naïve"],
+    ["happiness", "nothing"],
+]
+
+
+def _fts5(store: Store, expr: str) -> dict[int, float]:
+    top = ev.fts_top_id(store, "rollups_fts")
+    return dict(ev.fts_scored(store, rc._on_rung(expr), top, -1, index="rollups_fts"))
+
+
+def _check(store: Store, words: list[str]) -> int:
+    """Every form of statement recall makes of these words: each row scores FTS5's bm25."""
+    ors = " OR ".join(f'"{w}"' for w in words)
+    exprs = [ors, " AND ".join(f'"{w}"' for w in words)]
+    if len(words) > 1:
+        exprs.append(f'("{words[0]}") NOT ({" OR ".join(f"{chr(34)}{w}{chr(34)}" for w in words[1:])})')
+    n = 0
+    for expr in exprs:
+        want = _fts5(store, expr)
+        got = rb.scores(store, list(want), words)
+        assert set(got) == set(want), (words, expr)
+        for i, s in want.items():
+            assert got[i] == pytest.approx(s, abs=1e-9), (words, expr, i)
+        n += len(want)
+    return n
+
+
+def test_scores_equal_fts5_bm25_for_every_statement_recall_makes(ladder: Store):
+    assert all(rb.handles(w) for w in STATEMENTS)
+    rows = sum(_check(ladder, words) for words in STATEMENTS)
+    assert rows > 50  # the statements matched real rows, not nothing
+
+
+def test_what_is_kept_is_dropped_when_the_index_changes(ladder: Store):
+    words = ["billing", "zeppelin"]
+    _check(ladder, words)  # the counts and rows are now kept
+    # a tag adds words to one episode: its text and the counts change
+    target = next(iter(_fts5(ladder, '"billing"')))
+    tg.add(ladder, "rollup", target, ["zeppelin", "zeppelin-billing"])
+    _check(ladder, words)
+
+
+def test_a_word_the_tokenizer_splits_is_left_to_fts5(ladder: Store):
+    assert not rb.handles(["deploy_script"])
+    assert not rb.handles([])
+    assert rb.handles(["naïve", "2025"])
+
+
+def test_recall_ranks_the_same_with_and_without_it(ladder: Store,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    """On the bounded path (caps set small) the episodes recall ranks, and their scores, are
+    the ones FTS5's own bm25 gives them."""
+    monkeypatch.setattr(rc, "EXACT_EPISODES", 2)
+    monkeypatch.setattr(rc, "RARE_EPISODES", 4)
+    monkeypatch.setattr(rc, "RECENT_EPISODES", 3)
+    for words in STATEMENTS:
+        ours = rc._episodes(ladder, words)
+        with monkeypatch.context() as m:
+            m.setattr(rb, "handles", lambda _words: False)
+            theirs = rc._episodes(ladder, words)
+        assert [r.id for r, _ in ours] == [r.id for r, _ in theirs], words
+        assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
