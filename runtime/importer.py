@@ -7,9 +7,12 @@ transaction: a bad line names its line number and field and nothing is imported,
 Imported events keep their `author_kind` when given, else `unknown`. It streams the file; it
 never reads it whole.
 
-Written in batches (BATCH lines): each batch's events go in as one INSERT, so FTS5 indexes them
-in one pass (store.events.insert_rows), and the keys of the whole file go into `import_keys`
-once, in key order, just before the commit (store.import_keys.FileWriter). One
+Written in batches (BATCH lines), parsed and written in turn on the caller's thread: each
+batch's events go in as one INSERT, so FTS5 indexes them in one pass (store.events.insert_rows),
+and the keys of the whole file go into `import_keys` once, in key order, just before the commit
+(store.import_keys.FileWriter). Parsing is the cheaper kind (ADR-0022's addendum): the usual
+line is read by json's C scanner alone (`_json`) and meta written by an encoder made once
+(`_meta_text`), each held equal to what json.loads and store.events.event_row give. One
 transaction is fine for a file of millions of lines: SQLite spills its pages to the WAL (on
 disk, about the size of what is imported), and the importer holds only the current batch, 12
 bytes a distinct line to number identical lines, and the file's `id:` keys (peak RSS of
@@ -33,7 +36,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
@@ -42,12 +45,13 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import UsageError
+from .settings import redact
 from .store import Event, Store
+from .store import events as ev
 from .store import import_keys as keys_store
-from .store.events import AUTHOR_KINDS, LOOP_STATE_KINDS, event_row
+from .store.events import AUTHOR_KINDS, LOOP_STATE_KINDS
 
 BATCH = 5000  # lines written at a time: one INSERT of their events (store.events.insert_rows)
-PROGRESS_LINES = 1000  # lines between calls of the progress callback
 FIELDS = ("ts", "kind", "actor", "author_kind", "body", "meta", "id", "source_id")
 FUTURE_SLACK = timedelta(days=1)
 MAX_META_DEPTH = 64  # nesting levels of meta; deeper is a bad line, not a crash later
@@ -185,7 +189,24 @@ def fields(text: str, tz: tzinfo = UTC, now: datetime | None = None,
                          ) from None
 
 
+_SCAN = json.JSONDecoder().scan_once  # the C scanner json.loads runs, this module's own
+
+
 def _json(text: str) -> Any:
+    """The JSON value of a line. The usual line (one value, nothing but JSON whitespace around
+    it) is read by the scanner alone, which is what json.loads returns for it; anything else
+    goes through json.loads, for its result or its error in one line."""
+    inner = text.strip(" \t\n\r")  # JSON's whitespace, exactly what json.loads skips
+    try:
+        value, end = _SCAN(inner, 0)
+    except (StopIteration, ValueError, RecursionError):
+        end = -1
+    if end == len(inner):
+        return value
+    return _loads(text)
+
+
+def _loads(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -308,6 +329,43 @@ class Keys:
         return f"sha256:{digest.hex()}#{n}"
 
 
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _meta_encoder() -> Callable[[dict[str, Any]], str]:
+    """A meta writer that writes what store.events.meta_json writes, made once: the C encoder
+    json.dumps builds afresh on every call (half of meta_json's time on a short meta). Where
+    this Python has no such encoder, or it writes anything else, meta_json itself."""
+    try:
+        from json.encoder import c_encode_basestring, c_make_encoder
+        encode = c_make_encoder(None, _no_default, c_encode_basestring, None, ": ", ", ",
+                                True, False, False)
+        probe = {"é": [1, 2.5, None, True, {"b": "\n", "a": -0.0}], "a": "日本\u2028"}
+        if "".join(encode(probe, 0)) != ev.meta_json(probe):
+            return ev.meta_json
+    except (ImportError, TypeError, ValueError):
+        return ev.meta_json
+
+    def meta_text(meta: dict[str, Any]) -> str:
+        try:
+            return "".join(encode(meta, 0))
+        except ValueError:  # inf or nan somewhere: meta_json writes their names
+            return ev.meta_json(meta)
+    return meta_text
+
+
+_meta_text = _meta_encoder()
+
+
+def _row(ts: str, kind: str, actor: str, author_kind: str, body: str,
+         meta: dict[str, Any]) -> tuple:
+    """The events row store.events.event_row makes of these fields (tests hold the two
+    equal): secrets redacted from actor, body and meta; meta as standard JSON."""
+    text = redact(_meta_text(meta)) if meta else None
+    return (ts, kind, redact(actor), author_kind, redact(body), text, None)
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     try:
         with path.open("rb") as f:
@@ -317,93 +375,104 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
                          "readable file") from None
 
 
+@dataclass
+class _Parsed:
+    """One batch of parsed lines, ready to be written: each line's key and events row, and the
+    bytes of the file read for it (for the progress callback)."""
+    keys: list[str] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)
+    read: int = 0
+
+
+def _parsed(path: Path, tz: tzinfo, now: datetime, batch: str,
+            skipped: list[tuple[int, str]] | None) -> Generator[_Parsed, None, None]:
+    """The lines of `path`, parsed and keyed, BATCH at a time (the last batch may hold only
+    bytes read). A bad line raises BadLine, or is added to `skipped` when that is a list
+    (--skip-bad)."""
+    keys = Keys()
+    out = _Parsed()
+    for no, raw in _lines(path):
+        out.read += len(raw)
+        if not raw.strip():
+            continue
+        try:
+            ts, kind, actor, author_kind, body, meta, source_id = fields(
+                raw.decode("utf-8"), tz, now, batch)
+        except ValueError as e:  # UnicodeDecodeError is a ValueError too
+            what = (f"not UTF-8 text ({e.reason} at offset {e.start})"
+                    if isinstance(e, UnicodeDecodeError) else str(e))
+            if skipped is None:
+                raise BadLine(path, no, what) from None
+            skipped.append((no, what))
+            continue
+        out.keys.append(keys.key(ts, actor, kind, body, source_id))
+        out.rows.append(_row(ts, kind, actor, author_kind, body, meta))
+        if len(out.rows) >= BATCH:
+            yield out
+            out = _Parsed()
+    if out.rows or out.read:
+        yield out
+
+
 class _Batches:
-    """Parsed lines on their way into the store, BATCH at a time: lines whose key an earlier
-    import wrote, or an earlier line of this file (only `id:` keys can repeat: content keys
-    carry their occurrence number), are counted and dropped; the rest are written."""
+    """Parsed batches on their way into the store: lines whose key an earlier import wrote,
+    or an earlier line of this file (only `id:` keys can repeat: content keys carry their
+    occurrence number), are counted and dropped; the rest are written."""
 
     def __init__(self, store: Store, source: str, report: ImportReport) -> None:
         self.writer = keys_store.FileWriter(store, source)
         self.report = report
-        self.keys: list[str] = []
-        self.rows: list[tuple] = []
         self.ids: set[str] = set()  # the `id:` keys of this file so far
 
-    def add(self, key: str, row: tuple) -> None:
-        self.keys.append(key)
-        self.rows.append(row)
-        if len(self.rows) >= BATCH:
-            self.flush()
+    def _new(self, key: str, there: set[str]) -> bool:
+        """Whether the line of this key is to be written (else it is counted as present)."""
+        if key in there or key in self.ids:
+            self.report.already_present += 1
+            return False
+        if key.startswith("id:"):
+            self.ids.add(key)
+        return True
 
-    def flush(self) -> None:
-        if not self.rows:
+    def write(self, batch: _Parsed) -> None:
+        if not batch.rows:
             return
-        there = self.writer.present(self.keys)
-        keep = []
-        for i, key in enumerate(self.keys):
-            if key in there:
-                self.report.already_present += 1
-            elif key.startswith("id:"):
-                if key in self.ids:
-                    self.report.already_present += 1
-                else:
-                    self.ids.add(key)
-                    keep.append(i)
-            else:
-                keep.append(i)
-        if len(keep) < len(self.keys):
-            self.keys = [self.keys[i] for i in keep]
-            self.rows = [self.rows[i] for i in keep]
-        span = self.writer.write(self.rows, self.keys)
+        there = self.writer.present(batch.keys)
+        keep = [i for i, key in enumerate(batch.keys) if self._new(key, there)]
+        keys, rows = batch.keys, batch.rows
+        if len(keep) < len(keys):
+            keys = [keys[i] for i in keep]
+            rows = [rows[i] for i in keep]
+        span = self.writer.write(rows, keys)
         if span:
             if self.report.first_id is None:
                 self.report.first_id = span[0]
             self.report.last_id = span[1]
-            self.report.imported += len(self.rows)
-        self.keys, self.rows = [], []
+            self.report.imported += len(rows)
 
     def finish(self) -> None:
-        self.flush()
         self.writer.finish()
 
 
 def import_file(store: Store, path: Path, *, skip_bad: bool = False,
                 progress: Callable[[int], None] | None = None,
                 timezone: str = "UTC") -> ImportReport:
-    """Import `path` in one transaction; `timezone` (IANA) reads timestamps without an offset."""
+    """Import `path` in one transaction; `timezone` (IANA) reads timestamps without an offset.
+    `progress` is called with the bytes of each batch once it is written."""
     import time
 
     if not path.is_file():
         raise UsageError(f"no such file: {path}; give the path of a .jsonl file")
     tz = zone(timezone)
-    now = datetime.now(UTC)
     report = ImportReport(batch=uuid.uuid4().hex[:12])
     t0 = time.monotonic()
-    keys = Keys()
+    parsed = _parsed(path, tz, datetime.now(UTC), report.batch,
+                     report.skipped if skip_bad else None)
     with store.transaction():
         batches = _Batches(store, path.name, report)
-        read = 0  # bytes not yet reported to `progress`, which is told every PROGRESS_LINES
-        for no, raw in _lines(path):
-            read += len(raw)
-            if progress and not no % PROGRESS_LINES:
-                progress(read)
-                read = 0
-            if not raw.strip():
-                continue
-            try:
-                ts, kind, actor, author_kind, body, meta, source_id = fields(
-                    raw.decode("utf-8"), tz, now, report.batch)
-            except ValueError as e:  # UnicodeDecodeError is a ValueError too
-                what = (f"not UTF-8 text ({e.reason} at offset {e.start})"
-                        if isinstance(e, UnicodeDecodeError) else str(e))
-                if not skip_bad:
-                    raise BadLine(path, no, what) from None
-                report.skipped.append((no, what))
-                continue
-            batches.add(keys.key(ts, actor, kind, body, source_id),
-                        event_row(ts, kind, actor, author_kind, body, meta))
+        for batch in parsed:
+            batches.write(batch)
+            if progress and batch.read:
+                progress(batch.read)
         batches.finish()
-        if progress and read:
-            progress(read)
     report.seconds = time.monotonic() - t0
     return report

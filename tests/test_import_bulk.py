@@ -205,3 +205,164 @@ def test_the_fast_timestamp_path_refuses_what_the_general_one_refuses(value: str
     with pytest.raises(ValueError) as slow:
         importer.normalize_ts(value.replace("Z", "+00:00"), now=NOW)
     assert str(fast.value).split(" is ")[1] == str(slow.value).split(" is ")[1]
+
+
+# --- the cheaper parsing (issue 15, ADR-0022 addendum)
+
+TRICKY = [  # lines whose rows or keys test the fast parsing paths
+    {"ts": "2025-03-02T09:00:00Z", "kind": "note", "actor": "dana", "body": "a NUL \x00 inside"},
+    {"ts": "2025-03-02T09:01:00Z", "kind": "note", "actor": "dana", "body": "x", "id": "n\x00l"},
+    {"ts": "2025-03-02T09:02:00Z", "kind": "note", "body": "six characters: \\u0000 as text"},
+    {"ts": "2025-03-02T09:03:00+02:00", "kind": "message", "actor": " eve ", "author_kind": "user",
+     "body": "tabs\tnewlines\n\r\x1f\x7f emoji 😀 \u2028 Zürich",
+     "meta": {"z": [1, 2.5, None, True, {"deep": {"er": "ÉLODIE"}}], "a": -0.0,
+              "big": 10 ** 30, "nan": float("nan"), "inf": [float("inf")]}},
+    {"ts": "2025-03-02T09:04:00Z", "kind": "note", "body": "twice the same line"},
+    {"ts": "2025-03-02T09:04:00Z", "kind": "note", "body": "twice the same line"},
+    {"ts": "2025-03-02T09:05:00Z", "kind": "note", "body": "first of id 7", "source_id": 7},
+    {"ts": "2025-03-02T09:06:00Z", "kind": "note", "body": "second of id 7", "id": "7"},
+    {"ts": "2025-03-02T09:07:00Z", "kind": "note", "actor": "s3cr3t-t0ken-xyz",
+     "body": "the key s3cr3t-t0ken-xyz leaked", "meta": {"k": "s3cr3t-t0ken-xyz"}},
+]
+
+
+def tricky_file(path: Path, n: int = 1_000) -> Path:
+    """history(n) with the tricky lines in the middle (so one batch carries them and the others
+    do not), written as json.dumps writes them (NaN and Infinity bare, as Python reads them)."""
+    rows = history(n)
+    rows[n // 2:n // 2] = TRICKY
+    return write(path, rows)
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many batches (BATCH = 97), and a secret registered for redaction."""
+    from runtime import settings
+    monkeypatch.setattr(importer, "BATCH", 97)
+    monkeypatch.setattr(settings, "_SECRETS", {"s3cr3t-t0ken-xyz"})
+
+
+def per_row_reference(db: Path, path: Path, batch: str) -> dict[str, int]:
+    """The file appended one event at a time through Event.to_row (store.events.event_row,
+    json.loads): what import must write. Returns the import keys it would record."""
+    now, keys, written = datetime.now(UTC), importer.Keys(), {}
+    with Store.open(db) as store:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event, source_id = importer.parse(line, now=now, batch=batch)
+            key = keys.of(event, source_id)
+            if key not in written:
+                written[key] = ev.append(store, event)
+    return written
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_import_writes_what_per_row_appends_write_and_a_rerun_adds_nothing(tmp_path: Path):
+    path = tricky_file(tmp_path / "h.jsonl")
+    db = tmp_path / "import.db"
+    with Store.open(db) as store:
+        report = import_file(store, path)
+    assert (report.imported, report.already_present) == (1_000 + len(TRICKY) - 1, 1)
+
+    reference = tmp_path / "per_row.db"
+    keys = per_row_reference(reference, path, report.batch)
+    cols = "id, ts, kind, actor, author_kind, body, meta, tick_id"
+    with Store.open(db) as a, Store.open(reference) as b:
+        got = [tuple(r) for r in a.query(f"SELECT {cols} FROM events ORDER BY id")]
+        assert got == [tuple(r) for r in b.query(f"SELECT {cols} FROM events ORDER BY id")]
+        assert dict(a.query("SELECT key, event_id FROM import_keys")) == keys
+        assert {r[0] for r in a.query("SELECT source FROM import_keys")} == {"h.jsonl"}
+    assert any("\x00" in row[5] for row in got) and not any("s3cr3t" in str(r) for r in got)
+    assert index_of(db) == index_of(reference)
+
+    with Store.open(db) as store:
+        again = import_file(store, path)
+        assert (again.imported, again.already_present) == (0, 1_000 + len(TRICKY))
+        assert ev.total(store) == len(got)
+    assert_intact(db)
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_bad_line_after_several_batches_is_one_line_error_and_nothing_is_written(
+        tmp_path: Path):
+    rows: list = history(1_000)
+    rows[700] = {**rows[700], "author_kind": "robot"}
+    path = write(tmp_path / "bad.jsonl", rows)
+    with Store.open(tmp_path / "c.db") as store:
+        with pytest.raises(importer.BadLine) as bad:
+            import_file(store, path)
+        assert str(bad.value) == (
+            "bad.jsonl line 701: field 'author_kind': 'robot' is not one of user, agent, tool, "
+            "third_party, system, unknown; fix the line, or pass --skip-bad to import the rest "
+            "without it")
+        assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
+        skipped = import_file(store, path, skip_bad=True)
+        assert (skipped.imported, [no for no, _ in skipped.skipped]) == (999, [701])
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = write(tmp_path / "h.jsonl", history(1_000))
+    real_open = Path.open
+
+    class Failing:
+        def __init__(self, f) -> None:  # noqa: ANN001
+            self.f = f
+
+        def __enter__(self):  # noqa: ANN204
+            return self
+
+        def __exit__(self, *exc) -> None:  # noqa: ANN002
+            self.f.close()
+
+        def __iter__(self):  # noqa: ANN204 - 600 lines (several batches), then the disk fails
+            for no, line in enumerate(self.f):
+                if no == 600:
+                    raise OSError(5, "Input/output error")
+                yield line
+
+    def opened(self: Path, *a, **k):  # noqa: ANN002, ANN003, ANN202
+        f = real_open(self, *a, **k)
+        return Failing(f) if self == path else f
+    monkeypatch.setattr(Path, "open", opened)
+    with Store.open(tmp_path / "c.db") as store:
+        with pytest.raises(importer.UsageError) as e:
+            import_file(store, path)
+        assert str(e.value) == (f"cannot read {path} (Input/output error); check that it is a "
+                                "readable file")
+        assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
+
+
+def test_line_keys_are_the_ones_earlier_versions_wrote():
+    """A rerun after an upgrade must find the keys an older importer wrote."""
+    line = '{"ts": "2025-03-01T09:30:00+01:00", "kind": "note", "actor": "dana", "body": "naïve café"}'
+    keys = importer.Keys()
+    got = [keys.of(*importer.parse(t)) for t in (
+        line, line, '{"ts": "2025-03-01T08:30:00Z", "kind": "note", "body": "b", "id": 42}')]
+    digest = "6a2d3d2ae28e64dae7227a2bde4d2f74a53e13702ff9b94d023dadd023e27a13"
+    assert got == [f"sha256:{digest}#1", f"sha256:{digest}#2", "id:42"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1}', ' \t{"a": [1, 2.5, null, true]}\r\n', '{"a": 1} x', '{"a": 1}{"b": 2}', '[1]',
+    '7', '"s"', '', ' ', '\x0c{"a": 1}', '{"a": 1}\x0b', '{"a": NaN, "b": -Infinity}',
+    '{"a": 1' + '0' * 5000 + '}', '[' * 100_000 + ']' * 100_000, '{"a": "\\ud800"}',
+    '{"a": "unterminated}', '{"a": 1,}', '{"é": "\\u00e9\\n"}', '\ufeff{"a": 1}'])
+def test_the_scanner_path_reads_what_json_loads_reads(text: str):
+    def read(f):  # noqa: ANN001, ANN202 - repr, so that NaN reads equal to NaN
+        try:
+            return repr(f(text))
+        except ValueError as e:
+            return f"error: {e}"
+    assert read(importer._json) == read(importer._loads)
+
+
+@pytest.mark.parametrize("meta", [
+    {}, {"ticket": 101, "imported": True, "import_batch": "abc"}, {"é": "日本\u2028", "a": -0.0},
+    {"z": {"y": [1, {"x": None}]}, "b": False}, {"nan": float("nan"), "inf": [float("-inf")]},
+    {"big": 10 ** 40, "f": 1e-300}, {"secret": "s3cr3t-t0ken-xyz and more"}])
+def test_a_row_is_what_event_row_writes(meta: dict, monkeypatch: pytest.MonkeyPatch):
+    from runtime import settings
+    monkeypatch.setattr(settings, "_SECRETS", {"s3cr3t-t0ken-xyz"})
+    args = ("2025-03-01T09:30:00.000Z", "note", "s3cr3t-t0ken-xyz", "user", "body s3cr3t-t0ken-xyz")
+    assert importer._row(*args, meta) == ev.event_row(*args, meta)
