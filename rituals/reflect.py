@@ -116,7 +116,8 @@ def _embed(settings: Settings, store: Store) -> str:
     if embedder is None:
         return "semantic channel off"
     try:
-        n = em.backfill(store, embedder, settings.semantic.batch_chars)
+        n = em.backfill(store, embedder, settings.semantic.batch_chars,
+                        window=settings.semantic.window_events)
         r = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
         return f"{n} events embedded" + (f", {r} rollups" if r else "")
     except Exception as e:

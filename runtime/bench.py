@@ -53,7 +53,7 @@ def queries(n: int, seed: int = 3) -> list[str]:
     return out
 
 
-def _pct(xs: list[float], p: float) -> float:
+def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
 
@@ -111,7 +111,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
                     if i % 5 != 4 and w["refused"] and "query's weight" in w.get("reason", ""))
 
     def stats(xs: list[float]) -> dict[str, float]:
-        return {"p50_ms": round(statistics.median(xs), 3), "p95_ms": round(_pct(xs, 0.95), 3)}
+        return {"p50_ms": round(statistics.median(xs), 3), "p95_ms": round(pct(xs, 0.95), 3)}
 
     out = {
         "queries": len(qs),
@@ -205,8 +205,10 @@ def start_for(n_events: int) -> datetime:
 _IMPORTED = re.compile(r"imported (\d+) events.* in ([0-9.]+) s")
 
 
-def run(n_events: int, n_queries: int = 200, keep: Path | None = None) -> dict[str, Any]:
-    """Build, import, reflect and measure a history of n_events in a temporary home."""
+def run(n_events: int, n_queries: int = 200, keep: Path | None = None,
+        semantic: bool = False) -> dict[str, Any]:
+    """Build, import, reflect and measure a history of n_events in a temporary home; with
+    `semantic`, the semantic channel's cost too (runtime.bench_semantic)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = keep or Path(tmp) / "home"
         home.mkdir(parents=True, exist_ok=True)
@@ -236,6 +238,10 @@ def run(n_events: int, n_queries: int = 200, keep: Path | None = None) -> dict[s
                            / 2**20, 1),
         })
         result.update(measure(db, n_queries))
+        if semantic:
+            from .bench_semantic import measure as semantic_cost
+
+            result["semantic"] = semantic_cost(db, queries(n_queries))
         return result
 
 

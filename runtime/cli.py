@@ -572,10 +572,14 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
               show_default=True, help="Size of the synthetic history.")
 @click.option("--queries", "n_queries", type=click.IntRange(min=10, max=10**6), default=200,
               show_default=True, help="Walks and searches to time.")
+@click.option("--semantic", is_flag=True,
+              help="Also the semantic channel's cost (needs the semantic extra): query "
+                   "embedding and hybrid recall p50/p95, over placeholder vectors.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def bench(n_events: int, n_queries: int, as_json: bool) -> None:
+def bench(n_events: int, n_queries: int, semantic: bool, as_json: bool) -> None:
     """Measure a synthetic history in a temporary home: import rate, reflect time and peak
-    memory, walk and search latency p50/p95, beside bare FTS5 MATCH on the same database.
+    memory, walk, recall and search latency p50/p95, beside bare FTS5 MATCH on the same
+    database; with --semantic, hybrid recall's cost with all-MiniLM embedding each query.
 
     Reports figures; never fails on speed. Needs no coworker home.
 
@@ -586,7 +590,7 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
     from .bench import insert_line
     from .bench import run as run_bench
 
-    result = run_bench(n_events, n_queries)
+    result = run_bench(n_events, n_queries, semantic=semantic)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return
@@ -603,6 +607,13 @@ def bench(n_events: int, n_queries: int, as_json: bool) -> None:
               f"{result['walk_refused']}/{result['queries']} refused; walk p95 / bare p95 = "
               f"{result['walk_p95_over_bare_p95']}")
     out.print(insert_line(result), markup=False)
+    sem = result.get("semantic")
+    if sem:
+        out.print(f" semantic: {sem['skipped']}" if "skipped" in sem else
+                  f" semantic: query embedding p50 {sem['query_embed']['p50_ms']} ms, p95 "
+                  f"{sem['query_embed']['p95_ms']} ms; hybrid recall p50 "
+                  f"{sem['recall_hybrid']['p50_ms']} ms, p95 {sem['recall_hybrid']['p95_ms']} ms"
+                  f" ({sem['vectors_mb']} MB of vectors, placeholders)", markup=False)
 
 
 def _review(id_name: str, why: str, every: str) -> Callable[[Callable[..., None]], Any]:
@@ -1053,7 +1064,9 @@ def doctor(no_model: bool) -> None:
 
 
 @cli.command()
-@click.option("--backfill", is_flag=True, help="Embed every event that has no vector yet.")
+@click.option("--backfill", is_flag=True,
+              help="Embed the newest events ([semantic] window_events) and every rollup that "
+                   "have no vector yet.")
 @click.option("--check", "check", is_flag=True,
               help="Recompute a sample of stored vectors and compare (integrity check).")
 @click.option("--sample", type=click.IntRange(min=1, max=100_000), default=20, show_default=True)
@@ -1083,13 +1096,14 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
         raise UsageError("say what to do: coworker embed --backfill, or --check")
     with _store(home) as store:
         if backfill:
+            window = settings.semantic.window_events
             total = len(vs.missing_events(store, embedder.name, sorted(ev.BOOKKEEPING_KINDS),
-                                          0, 10**9))
+                                          vs.window_start(store, window), 10**9))
             with Progress("embedding", BarColumn(), MofNCompleteColumn(), console=err,
                           transient=True) as bar:
                 task = bar.add_task("embed", total=total)
                 done = em.backfill(store, embedder, settings.semantic.batch_chars,
-                                   progress=lambda n: bar.advance(task, n))
+                                   progress=lambda n: bar.advance(task, n), window=window)
             rollups = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
             out.print(f"embedded {done} events" + (f" and {rollups} rollups" if rollups else "")
                       + f" with {embedder.name}; {vs.count(store, embedder.name)} vectors in all")

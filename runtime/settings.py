@@ -185,6 +185,9 @@ class SemanticSection(Section):
         description="ask the semantic channel only when lexical covers less of the query")
     batch_chars: int = Field(
         8000, ge=100, le=10_000_000, description="backfill batch size, in characters")
+    window_events: int = Field(
+        100_000, ge=1000, le=100_000_000,
+        description="the newest events embedded; older ones are reached through their rollups")
 
 
 class ContextSection(Section):

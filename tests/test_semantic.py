@@ -645,3 +645,48 @@ def test_cli_embed_without_an_action_exits_2(offline_home: Home, embed_server: E
     r = coworker("embed")
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "--backfill" in r.stderr, r.stderr
+
+
+def test_only_the_newest_window_of_events_is_embedded_and_loaded(offline_home: Home,
+                                                                 embed_server: EmbedServer):
+    """Issue 15: at a million events every vector would be 1.5 GB and a brute-force pass per
+    query. Backfill embeds the newest `window` events; older ones keep no vector (a vector
+    already stored is never deleted, only no longer loaded); every rollup is embedded."""
+    ids = seed(offline_home, [f"Status line {i}: the {DISTRACTORS[i % 4]}" for i in range(60)])
+    e = HttpEmbedder(embed_server.url, "all-minilm", 2.0)
+    with Store.open(offline_home.db_path) as store:
+        first = em.backfill(store, e, batch_chars=1000, window=ids[-1] - ids[0] + 1)
+        assert first == 60  # the whole history fits the window
+        newer = seed(offline_home, [f"Later note {i} about {PARAPHRASED}" for i in range(25)])
+        done = em.backfill(store, e, batch_chars=1000, window=10)
+        assert done == 10, "only the newest 10 events may be embedded"
+        embedded = {r[0] for r in store.query(
+            "SELECT item_id FROM vectors WHERE item_kind = 'event'")}
+        assert set(newer[-10:]) <= embedded and not set(newer[:-10]) & embedded
+        assert set(ids) <= embedded, "vectors already stored are kept"
+        window = Matrix.load(store, e.name, window=10)
+        assert sorted(int(i) for i in window.ids) == newer[-10:]
+        assert len(Matrix.load(store, e.name).ids) == 70  # no window: every stored vector
+
+
+def test_the_probe_finds_each_events_episode_by_lookup(offline_home: Home):
+    """The probe groups its nearest events by the level-1 episode covering each, one indexed
+    look-up per event (not a read of every episode): the same episode a scan of all spans
+    gives, and None for events no episode covers yet."""
+    from runtime.memory import nearest
+
+    old = iso(NOW - timedelta(days=60))
+    seed(offline_home, [f"Old note {i} about {DISTRACTORS[i % 4]}" for i in range(80)], ts=old)
+    with Store.open(offline_home.db_path) as store:
+        rf.reflect(offline_home, offline_home.settings(), store)
+    fresh = seed(offline_home, ["A note no episode covers yet."])
+    with Store.open(offline_home.db_path) as store:
+        spans = [(int(r[0]), int(r[1]), int(r[2])) for r in store.query(
+            "SELECT id, first_event, last_event FROM rollups WHERE level = 1 AND "
+            "first_event IS NOT NULL")]
+        assert len(spans) > 3
+        top = int(store.scalar("SELECT MAX(id) FROM history"))
+        probe_ids = np.arange(1, top + 1, dtype=np.int64)
+        want = [next((r for r, a, b in spans if a <= i <= b), None) for i in probe_ids]
+        assert nearest._group(store, probe_ids) == want
+        assert want[fresh[0] - 1] is None

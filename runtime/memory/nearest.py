@@ -69,25 +69,16 @@ def confidence(best: float, margin: float, cal: dict[str, float] | None = None) 
     return round(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z)))), 4)
 
 
-def _episodes(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The level-1 episodes' (first, last, id) arrays, ordered by first event."""
-    rows = store.query("SELECT first_event, last_event, id FROM rollups WHERE level = 1 AND "
-                       "first_event IS NOT NULL AND last_event IS NOT NULL ORDER BY first_event")
-    if not rows:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    arr = np.asarray([tuple(r) for r in rows], dtype=np.int64)
-    return arr[:, 0], arr[:, 1], arr[:, 2]
-
-
-def _group(ids: np.ndarray, spans: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[int | None]:
-    first, last, eid = spans
-    if not len(first):
-        return [None] * len(ids)
-    at = np.searchsorted(first, ids, side="right") - 1
+def _group(store: Store, ids: np.ndarray) -> list[int | None]:
+    """The level-1 episode covering each event id (None: no episode covers it yet), one
+    indexed look-up per id (episodes' spans never overlap), so a probe costs what it reads,
+    not the number of episodes in the history."""
     out: list[int | None] = []
-    for i, j in zip(ids, at, strict=True):
-        out.append(int(eid[j]) if j >= 0 and first[j] <= i <= last[j] else None)
+    for i in ids:
+        row = store.query("SELECT id, first_event FROM rollups WHERE level = 1 AND "
+                          "last_event >= ? AND first_event IS NOT NULL ORDER BY last_event "
+                          "LIMIT 1", (int(i),))
+        out.append(int(row[0][0]) if row and int(row[0][1]) <= int(i) else None)
     return out
 
 
@@ -108,7 +99,7 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     if not len(top):
         return None
     top_ids = ids[top]
-    groups = _group(top_ids, _episodes(store))
+    groups = _group(store, top_ids)
     # an event no episode covers is its own group: two near-equal fresh events are ambiguous
     keys = [g if g is not None else -int(i) for g, i in zip(groups, top_ids, strict=True)]
     best = float(sims[top[0]])

@@ -1,5 +1,7 @@
 """Vectors: embeddings of events and rollups, keyed by (item kind, item, model), with the hash
-of the text embedded. A rollup's text is its title and summary (`rollup_text`)."""
+of the text embedded. A rollup's text is its title and summary (`rollup_text`). Only the
+newest events are embedded (`window_start`); a vector never leaves the table when its event
+falls out of the window, it is only no longer loaded."""
 
 from __future__ import annotations
 
@@ -47,17 +49,27 @@ def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]],
             [(kind, i, model, dim, blob, h, ts) for i, dim, blob, h in rows])
 
 
-def all_for(store: Store, model: str, kind: str = "event") -> list[tuple[int, bytes]]:
+def all_for(store: Store, model: str, kind: str = "event", after_id: int = 0
+            ) -> list[tuple[int, bytes]]:
+    """The vectors of one kind and model, of items with id > after_id, in id order."""
     return [(int(r[0]), bytes(r[1])) for r in store.query(
-        "SELECT item_id, vector FROM vectors WHERE item_kind = ? AND model = ? "
-        "ORDER BY item_id", (kind, model))]
+        "SELECT item_id, vector FROM vectors WHERE item_kind = ? AND model = ? AND item_id > ? "
+        "ORDER BY item_id", (kind, model, after_id))]
 
 
-def count(store: Store, model: str, kind: str | None = None) -> int:
+def window_start(store: Store, window: int) -> int:
+    """The id after which the newest `window` events lie (0: the history is shorter)."""
+    top = int(store.scalar("SELECT max(coalesce((SELECT MAX(id) FROM events), 0), "
+                           "coalesce((SELECT MAX(id) FROM events_archive), 0))") or 0)
+    return max(0, top - window)
+
+
+def count(store: Store, model: str, kind: str | None = None, after_id: int = 0) -> int:
+    """How many vectors this model has (of one kind, of items with id > after_id)."""
     if kind is None:
         return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)) or 0)
-    return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ? AND item_kind = ?",
-                            (model, kind)) or 0)
+    return int(store.scalar("SELECT COUNT(*) FROM vectors WHERE model = ? AND item_kind = ? "
+                            "AND item_id > ?", (model, kind, after_id)) or 0)
 
 
 def with_bodies(store: Store, model: str) -> list[tuple[int, bytes, str, str]]:

