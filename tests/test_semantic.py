@@ -690,3 +690,28 @@ def test_the_probe_finds_each_events_episode_by_lookup(offline_home: Home):
         want = [next((r for r, a, b in spans if a <= i <= b), None) for i in probe_ids]
         assert nearest._group(store, probe_ids) == want
         assert want[fresh[0] - 1] is None
+
+
+def test_a_turn_pays_one_pass_over_the_vectors(offline_home: Home):
+    """Hybrid recall asks for the nearest events and then the probe, with the same query
+    vector: the cosines are computed once (a pass over 100,000 vectors costs milliseconds)."""
+    from runtime.memory.nearest import probe
+
+    class Counting(np.ndarray):
+        passes = 0
+
+        def __matmul__(self, other):  # noqa: ANN001, ANN204
+            Counting.passes += 1
+            return np.asarray(self) @ other
+
+    rows = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    matrix = Matrix(np.arange(1, 51, dtype=np.int64), rows.view(Counting))
+    query = rows[3].copy()
+    with Store.open(offline_home.db_path) as store:
+        assert matrix.nearest(query, 5)[0] == 4
+        got = probe(store, query, matrix)
+        assert got is not None and got.events[0][0] == 4
+        assert Counting.passes == 1
+        other = rows[7].copy()  # a new query is computed afresh
+        assert matrix.nearest(other, 5)[0] == 8 and Counting.passes == 2

@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -210,6 +210,17 @@ class Matrix:
     ids: np.ndarray
     rows: np.ndarray
     rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
+    _last: tuple[bytes, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def similarities(self, query: np.ndarray) -> np.ndarray:
+        """Cosine of `query` with every row; the last query's are kept, so the nearest events
+        and the probe of one turn pay one pass over the vectors, not two."""
+        key, last = query.tobytes(), self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        sims = self.rows @ query
+        self._last = (key, sims)
+        return sims
 
     @classmethod
     def load(cls, store: Store, model: str, kind: str = "event",
@@ -234,7 +245,7 @@ class Matrix:
             raise EmbedError(f"the embedder now gives {query.shape[0]} dimensions, the stored "
                              f"vectors have {self.rows.shape[1]}: the model changed; run "
                              "coworker embed --check, then --backfill")
-        sims = self.rows @ query
+        sims = self.similarities(query)
         sims = np.where(sims >= min_sim, sims, -np.inf)
         if before_id is not None:
             sims = np.where(self.ids < before_id, sims, -np.inf)

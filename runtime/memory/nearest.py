@@ -89,7 +89,7 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     ids, rows = matrix.ids, matrix.rows
     if not len(ids) or rows.shape[1] != vector.shape[0]:
         return None
-    sims = rows @ vector
+    sims = matrix.similarities(vector) if hasattr(matrix, "similarities") else rows @ vector
     if before_id is not None:
         sims = np.where(ids < before_id, sims, -np.inf)
     k = min(SCAN, len(ids))
