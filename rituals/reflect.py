@@ -99,6 +99,16 @@ def cutoff(settings: Settings, now: datetime | None = None) -> str:
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident memory, in MB. On Linux the kernel's high-water mark of
+    this program's own memory (VmHWM): getrusage's ru_maxrss survives exec, so a reflect
+    started by a large parent (`coworker bench`) reported the parent's peak, not its own."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -184,3 +184,24 @@ def _map(home: Home) -> list[str]:
     """The memory map's lines, but the one that says when the run finished and how long."""
     return [line for line in home.memory_map.read_text().splitlines()
             if not line.startswith("- last reflect:")]
+
+
+def test_reflects_peak_memory_is_its_own_not_its_parents():
+    """`coworker bench` runs reflect as a child of a process holding the synthetic history;
+    getrusage's ru_maxrss survives exec, so reflect reported its parent's peak (99 MB at 100k
+    where reflect itself peaked at 64 MB). The figure is now the program's own high-water
+    mark: a child of a 300 MB parent reports well under it."""
+    import subprocess
+    import sys
+
+    big = bytearray(300 * 2**20)
+    for i in range(0, len(big), 4096):
+        big[i] = 1
+    code = ("import resource; from rituals.reflect import _peak_rss_mb; "
+            "print(_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(Path(__file__).resolve().parents[1]))
+    own, inherited = (float(x) for x in out.stdout.split())
+    del big
+    assert inherited > 250, "this machine's getrusage does not carry the parent's peak"
+    assert own < 200, f"reflect reported {own:.0f} MB: its parent's peak, not its own"
