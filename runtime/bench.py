@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .memory.cards import Distinctive
 from .memory.recall import recall
 from .memory.search import search
 from .memory.walk import query_tokens, walk
@@ -95,8 +94,8 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
         cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
         next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
-        scorer = Distinctive(store)
-        recall_ms, _ = _time(lambda q: recall(store, q, k=3, scorer=scorer), qs)
+        # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
+        recall_ms, _ = _time(lambda q: recall(store, q, k=3), qs)
 
         def bare(q: str) -> list:
             match = ev.fts_query(query_tokens(q))

@@ -23,7 +23,7 @@ from rituals import reflect as rf
 from runtime import synth
 from runtime.home import Home
 from runtime.memory import cards as cd
-from runtime.memory import ladder, memmap
+from runtime.memory import docfreq, ladder, memmap
 from runtime.store import Event, Store
 from runtime.store import archive as arch
 from runtime.store import events as ev
@@ -103,8 +103,8 @@ def _home(root: Path) -> Home:
 def _small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arch, "BATCH", BOUND)
     monkeypatch.setattr(ladder, "HISTORY_PAGE", BOUND)
-    monkeypatch.setattr(cd, "DF_CACHED", BOUND)
-    monkeypatch.setattr(cd, "DF_CHUNK", BOUND)
+    monkeypatch.setattr(docfreq, "MAX_STEMS", BOUND)
+    monkeypatch.setattr(docfreq, "CHUNK", BOUND)
     monkeypatch.setattr(memmap, "MAP_NODES", BOUND)
     monkeypatch.setattr(rf, "LESSON_EPISODES", BOUND)
 
@@ -140,7 +140,7 @@ def test_reflect_holds_bounded_pages_whatever_the_history(
 
     def counted_idf(self: cd.Distinctive, stems: Sequence[str]) -> dict[str, float]:
         out = idf(self, stems)
-        cached.append(len(self._df))
+        cached.append(len(docfreq._KEPT[str(self.store.path)].counts))
         return out
 
     monkeypatch.setattr(cd.Distinctive, "idf", counted_idf)

@@ -25,8 +25,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ..store import Store
-from ..store import events as ev
 from ..store.events import BOOKKEEPING_KINDS  # noqa: F401 - re-exported, see below
+from . import docfreq
 from .tokens import STOPWORDS, stem, words
 
 # BOOKKEEPING_KINDS (store.events), `stem` and `words` (memory.tokens) are re-exported for the
@@ -77,32 +77,19 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-DF_CACHED = 20_000  # stems whose document frequency a run keeps (a few MB at most)
-DF_CHUNK = 500  # stems whose document frequencies one query reads
-
-
 class Distinctive:
-    """tf-idf against the whole history, with document frequencies cached for one run: at
-    most DF_CACHED stems, so a history whose vocabulary keeps growing (names, ids) does not
-    grow the cache with it. A full cache is emptied and refilled from the index (reflect
-    writes no events, so a stem read again has the frequency it had)."""
+    """tf-idf against the whole history. Document frequencies and the number of events come
+    from `memory.docfreq`, which keeps them per process and database while they hold (at most
+    its MAX_STEMS stems) and brings them up to date when events are appended."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.n_docs = max(1, ev.total(store))
-        self._df: dict[str, int] = {}
+        self.n_docs = 1  # set by each idf call: the events in all, as of that call
 
     def idf(self, stems: Sequence[str]) -> dict[str, float]:
-        missing = [s for s in set(stems) if s not in self._df]
-        if len(self._df) + len(missing) > DF_CACHED:
-            self._df.clear()
-            missing = list(set(stems))
-        for i in range(0, len(missing), DF_CHUNK):
-            chunk = missing[i:i + DF_CHUNK]
-            found = ev.doc_freqs(self.store, chunk)
-            for s in chunk:
-                self._df[s] = found.get(s, 0)
-        return {s: math.log((self.n_docs + 1) / (self._df[s] + 1)) + 1.0 for s in stems}
+        df, docs = docfreq.doc_freqs(self.store, stems)
+        self.n_docs = max(1, docs)
+        return {s: math.log((self.n_docs + 1) / (df[s] + 1)) + 1.0 for s in stems}
 
     def cards(self, texts: Sequence[str], k: int = 8) -> list[str]:
         """The span's k most distinctive words (surface forms), best first."""

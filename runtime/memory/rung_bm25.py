@@ -23,6 +23,7 @@ the tokenizer would split further is left to FTS5's bm25 (`handles`).
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
@@ -42,24 +43,6 @@ _stem = lru_cache(maxsize=65536)(stem)  # a ranked statement reads the same few 
 def handles(fts_words: Sequence[str]) -> bool:
     """Whether these FTS words can be scored here: each one token, as FTS5 reads its phrase."""
     return bool(fts_words) and all(words(w) == [w] for w in fts_words)
-
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite's varints (as FTS5 stores sizes and totals), in order."""
-    out, i = [], 0
-    while i < len(blob):
-        v = 0
-        for j in range(9):
-            x = blob[i]
-            i += 1
-            if j == 8:
-                v = (v << 8) | x
-                break
-            v = (v << 7) | (x & 0x7F)
-            if not x & 0x80:
-                break
-        out.append(v)
-    return out
 
 
 def _tokens(text: str) -> list[str]:
@@ -90,9 +73,10 @@ class RungMemory:
     def count_upto(self, store: Store, match: str, top: int, cap: int) -> int:
         """`events.fts_count_upto` on rollups_fts, kept like the phrase counts."""
         key = f"{top}\x00{cap}\x00{match}"
-        if key not in self.counts:
-            self.counts[key] = ev.fts_count_upto(store, match, top, cap, "rollups_fts")
-        return self.counts[key]
+        with _LOCK:
+            if key not in self.counts:
+                self.counts[key] = ev.fts_count_upto(store, match, top, cap, "rollups_fts")
+            return self.counts[key]
 
     def count(self, store: Store, phrase: str) -> int:
         if phrase not in self.counts:
@@ -105,7 +89,7 @@ class RungMemory:
         missing = [i for i in ids if i not in self.rows]
         if missing:
             marks = ",".join("?" * len(missing))
-            sizes = {int(r[0]): sum(_varints(bytes(r[1] or b""))) for r in store.query(
+            sizes = {int(r[0]): sum(ev.varints(bytes(r[1] or b""))) for r in store.query(
                 f"SELECT id, sz FROM rollups_fts_docsize WHERE id IN ({marks})", missing)}
             for i, text in _texts(store, missing).items():
                 self.rows[i] = (Counter(map(_stem, _tokens(text))), sizes.get(i, 0))
@@ -113,13 +97,15 @@ class RungMemory:
 
 
 _MEMORY: dict[str, RungMemory] = {}
+_LOCK = threading.RLock()
 
 
 def memory_for(store: Store) -> RungMemory:
     """What is kept for this database file (one per process), emptied if the index changed."""
-    kept = _MEMORY.setdefault(str(store.path), RungMemory())
-    kept.fresh(_stamp(store))
-    return kept
+    with _LOCK:
+        kept = _MEMORY.setdefault(str(store.path), RungMemory())
+        kept.fresh(_stamp(store))
+        return kept
 
 
 def _stamp(store: Store) -> tuple[bytes, bytes]:
@@ -142,14 +128,12 @@ def _texts(store: Store, ids: Sequence[int]) -> dict[int, str]:
     return out
 
 
-def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
-    """bm25 (negative, best lowest, as FTS5 gives it) of each level-1 rollup in `ids` for
-    recall's MATCH of `fts_words` on the rung (any operators between them), as FTS5 would
-    compute it for that statement. `fts_words` must pass `handles`; ids must be level 1."""
+def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
+    """`scores`, under its lock."""
     if not ids:
         return {}
     kept = memory_for(store)
-    totals = _varints(kept.stamp[0]) if kept.stamp else []
+    totals = ev.varints(kept.stamp[0]) if kept.stamp else []
     if not totals or totals[0] <= 0:
         return {}
     n_rows, avgdl = totals[0], sum(totals[1:]) / totals[0]
@@ -169,3 +153,12 @@ def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[i
         out[i] = -(level / (1 + d) + sum(w * bag[s] * (K1 + 1) / (bag[s] + d)
                                          for s, w in weight.items() if s in bag))
     return out
+
+
+def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
+    """bm25 (negative, best lowest, as FTS5 gives it) of each level-1 rollup in `ids` for
+    recall's MATCH of `fts_words` on the rung (any operators between them), as FTS5 would
+    compute it for that statement. `fts_words` must pass `handles`; ids must be level 1.
+    One caller at a time (the MCP server answers calls on threads of their own)."""
+    with _LOCK:
+        return _scores(store, ids, fts_words)

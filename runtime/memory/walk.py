@@ -38,6 +38,7 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
+from . import docfreq
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
 from .tokens import query_words, stem, words
@@ -152,8 +153,8 @@ def _weighted(store: Store, sc: _Scorer, matched: Sequence[str]) -> float:
     """The share of the query's idf the matched words hold: a word the history never uses
     weighs most, so "the DNS outage in Singapore" is not answered by any outage at all."""
     stems = list(dict.fromkeys(sc.stems.values()))
-    df = ev.doc_freqs(store, stems)
-    n_docs = max(1, ev.total(store))
+    df, docs = docfreq.doc_freqs(store, stems)
+    n_docs = max(1, docs)
     idf = {s: math.log((n_docs + 1) / (df.get(s, 0) + 1)) + 1.0 for s in stems}
     total = sum(idf[sc.stems[t]] for t in sc.tokens)
     got = sum(idf[sc.stems[t]] for t in matched)

@@ -79,6 +79,21 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see the database as of one moment (a deferred read transaction; WAL
+        readers never block the writer); inside a transaction already, that one's."""
+        with self._lock:
+            if self.conn.in_transaction:
+                yield
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.execute("COMMIT")
+
     # writing -----------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
