@@ -103,23 +103,3 @@ def test_recall_ranks_the_same_with_and_without_it(ladder: Store,
             theirs = rc._episodes(ladder, words)
         assert [r.id for r, _ in ours] == [r.id for r, _ in theirs], words
         assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
-
-
-def test_a_query_that_would_read_many_new_episodes_keeps_fts5s_count(
-        ladder: Store, monkeypatch: pytest.MonkeyPatch):
-    """Reading thousands of episodes' texts for the first time costs more than FTS5's own
-    count: past MAX_UNREAD unread episodes the statements keep FTS5's bm25 (the same scores),
-    and what is kept is not grown by that query."""
-    monkeypatch.setattr(rc, "EXACT_EPISODES", 2)
-    monkeypatch.setattr(rc, "RARE_EPISODES", 4)
-    monkeypatch.setattr(rc, "RECENT_EPISODES", 3)
-    words = ["billing", "invoice"]
-    warm = rc._episodes(ladder, words)
-    rb._MEMORY.clear()
-    monkeypatch.setattr(rb, "MAX_UNREAD", 0)
-    called: list[int] = []
-    real = rb.scores
-    monkeypatch.setattr(rb, "scores", lambda *a: called.append(1) or real(*a))
-    cold = rc._episodes(ladder, words)
-    assert called == [] and not rb.memory_for(ladder).rows
-    assert [(r.id, pytest.approx(s, abs=1e-9)) for r, s in warm] == [(r.id, s) for r, s in cold]

@@ -244,11 +244,9 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
         ids = list(dict.fromkeys(
             i for expr, limit in exprs
             for i in ev.fts_ids(store, _on_rung(expr), top, limit, "rollups_fts")))
-        # reading thousands of episodes' texts for the first time costs more than FTS5's count
-        if rung_bm25.memory_for(store).unread(ids) <= rung_bm25.MAX_UNREAD:
-            got = rung_bm25.scores(store, ids, words)
-            if len(got) == len(ids):
-                return got
+        got = rung_bm25.scores(store, ids, words)
+        if len(got) == len(ids):
+            return got
     return {i: score for expr, limit in exprs
             for i, score in ev.fts_scored(store, _on_rung(expr), top, limit,
                                           index="rollups_fts")}

@@ -37,7 +37,6 @@ COLUMNS = "{title body terms vocab tags}"  # the columns recall matches words in
 LEVEL_PHRASE = 'level : "1"'
 MAX_COUNTS = 50_000  # phrase counts kept for one state of the index
 MAX_ROWS = 20_000  # episodes whose stem counts are kept (about 1 KB each)
-MAX_UNREAD = 300  # episodes a query may read for the first time; more: FTS5's bm25 is cheaper
 _stem = lru_cache(maxsize=65536)(stem)  # a ranked statement reads the same few words often
 
 
@@ -84,10 +83,6 @@ class RungMemory:
             self.counts[phrase] = int(store.scalar(
                 "SELECT count(*) FROM rollups_fts WHERE rollups_fts MATCH ?", (phrase,)) or 0)
         return self.counts[phrase]
-
-    def unread(self, ids: Sequence[int]) -> int:
-        """How many of these episodes' texts are not kept yet."""
-        return sum(1 for i in ids if i not in self.rows)
 
     def stems(self, store: Store, ids: Sequence[int]) -> dict[int, tuple[dict[str, int], int]]:
         """Each episode's stem counts over its indexed text, and its length in tokens."""
