@@ -66,8 +66,8 @@ def doc_freqs(store: Store, stems: Sequence[str]) -> tuple[dict[str, int], int]:
     """(events holding each stem, events in all), as `events.doc_freqs` and the row count of
     the index give them, from what is kept where it still holds."""
     key = str(store.path)
-    kept = _KEPT.get(key)
     with _LOCK, store.snapshot():  # the counts and the top they include: one moment
+        kept = _KEPT.get(key)
         top, stamp, docs = _state(store)
         if kept is None or stamp != kept.stamp or top < kept.top or top - kept.top > MAX_DELTA:
             kept = _KEPT[key] = _Kept(top, stamp, docs)
