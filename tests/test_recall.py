@@ -26,6 +26,7 @@ from runtime.memory.recall import extract_terms, recall
 from runtime.store import Event, Store, archive
 from runtime.store import events as ev
 from runtime.store import rollups as rl
+from runtime.store import tags as tg
 
 from .conftest import coworker, tell, write_config
 from .conftest import run_tick as tick
@@ -776,3 +777,17 @@ def test_on_a_long_history_recall_ranks_bounded_episode_candidates_with_the_flat
                 assert s == pytest.approx(flat_scores[r.id], abs=1e-9), (words, r.id)
             if "zeppelin" in words:
                 assert bounded[0][0].id == flat[0][0].id  # the rare word decides: same best
+
+
+def test_an_event_read_again_after_a_tag_is_read_with_its_tag(offline_home: Home):
+    """Recall keeps the words of events it has read (their spans recur from turn to turn);
+    a tag added since is part of what it reads next time, in the same process."""
+    older, newer = seed(offline_home, ["Zeppelin deploy notes, alpha run.",
+                                       "Zeppelin deploy notes, beta run."])
+    with Store.open(offline_home.db_path) as store:
+        before = recall(store, "zeppelin outage", k=2)
+        assert [h.event.id for h in before.hits] == [newer, older]  # a tie: the newer first
+        tg.add(store, "event", older, ["outage"])
+        after = recall(store, "zeppelin outage", k=2)
+        assert [h.event.id for h in after.hits] == [older, newer]
+        assert after.hits[0].score > before.hits[1].score

@@ -96,6 +96,19 @@ def test_stems_are_the_terms_the_fts_index_holds(text: str):
     assert [tokens.stem(w) for w in tokens.words(text)] == sqlite_terms(text, fts_tokenizer())
 
 
+def test_a_number_is_its_own_stem_as_porter_and_the_index_leave_it():
+    """`stem` returns digits unstemmed without asking porter (a history is full of numbers
+    seen once, and the pure-Python stemmer costs tens of microseconds a new word)."""
+    numbers = ["0", "7", "42", "1980", "3079", "00012", "9" * 64, "12345678901234567890"]
+    for n in numbers:
+        assert tokens.stem(n) == tokens._stemmer.stemWord(n) == n
+    assert [tokens.stem(n) for n in numbers] == sqlite_terms(" ".join(numbers), fts_tokenizer())
+    # letters with digits still go to porter: "1980s" is 1980, "v2s" is v2
+    assert tokens.stem("1980s") == tokens._stemmer.stemWord("1980s") == "1980"
+    assert sqlite_terms("1980s v2s", fts_tokenizer()) == ["1980", "v2"]
+    assert [tokens.stem("1980s"), tokens.stem("v2s")] == ["1980", "v2"]
+
+
 def test_every_latin_letter_folds_as_sqlite_folds_it():
     letters = [chr(c) for c in [*range(0xC0, 0x250), *range(0x1E00, 0x1F00)]
                if re.fullmatch(r"[^\W_]", chr(c))]

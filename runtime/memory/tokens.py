@@ -101,7 +101,10 @@ def stem(word: str) -> str:
     """The FTS index's term for `word`: folded, then porter-stemmed."""
     plain = fold(word)
     if plain.isascii():
-        return plain if len(plain) > _PORTER_MAX_BYTES else _stemmer.stemWord(plain)
+        # digits are no suffix porter strips (a history is full of numbers seen once)
+        if len(plain) > _PORTER_MAX_BYTES or plain.isdigit():
+            return plain
+        return _stemmer.stemWord(plain)
     raw = plain.encode()
     if len(raw) > _PORTER_MAX_BYTES:
         return plain
