@@ -13,6 +13,7 @@ from rituals import reflect as rf
 from runtime.home import Home
 from runtime.memory import recall as rc
 from runtime.memory import rung_bm25 as rb
+from runtime.memory.walk import walk
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import rollups as rl
@@ -46,12 +47,13 @@ STATEMENTS = [
 ]
 
 
-def _fts5(store: Store, expr: str) -> dict[int, float]:
+def _fts5(store: Store, expr: str, level: int = 1) -> dict[int, float]:
     top = ev.fts_top_id(store, "rollups_fts")
-    return dict(ev.fts_scored(store, rc._on_rung(expr), top, -1, index="rollups_fts"))
+    on_rung = f"{rb.level_phrase(level)} AND {rb.COLUMNS} : ({expr})"
+    return dict(ev.fts_scored(store, on_rung, top, -1, index="rollups_fts"))
 
 
-def _check(store: Store, words: list[str]) -> int:
+def _check(store: Store, words: list[str], level: int = 1) -> int:
     """Every form of statement recall makes of these words: each row scores FTS5's bm25."""
     ors = " OR ".join(f'"{w}"' for w in words)
     exprs = [ors, " AND ".join(f'"{w}"' for w in words)]
@@ -59,8 +61,8 @@ def _check(store: Store, words: list[str]) -> int:
         exprs.append(f'("{words[0]}") NOT ({" OR ".join(f"{chr(34)}{w}{chr(34)}" for w in words[1:])})')
     n = 0
     for expr in exprs:
-        want = _fts5(store, expr)
-        got = rb.scores(store, list(want), words)
+        want = _fts5(store, expr, level)
+        got = rb.scores(store, list(want), words, level)
         assert set(got) == set(want), (words, expr)
         for i, s in want.items():
             assert got[i] == pytest.approx(s, abs=1e-9), (words, expr, i)
@@ -72,6 +74,42 @@ def test_scores_equal_fts5_bm25_for_every_statement_recall_makes(ladder: Store):
     assert all(rb.handles(w) for w in STATEMENTS)
     rows = sum(_check(ladder, words) for words in STATEMENTS)
     assert rows > 50  # the statements matched real rows, not nothing
+
+
+def test_scores_equal_fts5_bm25_on_every_rung(ladder: Store):
+    levels = rl.counts_per_level(ladder)
+    assert len(levels) >= 2  # a rung above the episodes, not only level 1
+    for level in levels:
+        assert sum(_check(ladder, words, level) for words in STATEMENTS) > 0, level
+
+
+def test_search_rung_returns_what_fts5_ranks_on_every_rung(ladder: Store,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    """The walk's entry scan: the same rows in the same order with the same scores as
+    rollups.fts_search, through the kept counts, and through FTS5 past EXACT_ROWS."""
+    cases = [*STATEMENTS, ["standup", "ran"], ["nothing", "else", "owners"], ["absent"]]
+    for exact_rows in (1000, 2):
+        monkeypatch.setattr(rb, "EXACT_ROWS", exact_rows)
+        for level in rl.counts_per_level(ladder):
+            for words in cases:
+                for limit in (3, 50):
+                    ours = rb.search_rung(ladder, words, level, limit)
+                    theirs = rl.fts_search(ladder, ev.fts_query(words) or "", limit, level=level,
+                                           columns="title body terms vocab tags")
+                    assert [r.id for r, _ in ours] == [r.id for r, _ in theirs], (level, words)
+                    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs],
+                                                                  abs=1e-9)
+    assert rb.search_rung(ladder, [], 1, 5) == []
+
+
+def test_the_walk_enters_as_it_did_with_fts5_ranking_every_rung(ladder: Store,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    questions = ["billing export invoice", "who owns the zeppelin migration", "cache warming ran",
+                 "happy owners", "Straße café", "deploy script", "kubernetes helm"]
+    ours = [walk(ladder, q) for q in questions]
+    monkeypatch.setattr(rb, "EXACT_ROWS", -1)  # every rung ranked by FTS5's bm25()
+    assert [walk(ladder, q) for q in questions] == ours
+    assert sum(not w["refused"] for w in ours) >= 4  # entries were made, not only refusals
 
 
 def test_what_is_kept_is_dropped_when_the_index_changes(ladder: Store):

@@ -1,8 +1,8 @@
-"""FTS5's own bm25 for chosen episodes of the ladder, without FTS5's pass over every match.
+"""FTS5's own bm25 for chosen rollups of one rung, without FTS5's pass over every match.
 
-Owns one computation: the score `bm25(rollups_fts)` gives a level-1 row for recall's MATCH
-(`level : "1" AND {title body terms vocab tags} : (...)`, one-word phrases joined by any
-operators), computed for rows the caller has already chosen. FTS5 computes it by first
+Owns one computation: the score `bm25(rollups_fts)` gives a row of rung N for recall's and the
+walk's MATCH (`level : "N" AND {title body terms vocab tags} : (...)`, one-word phrases joined
+by any operators), computed for rows the caller has already chosen. FTS5 computes it by first
 counting, for every phrase of the statement, the rows that hold it: a pass over each phrase's
 whole doclist. On a long history the rung holds tens of thousands of episodes for a common word
 (and for `level : "1"` itself), so every ranked statement cost what the whole rung costs and
@@ -30,13 +30,14 @@ from functools import lru_cache
 
 from ..store import Store
 from ..store import events as ev
+from ..store import rollups as rl
 from .tokens import WORD, stem, words
 
 K1, B = 1.2, 0.75  # FTS5's bm25 defaults
 COLUMNS = "{title body terms vocab tags}"  # the columns recall matches words in
-LEVEL_PHRASE = 'level : "1"'
 MAX_COUNTS = 50_000  # phrase counts kept for one state of the index
 MAX_ROWS = 20_000  # episodes whose stem counts are kept (about 1 KB each)
+EXACT_ROWS = 1000  # a rung's matches `search_rung` scores itself; more keep FTS5's bm25
 _stem = lru_cache(maxsize=65536)(stem)  # a ranked statement reads the same few words often
 
 
@@ -128,7 +129,13 @@ def _texts(store: Store, ids: Sequence[int]) -> dict[int, str]:
     return out
 
 
-def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
+def level_phrase(level: int) -> str:
+    """The phrase every row of rung `level` holds once, in its level column."""
+    return f'level : "{int(level)}"'
+
+
+def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str], level: int
+            ) -> dict[int, float]:
     """`scores`, under its lock."""
     if not ids:
         return {}
@@ -146,19 +153,44 @@ def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[
     weight: dict[str, float] = {}  # a stem's idf, summed over the phrases that stem to it
     for w in dict.fromkeys(fts_words):
         weight[_stem(w)] = weight.get(_stem(w), 0.0) + idf(f'{COLUMNS} : "{w}"')
-    level = idf(LEVEL_PHRASE) * (K1 + 1)  # every row holds "1" once in its level column
+    rung = idf(level_phrase(level)) * (K1 + 1)  # every row holds its level once
     out: dict[int, float] = {}
     for i, (bag, size) in kept.stems(store, ids).items():
         d = K1 * (1 - B + B * size / avgdl)
-        out[i] = -(level / (1 + d) + sum(w * bag[s] * (K1 + 1) / (bag[s] + d)
+        out[i] = -(rung / (1 + d) + sum(w * bag[s] * (K1 + 1) / (bag[s] + d)
                                          for s, w in weight.items() if s in bag))
     return out
 
 
-def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str]) -> dict[int, float]:
-    """bm25 (negative, best lowest, as FTS5 gives it) of each level-1 rollup in `ids` for
-    recall's MATCH of `fts_words` on the rung (any operators between them), as FTS5 would
-    compute it for that statement. `fts_words` must pass `handles`; ids must be level 1.
+def scores(store: Store, ids: Sequence[int], fts_words: Sequence[str], level: int = 1
+           ) -> dict[int, float]:
+    """bm25 (negative, best lowest, as FTS5 gives it) of each rollup in `ids` for a MATCH of
+    `fts_words` on rung `level` (any operators between them), as FTS5 would compute it for
+    that statement. `fts_words` must pass `handles`; ids must be of that level.
     One caller at a time (the MCP server answers calls on threads of their own)."""
     with _LOCK:
-        return _scores(store, ids, fts_words)
+        return _scores(store, ids, fts_words, level)
+
+
+def search_rung(store: Store, fts_words: Sequence[str], level: int, limit: int
+                ) -> list[tuple[rl.Rollup, float]]:
+    """What `rollups.fts_search(store, <OR of fts_words>, limit, level=level, columns=...)`
+    returns (recall's columns: the walk's entry scan), the same rows, order and scores, without
+    FTS5 counting every row of the index that holds each word: when the rung holds at most
+    EXACT_ROWS matches, they are read unscored and scored from the kept counts (at a million
+    events one ranked statement on a rung of six rollups cost 2-20 ms, all of it counting).
+    More matches, or words this module cannot score, go to FTS5's bm25."""
+    match = ev.fts_query(fts_words)
+    if match is None:
+        return []
+    if handles(fts_words):
+        expr = f"{level_phrase(level)} AND {COLUMNS} : ({match})"
+        top = ev.fts_top_id(store, "rollups_fts")
+        if memory_for(store).count_upto(store, expr, top, EXACT_ROWS + 1) <= EXACT_ROWS:
+            ids = ev.fts_ids(store, expr, top, -1, "rollups_fts")
+            got = scores(store, ids, fts_words, level)
+            if len(got) == len(ids):
+                best = sorted(got, key=lambda i: (got[i], i))[:limit]
+                rows = rl.get_many(store, best)
+                return [(rows[i], got[i]) for i in best if i in rows]
+    return rl.fts_search(store, match, limit, level=level, columns=COLUMNS.strip("{}"))

@@ -38,7 +38,7 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
-from . import docfreq
+from . import docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
 from .tokens import query_words, stem, words
@@ -267,7 +267,7 @@ def _enter(store: Store, sc: _Scorer, threshold: float, caps: Caps,
            before_id: int | None) -> _Entry:
     match = ev.fts_query(sc.tokens)
     assert match is not None
-    nodes, level, seen_ladder = _enter_ladder(store, sc, match, threshold, caps)
+    nodes, level, seen_ladder = _enter_ladder(store, sc, threshold, caps)
     fresh, seen_fresh = _enter_fresh(store, sc, match, threshold, caps, before_id)
     best_seen = seen_fresh if len(seen_fresh) > len(seen_ladder) else seen_ladder
     ladder_best = nodes[0][1] if nodes else []
@@ -276,15 +276,15 @@ def _enter(store: Store, sc: _Scorer, threshold: float, caps: Caps,
     return _Entry(nodes, level, fresh, best, best_seen)
 
 
-def _enter_ladder(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps
+def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
                   ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
-    and the best match seen on the rungs read."""
+    and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`)."""
     best_seen: list[str] = []
+    words = ev.fts_terms(sc.tokens)
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
-                  for r, s in rl.fts_search(store, match, caps.scan, level=level,
-                                            columns="title body terms vocab tags")]
+                  for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
         scored = [t for t in scored if t[1]]
         if not scored:
             continue

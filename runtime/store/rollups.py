@@ -10,7 +10,7 @@ on its children. A sealed rollup never changes; the database refuses it (migrati
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,15 @@ def _from_row(r: Any) -> Rollup:
 def get(store: Store, rollup_id: int) -> Rollup | None:
     rows = store.query("SELECT * FROM rollups WHERE id = ?", (rollup_id,))
     return _from_row(rows[0]) if rows else None
+
+
+def get_many(store: Store, ids: Sequence[int]) -> dict[int, Rollup]:
+    """The rollups of these ids that exist, by id (one statement)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {int(r["id"]): _from_row(r) for r in store.query(
+        f"SELECT * FROM rollups WHERE id IN ({marks})", tuple(ids))}
 
 
 def all_(store: Store) -> list[Rollup]:
