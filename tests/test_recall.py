@@ -791,3 +791,18 @@ def test_an_event_read_again_after_a_tag_is_read_with_its_tag(offline_home: Home
         after = recall(store, "zeppelin outage", k=2)
         assert [h.event.id for h in after.hits] == [older, newer]
         assert after.hits[0].score > before.hits[1].score
+
+
+def test_long_texts_are_read_afresh_not_kept(offline_home: Home):
+    """What recall keeps of the events it read is bounded: a long text (a tool's output) is
+    tokenized each time instead of being held."""
+    from runtime.memory import recall as rc
+
+    long_body = "Zeppelin rollout log: " + "step ok; " * 1000
+    short, long_ = seed(offline_home, ["Zeppelin rollout checklist done.", long_body])
+    rc._kept_stems.cache_clear()
+    with Store.open(offline_home.db_path) as store:
+        found = recall(store, "zeppelin rollout", k=2)
+    assert {h.event.id for h in found.hits} == {short, long_}
+    kept = rc._kept_stems.cache_info().currsize
+    assert kept == 1, kept  # the short one only

@@ -36,9 +36,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from ..store import Event, Store
@@ -62,7 +63,8 @@ RARE_EPISODES = 2000  # on a longer history: every episode holding one of the ra
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 FRESH = 60  # events past the ladder's end considered
-DOC_STEMS = 8192  # events' word counts kept (about 1.5 KB each)
+DOC_STEMS = 8192  # events' word counts kept (about 1.5 KB each) ...
+DOC_STEMS_CHARS = 4000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
@@ -177,22 +179,27 @@ def evidence(hits: Sequence[Hit], stems: dict[int, frozenset[str]],
     return sum(w for s, w in idf.items() if s in have) / sum(idf.values())
 
 
-def _doc_stems(e: Event, tags: str) -> tuple[Counter[str], frozenset[str]]:
+def _doc_stems(e: Event, tags: str) -> tuple[Mapping[str, int], frozenset[str]]:
     """An event's stems as BM25 reads them (body, speaker, tags), and its topic: the stems of
-    its body's content words, which `diversify` compares. The body is tokenized once, and the
-    last DOC_STEMS texts' are kept: the best episodes' spans recur from turn to turn (in the
-    bench's 200 queries at 1M, 42% of the events read had been read before). Shared: a caller
-    never changes what it is given."""
+    its body's content words, which `diversify` compares. The body is tokenized once. The
+    last DOC_STEMS texts of at most DOC_STEMS_CHARS are kept (the best episodes' spans recur
+    from turn to turn: in the bench's 200 queries at 1M, 42% of the events read had been read
+    before); a longer text, a tool's output say, is read afresh rather than held."""
+    if len(e.body) + len(tags) <= DOC_STEMS_CHARS:
+        return _kept_stems(e.body, e.actor, tags)
     return _text_stems(e.body, e.actor, tags)
 
 
-@lru_cache(maxsize=DOC_STEMS)
-def _text_stems(text: str, actor: str, tags: str) -> tuple[Counter[str], frozenset[str]]:
+def _text_stems(text: str, actor: str, tags: str) -> tuple[Mapping[str, int], frozenset[str]]:
     body = words(text)
     stems = [stem(w) for w in body]
     bag = Counter(stems)
     bag.update(stem(w) for w in (*words(actor), *words(tags)))
-    return bag, frozenset(s for w, s in zip(body, stems, strict=True) if is_content_word(w))
+    topic = frozenset(s for w, s in zip(body, stems, strict=True) if is_content_word(w))
+    return MappingProxyType(bag), topic  # read-only: what is kept is shared
+
+
+_kept_stems = lru_cache(maxsize=DOC_STEMS)(_text_stems)
 
 
 def _phrase_or(words: Sequence[str]) -> str:
