@@ -141,3 +141,67 @@ def test_recall_ranks_the_same_with_and_without_it(ladder: Store,
             theirs = rc._episodes(ladder, words)
         assert [r.id for r, _ in ours] == [r.id for r, _ in theirs], words
         assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-9)
+
+
+TRICKY = ["alpha", "beta", "owner", "owns", "ms", "m", "latency", "reason", "reasonably",
+          "apology", "apologize", "biology", "horribly", "horrible", "42", "x\u0301yz", "xyz",
+          "ab\ue000cd", "café", "cafe", "i'm", "running", "runs"]
+
+
+def test_search_rung_is_fts5s_ranking_where_the_tokenizers_part(tmp_path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    """Words memory.tokens reads otherwise than FTS5 (tokens under 3 bytes, snowball's porter
+    against SQLite's on -logy and -bly, a combining mark with no precomposed letter) and rows
+    whose scores tie: the kept-count path gives FTS5's rows, order and scores, bit for bit."""
+    import random
+
+    rng = random.Random(7)
+    fts_search = rl.fts_search
+    calls: list[int] = []
+    monkeypatch.setattr(rl, "fts_search", lambda *a, **k: calls.append(1) or fts_search(*a, **k))
+    with Store.open(tmp_path / "c.db") as store:
+        for i in range(60):
+            body = " ".join(rng.choices(TRICKY, k=rng.randint(1, 10)))
+            rid = rl.seal(store, level=rng.choice([1, 1, 2, 3]), first_event=None,
+                          last_event=None, source_range=None, first_ts=None, last_ts=None,
+                          title=" ".join(rng.choices(TRICKY, k=rng.randint(0, 2))), body=body,
+                          terms="", method="test", vocab=None)
+            if i % 9 == 0:
+                tg.add(store, "rollup", rid, rng.sample(TRICKY[:6], 2))
+        checked = 0
+        for _ in range(60):
+            words = ev.fts_terms(rng.sample(TRICKY, rng.randint(1, 3)))
+            for level in (1, 2, 3):
+                for limit in (1, 3, -1):
+                    calls.clear()
+                    ours = rb.search_rung(store, words, level, limit)
+                    assert not calls or not rb.handles(words), words  # scored here, not by FTS5
+                    theirs = fts_search(store, ev.fts_query(words) or "", limit, level=level,
+                                        columns="title body terms vocab tags")
+                    assert [(r.id, s) for r, s in ours] == [(r.id, s) for r, s in theirs], (
+                        words, level, limit)
+                    checked += bool(theirs)
+        assert checked > 200
+
+
+def test_the_kept_terms_are_bounded_and_start_again_when_full(tmp_path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rb, "MAX_TERMS", 40)
+    monkeypatch.setattr(rb, "_TERMS", rb._Terms())
+    with Store.open(tmp_path / "c.db") as store:
+        for i in range(30):  # 30 ASCII episodes of 25 words of their own: 750 words in all
+            rl.seal(store, level=1, first_event=None, last_event=None, source_range=None,
+                    first_ts=None, last_ts=None, title="zeppelin notes",
+                    body=" ".join(f"word{i}x{j}s" for j in range(25)), terms="",
+                    method="test", vocab=None)
+        for limit in (5, -1):
+            ours = rb.search_rung(store, ["zeppelin", "notes"], 1, limit)
+            theirs = rl.fts_search(store, '"zeppelin" OR "notes"', limit, level=1,
+                                   columns="title body terms vocab tags")
+            assert [(r.id, s) for r, s in ours] == [(r.id, s) for r, s in theirs]
+    assert 0 < len(rb._TERMS.known) < 750 // 2  # started again, did not keep every word
+
+
+def test_the_private_tokenizer_is_rollups_fts_own(ladder: Store):
+    sql = ladder.scalar("SELECT sql FROM sqlite_master WHERE name = 'rollups_fts'")
+    assert f"tokenize='{rb.TOKENIZE}'" in sql

@@ -63,8 +63,8 @@ RARE_EPISODES = 2000  # on a longer history: every episode holding one of the ra
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 FRESH = 60  # events past the ladder's end considered
-DOC_STEMS = 8192  # events' word counts kept (about 1.5 KB each) ...
-DOC_STEMS_CHARS = 4000  # ... of texts up to this long
+DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
+DOC_STEMS_CHARS = 1000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.

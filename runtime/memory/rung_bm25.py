@@ -9,46 +9,98 @@ whole doclist. On a long history the rung holds tens of thousands of episodes fo
 grew with it (issue 15). Here those counts are read once and kept while the index is
 unchanged (`RungMemory`; its stamp is FTS5's averages and structure records, and the latter's
 write counter moves with every change to the index: a rollup sealed, a tag added), and so is
-each scored episode's stem counts, read from its own text by `memory.tokens` (the one
-tokenizer, which mirrors FTS5's), with its length from `rollups_fts_docsize`: a warm statement
-costs the rows it scores, a cold one also reads their text once (ADR-0023). The formula
-is FTS5's (fts5_aux.c: k1 1.2, b 0.75, idf log((N - n + 0.5) / (n + 0.5)) floored at 1e-6,
-every column weighted 1), so a score here equals FTS5's for the same row and statement;
-`tests/test_rung_bm25.py` checks it to 1e-9.
+each scored episode's term counts, read from its own text by FTS5's own tokenizer (on a
+private in-memory table, `_Terms`: `memory.tokens` follows FTS5 closely but not on every word),
+with its length from `rollups_fts_docsize`: a warm statement costs the rows it scores, a cold
+one also reads their text once (ADR-0023). The formula is FTS5's (fts5_aux.c: k1 1.2, b 0.75,
+idf log((N - n + 0.5) / (n + 0.5)) floored at 1e-6, every column weighted 1), summed term by
+term in the statement's order as FTS5 sums it, so a score here equals FTS5's for the same row
+and statement; `tests/test_rung_bm25.py` checks it to 1e-9, and equal scores stay equal.
 
 Read-only: it reads the store and knows nothing of recall's ranking or the loop. A query word
-the tokenizer would split further is left to FTS5's bm25 (`handles`).
+FTS5 would read as more than one term is left to FTS5's bm25 (`handles`).
 """
 
 from __future__ import annotations
 
 import math
+import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
 
 from ..store import Store
 from ..store import events as ev
 from ..store import rollups as rl
-from .tokens import WORD, stem, words
+from .tokens import WORD
 
 K1, B = 1.2, 0.75  # FTS5's bm25 defaults
 COLUMNS = "{title body terms vocab tags}"  # the columns recall matches words in
 MAX_COUNTS = 50_000  # phrase counts kept for one state of the index
 MAX_ROWS = 20_000  # episodes whose stem counts are kept (about 1 KB each)
 EXACT_ROWS = 1000  # a rung's matches `search_rung` scores itself; more keep FTS5's bm25
-_stem = lru_cache(maxsize=65536)(stem)  # a ranked statement reads the same few words often
+TOKENIZE = "porter unicode61 remove_diacritics 2"  # rollups_fts's (a test holds them equal)
+MAX_TERMS = 200_000  # words whose FTS5 term is kept (about 30 MB at most)
+
+
+class _Terms:
+    """FTS5's own tokenizer, on a private in-memory table: the terms rollups_fts holds for a
+    text, so the counts here are FTS5's exactly (this project's `memory.tokens` follows it
+    closely but not everywhere: snowball's porter reads "reasonably" as "reasonabli" where
+    SQLite's reads "reason", and FTS5 leaves tokens under 3 bytes unstemmed). An ASCII text is
+    split here (its words are runs of letters and digits, as unicode61 reads them) and each
+    distinct word's term asked of FTS5 once and kept; any other text is read by FTS5 whole."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.db.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize='{TOKENIZE}', "
+                        "content='')")
+        self.db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        self.known: dict[str, str | None] = {}  # a word: its one term, None if not one
+
+    def _read(self, texts: dict[int, str]) -> dict[int, list[str]]:
+        """Each text's terms as FTS5 indexes them (in no particular order)."""
+        out: dict[int, list[str]] = {i: [] for i in texts}
+        self.db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", texts.items())
+        for term, doc in self.db.execute("SELECT term, doc FROM v"):
+            out[doc].append(term)
+        self.db.execute("INSERT INTO t(t) VALUES ('delete-all')")
+        return out
+
+    def learn(self, words: Iterable[str]) -> None:
+        """Ask FTS5 the term of each word not known yet (all of them known after)."""
+        wanted = list(dict.fromkeys(words))
+        if len(self.known) + len(wanted) > MAX_TERMS:
+            self.known = {}  # bounded: start again rather than grow
+        new = [w for w in wanted if w not in self.known]
+        if not new:
+            return
+        for i, terms in self._read(dict(enumerate(new, 1))).items():
+            self.known[new[i - 1]] = terms[0] if len(terms) == 1 else None
+
+    def bags(self, texts: dict[int, str]) -> dict[int, dict[str, int]]:
+        """Each text's term counts."""
+        split = {i: WORD.findall(x.lower()) for i, x in texts.items() if x.isascii()}
+        self.learn(w for ws in split.values() for w in ws)
+        out: dict[int, dict[str, int]] = {
+            i: Counter(map(self.known.__getitem__, ws)) for i, ws in split.items()}
+        rest = {i: x for i, x in texts.items() if i not in split}
+        out.update((i, Counter(terms)) for i, terms in self._read(rest).items())
+        return out
+
+    def term(self, word: str) -> str | None:
+        """The one term FTS5 makes of `word` as a phrase, or None when it makes more or none."""
+        self.learn([word])
+        return self.known[word]
+
+
+_TERMS = _Terms()
 
 
 def handles(fts_words: Sequence[str]) -> bool:
-    """Whether these FTS words can be scored here: each one token, as FTS5 reads its phrase."""
-    return bool(fts_words) and all(words(w) == [w] for w in fts_words)
-
-
-def _tokens(text: str) -> list[str]:
-    """`words(text)`, faster for plain ASCII (lowered once, not word by word)."""
-    return WORD.findall(text.lower()) if text.isascii() else words(text)
+    """Whether these FTS words can be scored here: each one term, as FTS5 reads its phrase."""
+    with _LOCK:
+        return bool(fts_words) and all(_TERMS.term(w) is not None for w in fts_words)
 
 
 class RungMemory:
@@ -92,8 +144,8 @@ class RungMemory:
             marks = ",".join("?" * len(missing))
             sizes = {int(r[0]): sum(ev.varints(bytes(r[1] or b""))) for r in store.query(
                 f"SELECT id, sz FROM rollups_fts_docsize WHERE id IN ({marks})", missing)}
-            for i, text in _texts(store, missing).items():
-                self.rows[i] = (Counter(map(_stem, _tokens(text))), sizes.get(i, 0))
+            for i, bag in _TERMS.bags(_texts(store, missing)).items():
+                self.rows[i] = (bag, sizes.get(i, 0))
         return {i: self.rows[i] for i in ids if i in self.rows}
 
 
@@ -150,15 +202,18 @@ def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str], level: i
         x = math.log((n_rows - n + 0.5) / (n + 0.5))
         return x if x > 0 else 1e-6
 
-    weight: dict[str, float] = {}  # a stem's idf, summed over the phrases that stem to it
-    for w in dict.fromkeys(fts_words):
-        weight[_stem(w)] = weight.get(_stem(w), 0.0) + idf(f'{COLUMNS} : "{w}"')
-    rung = idf(level_phrase(level)) * (K1 + 1)  # every row holds its level once
+    # FTS5's sum, term by term in the statement's order (the rung's phrase first), so equal
+    # scores stay equal and the order of ties is FTS5's
+    rung = idf(level_phrase(level))
+    phrases = [(idf(f'{COLUMNS} : "{w}"'), _TERMS.term(w)) for w in fts_words]
     out: dict[int, float] = {}
     for i, (bag, size) in kept.stems(store, ids).items():
         d = K1 * (1 - B + B * size / avgdl)
-        out[i] = -(rung / (1 + d) + sum(w * bag[s] * (K1 + 1) / (bag[s] + d)
-                                         for s, w in weight.items() if s in bag))
+        score = 0.0 + rung * ((1.0 * (K1 + 1.0)) / (1.0 + d))
+        for w, term in phrases:
+            f = bag.get(term, 0) if term is not None else 0
+            score += w * ((f * (K1 + 1.0)) / (f + d))
+        out[i] = -1.0 * score
     return out
 
 
@@ -190,7 +245,8 @@ def search_rung(store: Store, fts_words: Sequence[str], level: int, limit: int
             ids = ev.fts_ids(store, expr, top, -1, "rollups_fts")
             got = scores(store, ids, fts_words, level)
             if len(got) == len(ids):
-                best = sorted(got, key=lambda i: (got[i], i))[:limit]
+                best = sorted(got, key=lambda i: (got[i], i))
+                best = best[:limit] if limit >= 0 else best  # SQL's LIMIT -1: every row
                 rows = rl.get_many(store, best)
                 return [(rows[i], got[i]) for i in best if i in rows]
     return rl.fts_search(store, match, limit, level=level, columns=COLUMNS.strip("{}"))
