@@ -24,6 +24,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from runtime.home import Home
+from runtime.store import Event
 
 from .fakeapi import FakeMessagesAPI
 
@@ -125,6 +126,15 @@ def tell(home: Home, body: str) -> int:
 
     with Store.open(home.db_path) as store:
         return inputs.add_message(store, Event.owner_message(body, "tell"))
+
+
+def standups(bodies: list[str], per_day: int) -> list[Event]:
+    """Notes a day apart in March 2025, `per_day` of them each day ten minutes apart from 09:00:
+    a history reflect seals into episodes and days (the ladders the recall tests read)."""
+    return [Event(kind="note", body=b, actor="coworker", author_kind="agent",
+                  ts=f"2025-03-{1 + i // per_day:02d}T{9 + (i % per_day) // 6:02d}:"
+                     f"{(i % 6) * 10:02d}:00.000Z")
+            for i, b in enumerate(bodies)]
 
 
 def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,

@@ -28,7 +28,7 @@ from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.store import tags as tg
 
-from .conftest import coworker, tell, write_config
+from .conftest import coworker, standups, tell, write_config
 from .conftest import run_tick as tick
 from .fakeapi import FakeMessagesAPI, text, tool_use
 
@@ -741,10 +741,7 @@ def test_on_a_long_history_recall_ranks_bounded_episode_candidates_with_the_flat
         extra = " The zeppelin migration slipped." if i == 37 else ""
         bodies.append(f"Standup {i}: billing export and invoice checks ran.{extra}")
     with Store.open(offline_home.db_path) as store:
-        ev.append_many(store, [Event(kind="note", body=b, actor="coworker", author_kind="agent",
-                                     ts=f"2025-03-{1 + i // 60:02d}T{9 + (i % 60) // 6:02d}:"
-                                        f"{(i % 6) * 10:02d}:00.000Z")
-                               for i, b in enumerate(bodies)])
+        ev.append_many(store, standups(bodies, per_day=60))
         rf.reflect(offline_home, offline_home.settings(), store)
         assert rl.counts_per_level(store)[1] > 20
         scored: list[str] = []

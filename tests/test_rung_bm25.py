@@ -14,10 +14,12 @@ from runtime.home import Home
 from runtime.memory import recall as rc
 from runtime.memory import rung_bm25 as rb
 from runtime.memory.walk import walk
-from runtime.store import Event, Store
+from runtime.store import Store
 from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.store import tags as tg
+
+from .conftest import standups
 
 TOPICS = ["billing export", "invoice checks", "zeppelin migration", "owner owned owns",
           "cache warming", "Straße café naïve", "deploy_script runs", "happy happiness"]
@@ -29,10 +31,7 @@ def ladder(offline_home: Home):
               f"ran; {'the owners were happy' if i % 7 == 0 else 'nothing else'}."
               for i in range(400)]
     with Store.open(offline_home.db_path) as store:
-        ev.append_many(store, [Event(kind="note", body=b, actor="coworker", author_kind="agent",
-                                     ts=f"2025-03-{1 + i // 40:02d}T{9 + (i % 40) // 6:02d}:"
-                                        f"{(i % 6) * 10:02d}:00.000Z")
-                               for i, b in enumerate(bodies)])
+        ev.append_many(store, standups(bodies, per_day=40))
         rf.reflect(offline_home, offline_home.settings(), store)
         assert rl.counts_per_level(store)[1] > 10
         yield store
