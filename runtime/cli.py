@@ -450,10 +450,14 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
     size = file.stat().st_size if file.is_file() else 0
     with _store(home) as store, Progress(
             "[progress.description]{task.description}", BarColumn(), TransferSpeedColumn(),
-            console=err, transient=True, disable=size < 5_000_000) as bar:
+            console=err, transient=True, disable=size < 5_000_000,
+            auto_refresh=False) as bar:  # no refresh thread: a large file's parser is forked
         task = bar.add_task(f"importing {file.name}", total=size)
-        report = import_file(store, file, skip_bad=skip_bad,
-                             progress=lambda n: bar.advance(task, n),
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            bar.refresh()
+        report = import_file(store, file, skip_bad=skip_bad, progress=advance,
                              timezone=home.settings().coworker.timezone)
     span = f" (ids {report.first_id}-{report.last_id})" if report.imported else ""
     present = (f"; {report.already_present} already present, not imported again"

@@ -7,16 +7,20 @@ transaction: a bad line names its line number and field and nothing is imported,
 Imported events keep their `author_kind` when given, else `unknown`. It streams the file; it
 never reads it whole.
 
-Written in batches (BATCH lines), parsed and written in turn on the caller's thread: each
-batch's events go in as one INSERT, so FTS5 indexes them in one pass (store.events.insert_rows),
-and the keys of the whole file go into `import_keys` once, in key order, just before the commit
-(store.import_keys.FileWriter). Parsing is the cheaper kind (ADR-0022's addendum): the usual
-line is read by json's C scanner alone (`_json`) and meta written by an encoder made once
-(`_meta_text`), each held equal to what json.loads and store.events.event_row give. One
-transaction is fine for a file of millions of lines: SQLite spills its pages to the WAL (on
-disk, about the size of what is imported), and the importer holds only the current batch, 12
-bytes a distinct line to number identical lines, and the file's `id:` keys (peak RSS of
-`coworker import` at a million lines: 159 MB, as before batching).
+Written in batches (BATCH lines): each batch's events go in as multi-row INSERTs, so FTS5
+indexes them in one pass (store.events.insert_rows), and the keys of the whole file go into
+`import_keys` once, in key order, just before the commit (store.import_keys.FileWriter).
+Parsing is the cheaper kind (ADR-0022's addendum): the usual line is read by json's C scanner
+alone (`_json`) and meta written by an encoder made once (`_meta_text`), each held equal to
+what json.loads and store.events.event_row give. A file of PROCESS_BYTES or more, on Linux
+with a second core and no other thread, is parsed by a forked child while this process writes
+(`_parsed_apart`, ADR-0022's third addendum); any other file is parsed and written in turn on
+the caller's thread. Either way the writer redacts secrets and holds the one transaction: a
+child that dies, or a writer that dies, leaves nothing of the file. One transaction is fine
+for a file of millions of lines: SQLite spills its pages to the WAL (on disk, about the size
+of what is imported), and the importer holds a batch or two, 12 bytes a distinct line to
+number identical lines, and the file's `id:` keys (peak RSS of `coworker import` at a million
+lines: 159 MB, as before batching).
 
 Nothing old is replayed:
 - Import is idempotent. Each line gets a stable key (`id:<value>` from `id`/`source_id`, else a
@@ -38,20 +42,20 @@ import re
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import UsageError
-from .settings import redact
+from .errors import CoworkerError, UsageError
+from .settings import redact, redacts
 from .store import Event, Store
 from .store import events as ev
 from .store import import_keys as keys_store
 from .store.events import AUTHOR_KINDS, LOOP_STATE_KINDS
 
-BATCH = 5000  # lines written at a time: one INSERT of their events (store.events.insert_rows)
+BATCH = 5000  # lines parsed and written at a time (store.events.insert_rows)
 FIELDS = ("ts", "kind", "actor", "author_kind", "body", "meta", "id", "source_id")
 FUTURE_SLACK = timedelta(days=1)
 MAX_META_DEPTH = 64  # nesting levels of meta; deeper is a bad line, not a crash later
@@ -65,6 +69,11 @@ class BadLine(UsageError):
         self.what = what
 
 
+class ParserStopped(CoworkerError):
+    """The forked parser of a large file ended without finishing it (killed, out of memory, a
+    bug): the import's transaction is rolled back, so nothing of the file is written."""
+
+
 @dataclass
 class ImportReport:
     imported: int = 0
@@ -74,6 +83,7 @@ class ImportReport:
     last_id: int | None = None
     seconds: float = 0.0
     batch: str = ""  # meta.import_batch of every event this run wrote
+    parser: str = "inline"  # or "process": parsed by a forked child beside the writer
 
     @property
     def rate(self) -> float:
@@ -97,8 +107,20 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-# The usual shape, already UTC: checked by datetime itself, written back without a round trip
-_UTC_Z = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{3})?Z")
+# The usual shape, already UTC: a time of day the pattern checks, a day datetime checks (once
+# a day, `_real_day`), written back without a round trip
+_UTC_Z = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+                    r"(?:\.[0-9]{3})?Z")
+
+
+@lru_cache(maxsize=4096)
+def _real_day(day: str) -> bool:
+    """Whether YYYY-MM-DD is a day of the calendar (a history holds few, each many times)."""
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True
 
 
 @lru_cache(maxsize=8)
@@ -110,16 +132,12 @@ def _latest(now: datetime) -> str:
 def normalize_ts(value: Any, tz: tzinfo = UTC, now: datetime | None = None) -> str:
     """`value` as UTC ISO-8601 with milliseconds; a naive time is read in `tz`. Any time that
     cannot be read, is out of range, or is more than a day after `now` is a ValueError."""
-    if isinstance(value, str) and _UTC_Z.fullmatch(value):
-        try:
-            datetime.fromisoformat(value[:19])  # a real day and time of day, or ValueError
-        except ValueError:
-            pass  # the slow path below says what is wrong
-        else:
-            out = value if len(value) == 24 else f"{value[:19]}.000Z"
-            if out > _latest(now or datetime.now(UTC)):
-                raise ValueError(f"field 'ts': {_shown(value)} is more than a day in the future")
-            return out
+    if isinstance(value, str) and _UTC_Z.fullmatch(value) and _real_day(value[:10]):
+        out = value if len(value) == 24 else f"{value[:19]}.000Z"
+        if out > _latest(now or datetime.now(UTC)):
+            raise ValueError(f"field 'ts': {_shown(value)} is more than a day in the future")
+        return out
+    # anything else (the slow path says what is wrong, or reads another shape)
     if not isinstance(value, str) or not value.strip():
         raise ValueError("field 'ts': missing or not a string (want ISO-8601, e.g. "
                          "2026-03-01T09:30:00Z)")
@@ -249,7 +267,9 @@ def _parse(text: str, tz: tzinfo, now: datetime | None, batch: str | None) -> Fi
         raise ValueError(f"unknown field {_shown(unknown[0])} (fields: {', '.join(FIELDS)})")
     ts = normalize_ts(obj.get("ts"), tz, now)
     kind, actor, author_kind, body = _text_fields(obj)
-    meta = _meta(obj.get("meta"))
+    # meta nested deeper than MAX_META_DEPTH needs that many brackets in the line: only then
+    # is its depth worth measuring
+    meta = _meta(obj.get("meta"), text.count("{") + text.count("[") > MAX_META_DEPTH)
     source_id = _source_id(obj) if "id" in obj or "source_id" in obj else None
     meta["imported"] = True
     if source_id is not None:
@@ -282,14 +302,14 @@ def _text_fields(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return kind, actor.strip(), author_kind, body
 
 
-def _meta(meta: Any) -> dict[str, Any]:
-    """A line's meta, checked, as a new dict the importer may add its own keys to."""
+def _meta(meta: Any, maybe_deep: bool = True) -> dict[str, Any]:
+    """A line's meta, checked, as a new dict the importer may add its own keys to; its depth is
+    measured only when `maybe_deep`."""
     if meta is None:
         return {}
     if not isinstance(meta, dict):
         raise ValueError("field 'meta': must be a JSON object")
-    if any(isinstance(v, dict | list) for v in meta.values()) and _depth_over(meta,
-                                                                           MAX_META_DEPTH):
+    if maybe_deep and _depth_over(meta, MAX_META_DEPTH):
         raise ValueError(f"field 'meta': nested more than {MAX_META_DEPTH} levels deep")
     return dict(meta)
 
@@ -362,8 +382,21 @@ def _row(ts: str, kind: str, actor: str, author_kind: str, body: str,
          meta: dict[str, Any]) -> tuple:
     """The events row store.events.event_row makes of these fields (tests hold the two
     equal): secrets redacted from actor, body and meta; meta as standard JSON."""
-    text = redact(_meta_text(meta)) if meta else None
-    return (ts, kind, redact(actor), author_kind, redact(body), text, None)
+    return _redacted(_raw_row(ts, kind, actor, author_kind, body, meta))
+
+
+def _raw_row(ts: str, kind: str, actor: str, author_kind: str, body: str,
+             meta: dict[str, Any]) -> tuple:
+    """The events row of these fields before redaction (what the parser makes: the writer
+    redacts, so secrets are redacted in one place whichever process parsed)."""
+    return (ts, kind, actor, author_kind, body, _meta_text(meta) if meta else None, None)
+
+
+def _redacted(row: tuple) -> tuple:
+    """A raw row with the registered secrets redacted from actor, body and meta."""
+    ts, kind, actor, author_kind, body, meta, tick = row
+    return (ts, kind, redact(actor), author_kind, redact(body),
+            redact(meta) if meta else meta, tick)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -406,12 +439,110 @@ def _parsed(path: Path, tz: tzinfo, now: datetime, batch: str,
             skipped.append((no, what))
             continue
         out.keys.append(keys.key(ts, actor, kind, body, source_id))
-        out.rows.append(_row(ts, kind, actor, author_kind, body, meta))
+        out.rows.append(_raw_row(ts, kind, actor, author_kind, body, meta))
         if len(out.rows) >= BATCH:
             yield out
             out = _Parsed()
     if out.rows or out.read:
         yield out
+
+
+PROCESS_BYTES = 4 << 20  # files this large are parsed by a second process (_parsed_apart)
+PARSER = "auto"  # or "inline" / "process" to choose regardless (tests)
+
+
+def _parse_apart(path: Path) -> bool:
+    """Whether to parse `path` in a forked child while this process writes: a large file, a
+    second core, Linux (fork is safe there), and no other thread that a fork could catch
+    holding a lock. PARSER other than "auto" decides instead."""
+    import os
+    import sys
+    import threading
+
+    if PARSER != "auto":
+        return PARSER == "process"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return (sys.platform.startswith("linux") and cores >= 2
+            and threading.active_count() == 1 and path.stat().st_size >= PROCESS_BYTES)
+
+
+def _parsed_apart(path: Path, tz: tzinfo, now: datetime, batch: str,
+                  skipped: list[tuple[int, str]] | None) -> Generator[_Parsed, None, None]:
+    """What `_parsed` yields, parsed by a forked child while this process writes. The child
+    sends each batch through a pipe (a batch or two ahead at most: the pipe is small) and
+    ends with a message that says how it ended; a child that dies without one is an error
+    here, so the caller's transaction rolls back."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_parse_to, args=(send, receive, path, tz, now, batch,
+                                                skipped is not None), daemon=True)
+    child.start()
+    send.close()
+    ended = False
+    try:
+        while True:
+            try:
+                message = receive.recv()
+            except EOFError:
+                break
+            if message[0] == "batch":
+                if skipped is not None:
+                    skipped += message[4]
+                yield _Parsed(message[1], message[2], message[3])
+            elif message[0] == "bad":
+                raise BadLine(path, message[1], message[2])
+            elif message[0] == "usage":
+                raise UsageError(message[1])
+            else:
+                ended = message[0] == "end"
+                if not ended:
+                    raise ParserStopped(f"the import's parser failed on {path.name} "
+                                        f"({message[1]}); nothing was imported")
+                break
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if not ended:
+        raise ParserStopped(f"the import's parser process stopped (exit code {child.exitcode}) "
+                            f"before the end of {path.name}; nothing was imported, run the "
+                            "import again")
+
+
+def _parse_to(send: Any, receive: Any, path: Path, tz: tzinfo, now: datetime, batch: str,
+              skip_bad: bool) -> None:
+    """The forked parser: `_parsed` of the file, each batch sent as it is made. It closes its
+    copy of the pipe's reading end, so that a writer that dies leaves the pipe with no reader
+    and the next send ends this process. Ctrl-C is the writer's to handle (it stops this
+    process), so it is ignored here."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    receive.close()
+    skipped: list[tuple[int, str]] | None = [] if skip_bad else None
+    try:
+        for parsed in _parsed(path, tz, now, batch, skipped):
+            send.send(("batch", parsed.keys, parsed.rows, parsed.read, skipped or []))
+            if skipped:
+                skipped = []
+    except BadLine as e:
+        send.send(("bad", e.line_no, e.what))
+    except UsageError as e:
+        send.send(("usage", str(e)))
+    except BrokenPipeError:
+        return  # the writer is gone; so is its transaction
+    except Exception as e:  # noqa: BLE001 - said to the writer, which raises it
+        send.send(("failed", f"{type(e).__name__}: {e}"))
+    else:
+        send.send(("end",))
+    finally:
+        send.close()
 
 
 class _Batches:
@@ -442,6 +573,8 @@ class _Batches:
         if len(keep) < len(keys):
             keys = [keys[i] for i in keep]
             rows = [rows[i] for i in keep]
+        if redacts():
+            rows = [_redacted(r) for r in rows]
         span = self.writer.write(rows, keys)
         if span:
             if self.report.first_id is None:
@@ -465,8 +598,11 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
     tz = zone(timezone)
     report = ImportReport(batch=uuid.uuid4().hex[:12])
     t0 = time.monotonic()
-    parsed = _parsed(path, tz, datetime.now(UTC), report.batch,
-                     report.skipped if skip_bad else None)
+    if _parse_apart(path):
+        report.parser = "process"
+    parse = _parsed_apart if report.parser == "process" else _parsed
+    parsed = parse(path, tz, datetime.now(UTC), report.batch,
+                   report.skipped if skip_bad else None)
     with store.transaction():
         batches = _Batches(store, path.name, report)
         for batch in parsed:
@@ -476,3 +612,4 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
         batches.finish()
     report.seconds = time.monotonic() - t0
     return report
+

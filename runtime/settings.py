@@ -315,6 +315,11 @@ def register_secret(value: str | None) -> None:
         _SECRETS.add(value.strip())
 
 
+def redacts() -> bool:
+    """Whether any secret is registered, i.e. whether `redact` can change a text."""
+    return bool(_SECRETS)
+
+
 def redact(text: str) -> str:
     """`text` with every registered secret replaced by [redacted]."""
     if not _SECRETS or not text:

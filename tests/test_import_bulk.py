@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -140,10 +141,19 @@ def import_process(home: Path, path: Path) -> subprocess.Popen:
                             text=True)
 
 
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (Linux)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in found.read_text().split()] if found.exists() else []
+
+
+@pytest.mark.parametrize("lines", [20_000, 30_000])  # 3.1 MB parsed inline, 4.7 MB forked
 def test_an_import_killed_mid_file_leaves_nothing_and_a_rerun_imports_it_once(
-        offline_home: Home, tmp_path: Path):
-    rows = history(20_000)
+        offline_home: Home, tmp_path: Path, lines: int):
+    rows = history(lines)
     path = write(tmp_path / "big.jsonl", rows)
+    apart = path.stat().st_size >= importer.PROCESS_BYTES
+    assert apart == (lines == 30_000)
     with Store.open(offline_home.db_path) as store:
         before = ev.append(store, ev.Event(kind="note", body="live work before the import"))
     wal = offline_home.db_path.with_name(offline_home.db_path.name + "-wal")
@@ -158,8 +168,17 @@ def test_an_import_killed_mid_file_leaves_nothing_and_a_rerun_imports_it_once(
         assert time.monotonic() < deadline, "the import wrote nothing to the WAL"
         time.sleep(0.005)
     assert proc.poll() is None, "the import finished before it could be killed"
+    parsers = children(proc.pid)
+    if sys.platform.startswith("linux"):
+        assert len(parsers) == (1 if apart else 0)  # the forked parser, for the larger file
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + 60
+    for pid in parsers:  # its parser finds the pipe closed and ends too
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text(
+                ).split(")")[-1].split()[0]:
+            assert time.monotonic() < deadline, "the parser outlived the killed import"
+            time.sleep(0.01)
 
     with Store.open(offline_home.db_path) as store:
         assert ev.total(store) == 1 and ev.max_id(store) == before
@@ -234,6 +253,14 @@ def tricky_file(path: Path, n: int = 1_000) -> Path:
     return write(path, rows)
 
 
+@pytest.fixture(params=["inline", "process"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test twice: the file parsed in this process, and by a forked parser process
+    beside the writer (what a large file gets on Linux)."""
+    monkeypatch.setattr(importer, "PARSER", request.param)
+    return request.param
+
+
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many batches (BATCH = 97), and a secret registered for redaction."""
@@ -256,12 +283,14 @@ def per_row_reference(db: Path, path: Path, batch: str) -> dict[str, int]:
 
 
 @pytest.mark.usefixtures("small_batches")
-def test_import_writes_what_per_row_appends_write_and_a_rerun_adds_nothing(tmp_path: Path):
+def test_import_writes_what_per_row_appends_write_and_a_rerun_adds_nothing(tmp_path: Path,
+                                                                          parser: str):
     path = tricky_file(tmp_path / "h.jsonl")
     db = tmp_path / "import.db"
     with Store.open(db) as store:
         report = import_file(store, path)
     assert (report.imported, report.already_present) == (1_000 + len(TRICKY) - 1, 1)
+    assert report.parser == parser
 
     reference = tmp_path / "per_row.db"
     keys = per_row_reference(reference, path, report.batch)
@@ -283,7 +312,7 @@ def test_import_writes_what_per_row_appends_write_and_a_rerun_adds_nothing(tmp_p
 
 @pytest.mark.usefixtures("small_batches")
 def test_a_bad_line_after_several_batches_is_one_line_error_and_nothing_is_written(
-        tmp_path: Path):
+        tmp_path: Path, parser: str):
     rows: list = history(1_000)
     rows[700] = {**rows[700], "author_kind": "robot"}
     path = write(tmp_path / "bad.jsonl", rows)
@@ -297,11 +326,12 @@ def test_a_bad_line_after_several_batches_is_one_line_error_and_nothing_is_writt
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
         skipped = import_file(store, path, skip_bad=True)
         assert (skipped.imported, [no for no, _ in skipped.skipped]) == (999, [701])
+        assert skipped.parser == parser
 
 
 @pytest.mark.usefixtures("small_batches")
 def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str):
     path = write(tmp_path / "h.jsonl", history(1_000))
     real_open = Path.open
 
@@ -331,6 +361,47 @@ def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_wr
         assert str(e.value) == (f"cannot read {path} (Input/output error); check that it is a "
                                 "readable file")
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_parser_process_that_dies_mid_file_leaves_nothing_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(importer, "PARSER", "process")
+    path = write(tmp_path / "h.jsonl", history(1_000))
+    real = importer._raw_row
+    made = []
+
+    def dies_at_600(*fields):  # noqa: ANN002, ANN202 - runs in the forked parser only
+        made.append(1)
+        if len(made) == 600:
+            os._exit(3)
+        return real(*fields)
+    monkeypatch.setattr(importer, "_raw_row", dies_at_600)
+    with Store.open(tmp_path / "c.db") as store:
+        with pytest.raises(importer.ParserStopped) as e:
+            import_file(store, path)
+        assert str(e.value) == ("the import's parser process stopped (exit code 3) before the "
+                                "end of h.jsonl; nothing was imported, run the import again")
+        assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
+        assert made == []  # this process parsed nothing itself
+    assert_intact(tmp_path / "c.db")
+
+
+def test_insert_values_splits_at_the_variable_limit_and_refuses_a_ragged_row(tmp_path: Path):
+    with Store.open(tmp_path / "c.db") as store:
+        store.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)  # 2 rows a statement
+        rows = [ev.Event(kind="note", body=f"row {i}").to_row() for i in range(5)]
+        with pytest.raises(ValueError, match="7 values"):
+            ev.insert_rows(store, rows[:2] + [rows[2][:6]] + rows[3:])
+        assert ev.total(store) == 0
+        statements = []
+        store.conn.set_trace_callback(statements.append)
+        assert ev.insert_rows(store, rows) == (1, 5)
+        store.conn.set_trace_callback(None)
+        # each statement is traced again at each trigger firing: count distinct texts
+        assert len({s for s in statements if s.startswith("INSERT INTO events(")}) == 3
+        assert [e.body for e in ev.span(store, 1, 5)] == [f"row {i}" for i in range(5)]
+        assert store.scalar("SELECT COUNT(*) FROM events_fts WHERE events_fts MATCH 'row'") == 5
 
 
 def test_line_keys_are_the_ones_earlier_versions_wrote():

@@ -11,8 +11,10 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 from ..errors import StoreBusy, StoreError
@@ -21,6 +23,7 @@ from . import migrations
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
+ROWS_PER_INSERT = 5000  # rows of one multi-row INSERT at most (fewer when variables are few)
 
 
 class Store:
@@ -180,6 +183,41 @@ class Store:
             dest.execute("PRAGMA journal_mode = DELETE")
         finally:
             dest.close()
+
+
+def insert_values(db: sqlite3.Connection, into: str, rows: Sequence[tuple],
+                  width: int) -> tuple[int, int]:
+    """Insert these rows of `width` values each with multi-row `INSERT INTO <into> VALUES
+    (...), (...)` statements, as many rows a statement as SQLite's variable limit allows (up to
+    ROWS_PER_INSERT); (rows written, rowid of the last). One statement for many rows is what
+    makes a trigger's FTS5 insert cheap: FTS5 writes its pending terms as a new index segment
+    at the end of every statement (ADR-0022). A row of another width is a ValueError, before
+    anything is written (flattened, it would shift every value after it)."""
+    if any(len(row) != width for row in rows):
+        raise ValueError(f"every row must hold {width} values")
+    per = _rows_per_insert(db, width)
+    written, last = 0, 0
+    for i in range(0, len(rows), per):
+        chunk = rows[i:i + per]
+        cur = db.execute(_values_sql(into, width, len(chunk)),
+                         tuple(chain.from_iterable(chunk)))
+        written += cur.rowcount
+        last = int(cur.lastrowid or 0)
+    return written, last
+
+
+def _rows_per_insert(db: sqlite3.Connection, width: int) -> int:
+    try:
+        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    except (AttributeError, sqlite3.Error):  # no getlimit: SQLite's oldest default
+        limit = 999
+    return max(1, min(ROWS_PER_INSERT, limit // width))
+
+
+@lru_cache(maxsize=16)
+def _values_sql(into: str, width: int, n: int) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return f"INSERT INTO {into} VALUES " + ", ".join([row] * n)
 
 
 def _error(e: sqlite3.Error, path: Path) -> StoreError:

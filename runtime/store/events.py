@@ -2,8 +2,8 @@
 
 Owns the Event record (frozen, UTC timestamp by default, one way to a row and back), the event
 vocabulary (who writes an event: AUTHOR_KINDS; which kinds are the loop's bookkeeping or its own
-state: BOOKKEEPING_KINDS, LOOP_STATE_KINDS), appending (one event, or a batch as one INSERT
-through a TEMP staging table, so FTS5 indexes a batch at once), reading by id, tail and cursor,
+state: BOOKKEEPING_KINDS, LOOP_STATE_KINDS), appending (one event, or a batch as multi-row
+INSERTs, so FTS5 indexes a batch at once), reading by id, tail and cursor,
 counting, and the FTS5 primitive over the history. No code path here updates or deletes an
 event; the database's triggers refuse it too.
 
@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..settings import redact
-from .db import Store
+from .db import Store, insert_values
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
 UNREADABLE_META = "unreadable_meta"  # the key a stored meta that is not JSON is read back under
@@ -262,32 +262,27 @@ def _ids(span: tuple[int, int] | None) -> list[int]:
     return list(range(span[0], span[1] + 1)) if span else []
 
 
-_STAGE_COLUMNS = "ts, kind, actor, author_kind, body, meta, tick_id"
+_INSERT_INTO = "events(ts, kind, actor, author_kind, body, meta, tick_id)"
 
 
 def insert_rows(store: Store, rows: Sequence[tuple]) -> tuple[int, int] | None:
-    """Append event rows (Event.to_row, in order) with one INSERT; return the first and last
-    new ids, or None for no rows. Inside the caller's transaction, or in its own.
+    """Append event rows (Event.to_row, in order) with as few INSERTs as SQLite allows; return
+    the first and last new ids, or None for no rows. Inside the caller's transaction, or in its
+    own.
 
-    Why one statement: FTS5 writes its pending terms to disk as a new index segment at every
+    Why few statements: FTS5 writes its pending terms to disk as a new index segment at every
     statement that touches it, so rows inserted one statement each (the events_ai trigger
-    firing per row) cost one tiny segment per event and endless merging. The rows are staged
-    in a TEMP table of this connection and moved into events by one INSERT ... SELECT: the
-    same trigger fires for each row with the same values, so the index holds exactly what
-    per-row appends write, but FTS5 writes the batch as a few large segments. Ids are
-    contiguous: events has AUTOINCREMENT and the write lock is held."""
+    firing per row) cost one tiny segment per event and endless merging. A multi-row INSERT
+    (db.insert_values: 5,000 rows a statement where SQLite allows 35,000 variables) fires the
+    same trigger for each row with the same values, so the index holds exactly what per-row
+    appends write, but FTS5 writes the batch as a few large segments. Ids are contiguous:
+    events has AUTOINCREMENT and the write lock is held."""
     if not rows:
         return None
     with store.transaction() as db:
-        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS events_stage ({_STAGE_COLUMNS})")
-        db.execute("DELETE FROM temp.events_stage")
-        db.executemany("INSERT INTO temp.events_stage VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        cur = db.execute(f"INSERT INTO events({_STAGE_COLUMNS}) SELECT {_STAGE_COLUMNS} "
-                         "FROM temp.events_stage ORDER BY rowid")
-        last = int(cur.lastrowid)
-        db.execute("DELETE FROM temp.events_stage")
-        if cur.rowcount != len(rows):  # rolls this batch back
-            raise RuntimeError(f"staged {len(rows)} events but {cur.rowcount} were written")
+        written, last = insert_values(db, _INSERT_INTO, rows, 7)
+        if written != len(rows):  # rolls this batch back
+            raise RuntimeError(f"inserted {len(rows)} events but {written} were written")
     return last - len(rows) + 1, last
 
 

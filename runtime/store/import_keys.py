@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import events as ev
-from .db import Store
+from .db import Store, insert_values
 
 CHUNK = 500  # keys per `IN (...)` look-up, well below SQLite's variable limit
 
@@ -30,7 +30,7 @@ def present(store: Store, keys: Sequence[str]) -> set[str]:
 
 class FileWriter:
     """The writes of one imported file, inside the caller's one transaction: events a batch
-    at a time (one INSERT each, see store.events.insert_rows), their keys gathered in a TEMP
+    at a time (few INSERTs each, see store.events.insert_rows), their keys gathered in a TEMP
     table and written to `import_keys` once, in key order, by `finish` (a key index filled in
     order is appended to; filled a batch at a time it is written all over, every batch).
 
@@ -57,8 +57,8 @@ class FileWriter:
         with self.store.transaction() as db:
             span = ev.insert_rows(self.store, rows)
             if span:
-                db.executemany("INSERT INTO temp.import_keys_stage VALUES (?, ?)",
-                               zip(keys, range(span[0], span[1] + 1), strict=True))
+                insert_values(db, "temp.import_keys_stage", list(
+                    zip(keys, range(span[0], span[1] + 1), strict=True)), 2)
         return span
 
     def finish(self) -> int:
