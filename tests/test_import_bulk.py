@@ -147,13 +147,22 @@ def children(pid: int) -> list[int]:
     return [int(c) for c in found.read_text().split()] if found.exists() else []
 
 
+def running(pid: int) -> bool:
+    """Whether a process is alive: neither gone nor a zombie waiting to be reaped (Linux)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
 @pytest.mark.parametrize("lines", [20_000, 30_000])  # 3.1 MB parsed inline, 4.7 MB forked
 def test_an_import_killed_mid_file_leaves_nothing_and_a_rerun_imports_it_once(
         offline_home: Home, tmp_path: Path, lines: int):
     rows = history(lines)
     path = write(tmp_path / "big.jsonl", rows)
-    apart = path.stat().st_size >= importer.PROCESS_BYTES
-    assert apart == (lines == 30_000)
+    assert (path.stat().st_size >= importer.PROCESS_BYTES) == (lines == 30_000)
+    apart = importer._parse_apart(path)  # also needs Linux and a second core
     with Store.open(offline_home.db_path) as store:
         before = ev.append(store, ev.Event(kind="note", body="live work before the import"))
     wal = offline_home.db_path.with_name(offline_home.db_path.name + "-wal")
@@ -175,8 +184,7 @@ def test_an_import_killed_mid_file_leaves_nothing_and_a_rerun_imports_it_once(
     proc.wait()
     deadline = time.monotonic() + 60
     for pid in parsers:  # its parser finds the pipe closed and ends too
-        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text(
-                ).split(")")[-1].split()[0]:
+        while running(pid):
             assert time.monotonic() < deadline, "the parser outlived the killed import"
             time.sleep(0.01)
 
@@ -364,6 +372,42 @@ def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_wr
 
 
 @pytest.mark.usefixtures("small_batches")
+def test_skipped_lines_in_many_batches_are_all_reported(tmp_path: Path, parser: str):
+    rows: list = history(1_000)
+    for i in range(50, 1_000, 100):  # one bad line in every second or third batch of 97
+        rows[i] = {**rows[i], "kind": ""}
+    path = write(tmp_path / "bad.jsonl", rows)
+    with Store.open(tmp_path / "c.db") as store:
+        report = import_file(store, path, skip_bad=True)
+        assert report.parser == parser
+        assert [no for no, _ in report.skipped] == list(range(51, 1_001, 100))
+        assert (report.imported, ev.total(store)) == (990, 990)
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_writer_that_fails_mid_file_stops_its_parser_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import multiprocessing
+    monkeypatch.setattr(importer, "PARSER", "process")
+    path = write(tmp_path / "h.jsonl", history(1_000))
+    real = importer._Batches.write
+    written = []
+
+    def fails_at_third(self, batch):  # noqa: ANN001, ANN202
+        written.append(1)
+        if len(written) == 3:
+            raise OSError(28, "No space left on device")
+        return real(self, batch)
+    monkeypatch.setattr(importer._Batches, "write", fails_at_third)
+    with Store.open(tmp_path / "c.db") as store:
+        with pytest.raises(OSError, match="No space") as e:
+            import_file(store, path)
+        # the exception (and with it the import's frames) still held: the parser is gone anyway
+        assert e.value is not None and multiprocessing.active_children() == []
+        assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
+
+
+@pytest.mark.usefixtures("small_batches")
 def test_a_parser_process_that_dies_mid_file_leaves_nothing_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(importer, "PARSER", "process")
@@ -385,6 +429,15 @@ def test_a_parser_process_that_dies_mid_file_leaves_nothing_written(
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
         assert made == []  # this process parsed nothing itself
     assert_intact(tmp_path / "c.db")
+
+
+@pytest.mark.parametrize("total", [0, 1, 2, 97, 4_095, 4_096, 4_097, 8_192, 12_345])
+def test_statement_sizes_cover_every_row_with_few_distinct_sizes(total: int):
+    from runtime.store.db import _chunks
+    for per in (1, 2, 3, 4_096, 4_680):
+        sizes = _chunks(total, per)
+        assert sum(sizes) == total and all(0 < n <= per for n in sizes)
+        assert {n for n in sizes if n != per} <= {1 << k for k in range(13)}
 
 
 def test_insert_values_splits_at_the_variable_limit_and_refuses_a_ragged_row(tmp_path: Path):

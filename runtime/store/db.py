@@ -23,7 +23,7 @@ from . import migrations
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-ROWS_PER_INSERT = 5000  # rows of one multi-row INSERT at most (fewer when variables are few)
+ROWS_PER_INSERT = 4096  # rows of one multi-row INSERT at most (fewer when variables are few)
 
 
 class Store:
@@ -195,15 +195,28 @@ def insert_values(db: sqlite3.Connection, into: str, rows: Sequence[tuple],
     anything is written (flattened, it would shift every value after it)."""
     if any(len(row) != width for row in rows):
         raise ValueError(f"every row must hold {width} values")
-    per = _rows_per_insert(db, width)
-    written, last = 0, 0
-    for i in range(0, len(rows), per):
-        chunk = rows[i:i + per]
-        cur = db.execute(_values_sql(into, width, len(chunk)),
-                         tuple(chain.from_iterable(chunk)))
+    written, last, i = 0, 0, 0
+    for n in _chunks(len(rows), _rows_per_insert(db, width)):
+        cur = db.execute(_values_sql(into, width, n), tuple(chain.from_iterable(rows[i:i + n])))
         written += cur.rowcount
         last = int(cur.lastrowid or 0)
+        i += n
     return written, last
+
+
+def _chunks(total: int, per: int) -> list[int]:
+    """Statement sizes for `total` rows: full statements of `per`, then the rest in powers of
+    two, largest first. So a connection prepares (and its statement cache keeps) one
+    statement per power of two rather than one per batch size; each is large (megabytes with
+    an FTS trigger), and a re-import whose batches shrink by what is already present would
+    otherwise fill the cache with a new size every batch."""
+    sizes = [per] * (total // per)
+    rest = total % per
+    while rest:
+        n = 1 << (rest.bit_length() - 1)
+        sizes.append(n)
+        rest -= n
+    return sizes
 
 
 def _rows_per_insert(db: sqlite3.Connection, width: int) -> int:
@@ -211,7 +224,10 @@ def _rows_per_insert(db: sqlite3.Connection, width: int) -> int:
         limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
     except (AttributeError, sqlite3.Error):  # no getlimit: SQLite's oldest default
         limit = 999
-    return max(1, min(ROWS_PER_INSERT, limit // width))
+    if limit < width:
+        raise ValueError(f"SQLite allows {limit} variables a statement, fewer than a row's "
+                         f"{width}")
+    return min(ROWS_PER_INSERT, limit // width)
 
 
 @lru_cache(maxsize=16)

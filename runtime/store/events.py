@@ -243,7 +243,7 @@ def append(store: Store, event: Event) -> int:
         return int(cur.lastrowid)
 
 
-def append_many(store: Store, events: Iterable[Event], chunk: int = 5000) -> list[int]:
+def append_many(store: Store, events: Iterable[Event], chunk: int = 4096) -> list[int]:
     """Write these events in one transaction (or inside the caller's), in order, in batches
     (see `insert_rows`); return their ids."""
     ids: list[int] = []
@@ -273,7 +273,7 @@ def insert_rows(store: Store, rows: Sequence[tuple]) -> tuple[int, int] | None:
     Why few statements: FTS5 writes its pending terms to disk as a new index segment at every
     statement that touches it, so rows inserted one statement each (the events_ai trigger
     firing per row) cost one tiny segment per event and endless merging. A multi-row INSERT
-    (db.insert_values: 5,000 rows a statement where SQLite allows 35,000 variables) fires the
+    (db.insert_values: 4,096 rows a statement where SQLite allows 28,672 variables) fires the
     same trigger for each row with the same values, so the index holds exactly what per-row
     appends write, but FTS5 writes the batch as a few large segments. Ids are contiguous:
     events has AUTOINCREMENT and the write lock is held."""
