@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import importer
 from .memory.recall import recall
 from .memory.search import search
 from .memory.walk import query_tokens, walk
@@ -221,10 +222,13 @@ def run(n_events: int, n_queries: int = 200, keep: Path | None = None,
         src = write_jsonl(Path(tmp) / "history.jsonl", n_events, start=start)
         _cli(["init"], env)
         bulk_before = bare_insert_rates(n_events, start, Path(tmp), ("bulk",))["bulk"]
+        # the rule the import command applies to this file: parsed beside the writer or not
+        parser = "process" if importer._parse_apart(src) else "inline"
         import_out, import_s = _cli(["import", str(src)], env)
         result: dict[str, Any] = {"events": n_events, "import_s": round(import_s, 2),
                                   "import_rate_per_s": round(n_events / import_s)}
         result["insert"] = insert_figures(n_events, import_out, start, Path(tmp), bulk_before)
+        result["insert"]["parser"] = parser
         reflect_out, reflect_s = _cli(["reflect", "--json"], env)
         reflected = json.loads(reflect_out)
         db = home / "state" / "coworker.db"
@@ -268,4 +272,6 @@ def insert_line(result: dict[str, Any]) -> str:
     r = result["insert"]
     return (f"   insert: import {r['import_per_s']:,}/s; bare per-row {r['bare_per_row_per_s']:,}"
             f"/s, bare bulk {r['bare_bulk_per_s']:,}/s; import / bulk = {r['import_over_bulk']}"
-            f", import / per-row = {r['import_over_per_row']}")
+            f", import / per-row = {r['import_over_per_row']}"
+            + (f" (parsed {'beside the writer' if r['parser'] == 'process' else 'inline'})"
+               if "parser" in r else ""))

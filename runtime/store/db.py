@@ -1,8 +1,9 @@
 """The connection: one SQLite file in WAL mode, migrated on open, written in transactions.
 
 Owns opening (read-write or read-only), pragmas, the `transaction()` context manager (BEGIN
-IMMEDIATE at the outside, savepoints inside) and the translation of SQLite's lock and
-corruption errors into StoreError lines that say what to do. It never knows what a tick is.
+IMMEDIATE at the outside, savepoints inside), writing many rows in few statements
+(`insert_values`) and the translation of SQLite's lock and corruption errors into StoreError
+lines that say what to do. It never knows what a tick is.
 """
 
 from __future__ import annotations
