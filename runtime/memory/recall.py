@@ -247,8 +247,8 @@ def _episodes(store: Store, words: list[str]) -> list[tuple[rl.Rollup, float]]:
                       RECENT_EPISODES))
     scores = _scored(store, exprs, words, top)
     best = sorted(scores, key=lambda i: (scores[i], i))[:EPISODES]
-    got = [(rl.get(store, i), scores[i]) for i in best]
-    return [(r, s) for r, s in got if r is not None]
+    found = rl.get_many(store, best)
+    return [(found[i], scores[i]) for i in best if i in found]
 
 
 def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: int
