@@ -37,7 +37,6 @@ Nothing old is replayed:
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import re
@@ -546,16 +545,14 @@ def _parse_to(send: Any, receive: Any, path: Path, tz: tzinfo, now: datetime, ba
             send.send(("bad", e.line_no, e.what))
         except UsageError as e:
             send.send(("usage", str(e)))
+        except BrokenPipeError:
+            raise
         except Exception as e:  # noqa: BLE001 - said to the writer, which raises it
-            if isinstance(e, OSError) and e.errno == errno.EPIPE:
-                raise
             send.send(("failed", f"{type(e).__name__}: {e}"))
         else:
             send.send(("end",))
-    except OSError as e:
-        if e.errno != errno.EPIPE:
-            raise
-        # the writer is gone, and its transaction with it: nothing to say, nobody to say it to
+    except BrokenPipeError:
+        pass  # the writer is gone, and its transaction with it: nobody to say anything to
     finally:
         send.close()
 
@@ -628,4 +625,3 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
         batches.finish()
     report.seconds = time.monotonic() - t0
     return report
-
