@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.home import Home
 from runtime.memory import tokens
@@ -61,6 +63,17 @@ def test_words_of_german_french_and_polish_text():
     assert tokens.words(FRENCH) == ["françois", "a", "goûté", "la", "crème", "brûlée", "à",
                                     "besançon"]
     assert tokens.words(POLISH) == ["zażółć", "gęślą", "jaźń", "w", "łodzi"]
+
+
+ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
+
+
+@given(ASCII_TEXT)
+def test_ascii_text_is_read_as_unicode61_reads_it(text: str):
+    """`words` reads an ASCII text by translate and split, not the pattern other text goes
+    through: both give FTS5's own tokens (unicode61, no stemming), in order."""
+    assert tokens.words(text) == [w.lower() for w in tokens.WORD.findall(text)]
+    assert tokens.words(text) == sqlite_terms(text, "unicode61")
 
 
 def test_the_walk_reads_query_words_as_recall_and_search_do():

@@ -28,11 +28,12 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 from ..store import Store
 from ..store import events as ev
 from ..store import rollups as rl
-from .tokens import WORD
+from .tokens import words
 
 K1, B = 1.2, 0.75  # FTS5's bm25 defaults
 COLUMNS = "{title body terms vocab tags}"  # the columns recall matches words in
@@ -61,18 +62,20 @@ class _Terms:
     def _read(self, texts: dict[int, str]) -> dict[int, list[str]]:
         """Each text's terms as FTS5 indexes them (in no particular order)."""
         out: dict[int, list[str]] = {i: [] for i in texts}
+        if not texts:
+            return out
         self.db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", texts.items())
         for term, doc in self.db.execute("SELECT term, doc FROM v"):
             out[doc].append(term)
         self.db.execute("INSERT INTO t(t) VALUES ('delete-all')")
         return out
 
-    def learn(self, words: Iterable[str]) -> None:
+    def learn(self, some: Iterable[str]) -> None:
         """Ask FTS5 the term of each word not known yet (all of them known after)."""
-        wanted = list(dict.fromkeys(words))
+        wanted = dict.fromkeys(some)
         if len(self.known) + len(wanted) > MAX_TERMS:
             self.known = {}  # bounded: start again rather than grow
-        new = [w for w in wanted if w not in self.known]
+        new = list(wanted.keys() - self.known.keys())
         if not new:
             return
         for i, terms in self._read(dict(enumerate(new, 1))).items():
@@ -80,8 +83,8 @@ class _Terms:
 
     def bags(self, texts: dict[int, str]) -> dict[int, dict[str, int]]:
         """Each text's term counts."""
-        split = {i: WORD.findall(x.lower()) for i, x in texts.items() if x.isascii()}
-        self.learn(w for ws in split.values() for w in ws)
+        split = {i: words(x) for i, x in texts.items() if x.isascii()}
+        self.learn(chain.from_iterable(split.values()))
         out: dict[int, dict[str, int]] = {
             i: Counter(map(self.known.__getitem__, ws)) for i, ws in split.items()}
         rest = {i: x for i, x in texts.items() if i not in split}
