@@ -803,3 +803,21 @@ def test_long_texts_are_read_afresh_not_kept(offline_home: Home):
     assert {h.event.id for h in found.hits} == {short, long_}
     kept = rc._kept_stems.cache_info().currsize
     assert kept == 1, kept  # the short one only
+
+
+def test_hits_read_through_an_episode_are_whole_events_with_their_meta(offline_home: Home):
+    """Recall weighs an episode's events with their meta unread and reads it for the hits it
+    keeps: each hit is the event as stored (an imported line stays not the owner's words)."""
+    with Store.open(offline_home.db_path) as store:
+        ids = ev.append_many(store, [
+            Event(kind="message", body=f"Zeppelin hangar lease, clause {n}, signed by Ilse.",
+                  actor="owner", author_kind="user", ts="2024-05-0%dT09:00:00.000Z" % (n + 1),
+                  meta={"imported": True, "source_id": f"line-{n}"} if n % 2 else {"via": "tell"})
+            for n in range(4)])
+        _episode(store, ids, "zeppelin hangar lease clauses")
+        found = recall(store, "zeppelin hangar lease", k=4)
+        assert sorted(h.event.id for h in found.hits) == ids
+        for h in found.hits:
+            assert h.episode is not None  # came through the episode's span
+            assert h.event == ev.get(store, int(h.event.id or 0))
+            assert h.event.owners_words is (h.event.meta.get("via") == "tell")

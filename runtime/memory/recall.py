@@ -13,7 +13,9 @@ with total history:
 - events no episode covers yet (an FTS rowid-range query past the ladder's end).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
-that sits in the right conversation ranks above a stray word match elsewhere.
+that sits in the right conversation ranks above a stray word match elsewhere. A span's events
+are weighed with their meta unread; the hits kept are read whole (`_whole`), so what leaves
+recall is the event as stored, imported or not.
 
 Before retrieving it decides whether the turn needs memory (ADR-0019): no informative term
 left after stopwords and courtesy words ("Thanks!") means no retrieval; a best hit whose own
@@ -36,8 +38,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -169,7 +171,7 @@ def informative(terms: Sequence[str]) -> bool:
     return any(t.lower() not in PHATIC for t in terms)
 
 
-def evidence(hits: Sequence[Hit], stems: dict[int, frozenset[str]],
+def evidence(hits: Sequence[Hit], stems: Mapping[int, Collection[str]],
              idf: dict[str, float]) -> float:
     """The share of the query's idf that the best hit's own words (body, speaker, tags) hold:
     low when only a common word matched and the telling ones appear nowhere."""
@@ -192,10 +194,11 @@ def _doc_stems(e: Event, tags: str) -> tuple[Mapping[str, int], frozenset[str]]:
 
 def _text_stems(text: str, actor: str, tags: str) -> tuple[Mapping[str, int], frozenset[str]]:
     body = words(text)
-    stems = [stem(w) for w in body]
+    stems = list(map(stem, body))
     bag = Counter(stems)
-    bag.update(stem(w) for w in (*words(actor), *words(tags)))
-    topic = frozenset(s for w, s in zip(body, stems, strict=True) if is_content_word(w))
+    bag.update(map(stem, words(actor) + words(tags)))
+    # each distinct word once: a body repeats its words
+    topic = frozenset(s for w, s in dict(zip(body, stems)).items() if is_content_word(w))
     return MappingProxyType(bag), topic  # read-only: what is kept is shared
 
 
@@ -270,23 +273,32 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
 
 
 def _candidates(store: Store, match: str, words: list[str]
-                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float]]:
+                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any]]:
     """The best episodes' spans, and what no episode covers yet; each episode's score
-    normalised to the best one's."""
+    normalised to the best one's; and the stored meta of the span events, read only for the
+    hits kept (`_whole`): most candidates are weighed and dropped."""
     episodes = _episodes(store, words)
     ep_score: dict[int, float] = {}
     cands: dict[int, tuple[Event, int | None]] = {}
+    unread: dict[int, Any] = {}
     if episodes:
         best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
         for r, s in episodes:
             if r.first_event is None or r.last_event is None:
                 continue  # unlinked: no span to read (ADR-0008)
             ep_score[r.id] = (-s) / best if best > 0 else 0.0
-            for e in ev.span(store, r.first_event, r.last_event):
-                cands.setdefault(int(e.id or 0), (e, r.id))
+            for e, meta in ev.span_meta_unread(store, r.first_event, r.last_event):
+                if int(e.id or 0) not in cands:
+                    cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
     for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
         cands.setdefault(int(e.id or 0), (e, None))
-    return cands, ep_score
+    return cands, ep_score, unread
+
+
+def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
+    """The hits with their events' meta read (whether an event was imported is in it)."""
+    return [replace(h, event=ev.meta_read(h.event, unread[i]))
+            if (i := int(h.event.id or 0)) in unread else h for h in hits]
 
 
 def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
@@ -306,7 +318,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     q = {stem(t) for t in terms}
     idf = scorer.idf(sorted(q))
 
-    cands, ep_score = _candidates(store, match, ev.fts_terms(terms))
+    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms))
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
@@ -318,10 +330,10 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     for e, ep in pool:
         bag, topic[int(e.id or 0)] = _doc_stems(e, tag_text.get(int(e.id or 0), ""))
         docs.append((e, ep, bag))
-    avgdl = sum(sum(d.values()) for _, _, d in docs) / len(docs) or 1.0
+    lengths = [sum(d.values()) for _, _, d in docs]
+    avgdl = sum(lengths) / len(docs) or 1.0
     own: dict[int, float] = {}
-    for e, _, d in docs:
-        dl = sum(d.values())
+    for (e, _, d), dl in zip(docs, lengths, strict=True):
         s = 0.0
         for term in q:
             tf = d.get(term, 0)
@@ -341,9 +353,8 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    result.hits = diversify(scored, k, topic)
-    result.evidence = evidence(result.hits, {int(e.id or 0): frozenset(d) for e, _, d in docs},
-                               idf)
+    result.hits = _whole(diversify(scored, k, topic), unread)
+    result.evidence = evidence(result.hits, {int(e.id or 0): d for e, _, d in docs}, idf)
     if result.hits and result.evidence < EVIDENCE_FLOOR:
         result.skipped = "evidence below the floor"
     result.ms = (time.perf_counter() - t0) * 1000
