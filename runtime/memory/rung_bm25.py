@@ -75,7 +75,7 @@ class _Terms:
         wanted = dict.fromkeys(some)
         if len(self.known) + len(wanted) > MAX_TERMS:
             self.known = {}  # bounded: start again rather than grow
-        new = list(wanted.keys() - self.known.keys())
+        new = [w for w in wanted if w not in self.known]  # never a set difference: O(known)
         if not new:
             return
         for i, terms in self._read(dict(enumerate(new, 1))).items():
