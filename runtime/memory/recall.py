@@ -35,6 +35,7 @@ longer text is truncated, never refused, and the result says so (`query_truncate
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import Counter
@@ -249,7 +250,7 @@ def _episodes(store: Store, words: list[str]) -> list[tuple[rl.Rollup, float]]:
         exprs.append((f"({every}) NOT ({_phrase_or(few)})" if few else every,
                       RECENT_EPISODES))
     scores = _scored(store, exprs, words, top)
-    best = sorted(scores, key=lambda i: (scores[i], i))[:EPISODES]
+    best = heapq.nsmallest(EPISODES, scores, key=lambda i: (scores[i], i))  # sorted()[:12]
     found = rl.get_many(store, best)
     return [(found[i], scores[i]) for i in best if i in found]
 

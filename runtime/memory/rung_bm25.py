@@ -215,7 +215,8 @@ def _scores(store: Store, ids: Sequence[int], fts_words: Sequence[str], level: i
         score = 0.0 + rung * ((1.0 * (K1 + 1.0)) / (1.0 + d))
         for w, term in phrases:
             f = bag.get(term, 0) if term is not None else 0
-            score += w * ((f * (K1 + 1.0)) / (f + d))
+            if f:  # a term the row lacks adds exactly 0.0: skipping it changes no bit
+                score += w * ((f * (K1 + 1.0)) / (f + d))
         out[i] = -1.0 * score
     return out
 
