@@ -441,21 +441,19 @@ def fts_after(store: Store, match: str, after_id: int, limit: int = 50) -> list[
     return [Event.from_row(r) for r in rows]
 
 
+_SPAN = f"SELECT {COLUMNS}, source FROM history WHERE id BETWEEN ? AND ? ORDER BY id"
+
+
 def span(store: Store, first: int, last: int) -> list[Event]:
     """Every event (hot or archived) with first <= id <= last, in id order."""
-    rows = store.query(
-        f"SELECT {COLUMNS}, source FROM history WHERE id BETWEEN ? AND ? ORDER BY id",
-        (first, last))
-    return [Event.from_row(r) for r in rows]
+    return [Event.from_row(r) for r in store.query(_SPAN, (first, last))]
 
 
 def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, Any]]:
     """`span`, each event with its meta left unread ({}) beside the meta as stored: for a
     caller that weighs many events and keeps few (recall reads ~140 a turn and keeps 3), which
     reads the meta of those it keeps (`meta_read`) and never lets the others out."""
-    rows = store.query(
-        f"SELECT {COLUMNS}, source FROM history WHERE id BETWEEN ? AND ? ORDER BY id",
-        (first, last))
+    rows = store.query(_SPAN, (first, last))  # by position, in COLUMNS' order, then source
     return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
                    tick_id=r[7], source=r[8]), r[6]) for r in rows]
 
