@@ -821,3 +821,33 @@ def test_hits_read_through_an_episode_are_whole_events_with_their_meta(offline_h
             assert h.episode is not None  # came through the episode's span
             assert h.event == ev.get(store, int(h.event.id or 0))
             assert h.event.owners_words is (h.event.meta.get("via") == "tell")
+
+
+_SCORES = """
+import sys
+from pathlib import Path
+from runtime.memory.recall import recall
+from runtime.store import Store
+with Store.open(Path(sys.argv[1]), readonly=True) as store:
+    for q in sys.argv[2:]:
+        print([repr(h.score) for h in recall(store, q, k=20).hits])
+"""
+
+
+def test_scores_are_the_same_in_every_process(offline_home: Home):
+    """A hit's score is a sum over the query's terms, taken in one order: the same bits in any
+    process, whatever its hash seed (a set's order would make ties break differently)."""
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(7)
+    vocab = ("zeppelin hangar lease clause signed Ilse mortgage audit ledger quarterly "
+             "invoice vendor freight customs broker tariff").split()
+    seed(offline_home, [" ".join(rng.choices(vocab, k=rng.randint(3, 30))) for _ in range(120)])
+    queries = [" ".join(rng.sample(vocab, 8)) for _ in range(12)]
+    out = [subprocess.run([sys.executable, "-c", _SCORES, str(offline_home.db_path), *queries],
+                          capture_output=True, text=True, check=True,
+                          env={**__import__("os").environ, "PYTHONHASHSEED": str(s)}).stdout
+           for s in (0, 1, 2)]
+    assert out[0] and out[0] == out[1] == out[2]

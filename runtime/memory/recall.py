@@ -316,8 +316,8 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     if match is None or result.skipped:
         result.ms = (time.perf_counter() - t0) * 1000
         return result
-    q = {stem(t) for t in terms}
-    idf = scorer.idf(sorted(q))
+    q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
+    idf = scorer.idf(q)
 
     cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms))
     pool = [(e, ep) for e, ep in cands.values()
