@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.evaluate import (
     InvariantViolated,
@@ -851,3 +853,35 @@ def test_scores_are_the_same_in_every_process(offline_home: Home):
                           env={**__import__("os").environ, "PYTHONHASHSEED": str(s)}).stdout
            for s in (0, 1, 2)]
     assert out[0] and out[0] == out[1] == out[2]
+
+
+def _diversify_every_round(ranked, k, stems, penalty):
+    """What `diversify` must equal: every candidate compared with every pick, every round; the
+    best count wins, the earlier-ranked hit on equal counts."""
+    from runtime.memory.recall import _similarity
+
+    rest, out = list(ranked), []
+    while rest and len(out) < k:
+        def counts(h):
+            mine = stems.get(h.event.id, frozenset())
+            closest = max((_similarity(mine, stems.get(t.event.id, frozenset())) for t in out),
+                          default=0.0)
+            return h.score * (1 - penalty * closest)
+        best = max(range(len(rest)), key=lambda j: (counts(rest[j]), -j))
+        out.append(rest.pop(best))
+    return out
+
+
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0, 0.5, 2.75]),
+                          st.frozensets(st.sampled_from("abcdefghij"), max_size=6)),
+                max_size=40),
+       st.integers(1, 25), st.sampled_from([0.5, 1.0, 1.5]))
+def test_diversify_picks_what_comparing_every_candidate_every_round_picks(rows, k, penalty):
+    from runtime.memory.recall import Hit, diversify
+
+    hits = [Hit(Event(kind="note", body="x", id=i + 1), score, None)
+            for i, (score, _) in enumerate(rows)]
+    hits.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
+    stems = {i + 1: words for i, (_, words) in enumerate(rows)}
+    assert ([h.event.id for h in diversify(hits, k, stems, penalty)]
+            == [h.event.id for h in _diversify_every_round(hits, k, stems, penalty)])
