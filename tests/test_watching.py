@@ -192,6 +192,41 @@ def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
     assert checked >= 3
 
 
+_LOST_CTRL_C = """
+import os, signal, sys
+
+
+class Finalized:
+    def __del__(self):  # where Python cannot raise: an exception here is printed and lost
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(1000))  # the handler runs here
+
+
+class WhileTheCliImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == "runtime.cli":
+            Finalized()
+        return None
+
+
+sys.meta_path.insert(0, WhileTheCliImports())
+sys.argv = ["coworker", "--version"]
+from runtime.entry import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_where_a_library_cannot_raise_it_still_stops_the_start():
+    """A Ctrl-C that lands while the CLI's modules import, inside code that cannot raise (a
+    finalizer here; pydantic's model construction in life), is not lost: exit 130, no
+    traceback, and nothing after the import runs (`--version` prints nothing)."""
+    proc = subprocess.run([sys.executable, "-c", _LOST_CTRL_C], capture_output=True, text=True,
+                          timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr[-1000:])
+    assert proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr[-1000:]
+
+
 def test_tell_with_a_read_only_database_is_one_line(offline_home: Home, capsys):
     """A database the user cannot write (here: immutable, which binds root too) is one line,
     exit 1, nothing written."""
