@@ -204,24 +204,28 @@ class Finalized:
 
 class WhileTheCliImports:
     def find_spec(self, name, path=None, target=None):
-        if name == "runtime.cli":
+        if name == MODULE:
             Finalized()
         return None
 
 
+MODULE = sys.argv[1]
 sys.meta_path.insert(0, WhileTheCliImports())
-sys.argv = ["coworker", "--version"]
+sys.argv = ["coworker", *sys.argv[2:]]
 from runtime.entry import main
 sys.exit(main())
 """
 
 
-def test_ctrl_c_where_a_library_cannot_raise_it_still_stops_the_start():
-    """A Ctrl-C that lands while the CLI's modules import, inside code that cannot raise (a
-    finalizer here; pydantic's model construction in life), is not lost: exit 130, no
-    traceback, and nothing after the import runs (`--version` prints nothing)."""
-    proc = subprocess.run([sys.executable, "-c", _LOST_CTRL_C], capture_output=True, text=True,
-                          timeout=120,
+@pytest.mark.parametrize("module, args", [("runtime.cli", ["--version"]),
+                                          ("runtime.loop", ["run", "--help"])])
+def test_ctrl_c_where_a_library_cannot_raise_it_still_stops_the_start(module: str,
+                                                                       args: list[str]):
+    """A Ctrl-C that lands while the CLI's modules import (or the loop's, for `run`), inside
+    code that cannot raise (a finalizer here; pydantic's model construction in life), is not
+    lost: exit 130, no traceback, and nothing after the import runs (no version, no help)."""
+    proc = subprocess.run([sys.executable, "-c", _LOST_CTRL_C, module, *args],
+                          capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr[-1000:])
     assert proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr[-1000:]
