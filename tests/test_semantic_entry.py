@@ -216,3 +216,22 @@ def test_hybrid_search_never_shows_an_event_and_the_episode_that_holds_it(
             inside = [h.id for h in hits if h.kind == "event"
                       and r.first_event <= h.id <= r.last_event]
             assert not inside, f"events {inside} shown beside their episode {r.id}"
+
+
+def test_hybrid_search_shows_a_text_said_again_once(offline_home: Home,
+                                                     embed_server: EmbedServer):
+    """A line posted again and again (a weekly reminder) that is nearer the query than the fact
+    asked about is one hit, not the whole page: its best copy stands for the rest and the fact
+    gets its place."""
+    reminder = "Remember to purchase the automobile stickers."  # nearer than CAR by meaning
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    ids = seed(offline_home, [reminder, *DISTRACTORS[:2]] * 3 + [reminder.upper(), CAR]
+               + [f"  {reminder}  "] * 2, ts="2024-05-01T09:00:00.000Z")
+    assert backfill_with_settings(offline_home) == len(ids)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        assert not search(store, PARAPHRASE, 5), "the query must share no word with the history"
+        hits = search(store, PARAPHRASE, 5, semantic=SemanticCache().for_query(
+            store, offline_home.settings().semantic, PARAPHRASE))
+    said = [h for h in hits if " ".join(h.excerpt.casefold().split()) == reminder.casefold()]
+    assert len(said) == 1, [h.excerpt for h in hits]
+    assert ids[-3] in [h.id for h in hits if h.kind == "event"], [h.excerpt for h in hits]

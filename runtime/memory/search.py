@@ -140,8 +140,9 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         if coverage < gate:
             got = semantic()
             if got is not None:
-                fused = _fused(store, [h.hit for h in lexical], got, limit, page.stale,
-                               coverage / gate if gate else 1.0)
+                fused = _fused(store, [h.hit for h in lexical],
+                               {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
+                               got, limit, page.stale, coverage / gate if gate else 1.0)
                 page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
                 return page.finish(fused, done=False)
     taken = [h.hit for h in page.take(limit)]
@@ -427,22 +428,23 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     as the first page is when lexical coverage falls short."""
     hits: list[Hit] = []
     stale = dec.stale_events(store)
-    bodies: list[str] = []
+    bodies: dict[int, str] = {}
     if match is not None:
         for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
             hits.append(Hit("event", int(event.id or 0), event.ts, _label(event, stale), snip,
                             score, event.source))
-            bodies.append(event.body)
+            bodies[int(event.id or 0)] = event.body
         for rollup, score in rl.fts_search(store, match, limit):
             text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body
             hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
                             text[:240], score, "ladder"))
     hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
-    coverage = covered(words, bodies[:3])
+    coverage = covered(words, list(bodies.values())[:3])
     if semantic is not None and coverage < gate:
         got = semantic()
         if got is not None:
-            return _fused(store, hits, got, limit, stale, coverage / gate if gate else 1.0)
+            return _fused(store, hits, bodies, got, limit, stale,
+                          coverage / gate if gate else 1.0)
     return hits[:limit]
 
 
@@ -452,29 +454,48 @@ def _label(event: Event, stale: dict[int, int]) -> str:
     return event.kind
 
 
-def _fused(store: Store, hits: list[Hit], got: tuple[Any, Any], limit: int,
-           stale: dict[int, int], lexical_weight: float) -> list[Hit]:
+def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
+           limit: int, stale: dict[int, int], lexical_weight: float) -> list[Hit]:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
-    nearest events and the nearest rollups (title and summary)."""
+    nearest events and the nearest rollups (title and summary). `bodies`: the lexical event
+    hits' whole texts. A text said again (a reminder posted every week) is one hit: its best
+    copy stands for the rest, which would otherwise fill the page with one line."""
     vector, matrix = got
     near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
     rollups = getattr(matrix, "rollups", None)
     near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
                     if rollups is not None and len(rollups.ids) else [])
-    key = {(h.kind, h.id): h for h in hits}
+    key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
+           for h in hits}
     fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups,
                 weights=(lexical_weight, 1.0, ROLLUP_WEIGHT))
     out: list[Hit] = []
     spans: list[tuple[int, int]] = []  # the spans of the rollups taken
+    said: set[str] = set()  # the texts of the events taken
     for item, score in fused:
-        h = key.get(item) or _semantic_hit(store, item, stale)
-        if h is None or _folded(store, h, out, spans):
+        found = key.get(item) or _semantic_hit(store, item, stale)
+        if found is None:
+            continue
+        h, body = found
+        if _folded(store, h, out, spans) or _said_again(body, said):
             continue
         out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt, round(score, 6), h.source))
         if len(out) == limit:
             break
     return out
+
+
+def _said_again(body: str, said: set[str]) -> bool:
+    """Whether an event's text (case and spacing aside) is one already taken; else it is noted.
+    A rollup (no body here) is never a repeat."""
+    text = " ".join(body.casefold().split())
+    if not text:
+        return False
+    if text in said:
+        return True
+    said.add(text)
+    return False
 
 
 def _folded(store: Store, h: Hit, taken: list[Hit], spans: list[tuple[int, int]]) -> bool:
@@ -493,16 +514,17 @@ def _folded(store: Store, h: Hit, taken: list[Hit], spans: list[tuple[int, int]]
     return False
 
 
-def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, int]) -> Hit | None:
-    """A hit only the vectors found (source "semantic")."""
+def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, int]
+                  ) -> tuple[Hit, str] | None:
+    """A hit only the vectors found (source "semantic"), and an event's whole text."""
     kind, i = item
     if kind == "rollup":
         r = rl.get(store, i)
         if r is None:
             return None
         text = f"{r.title}: {r.body}" if r.title else r.body
-        return Hit("rollup", i, r.last_ts, f"level {r.level}", text[:240], 0.0, "semantic")
+        return Hit("rollup", i, r.last_ts, f"level {r.level}", text[:240], 0.0, "semantic"), ""
     e = ev.get(store, i)
     if e is None or e.kind in BOOKKEEPING_KINDS:
         return None
-    return Hit("event", i, e.ts, _label(e, stale), e.body[:240], 0.0, "semantic")
+    return Hit("event", i, e.ts, _label(e, stale), e.body[:240], 0.0, "semantic"), e.body
