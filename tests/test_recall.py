@@ -885,3 +885,58 @@ def test_diversify_picks_what_comparing_every_candidate_every_round_picks(rows, 
     stems = {i + 1: words for i, (_, words) in enumerate(rows)}
     assert ([h.event.id for h in diversify(hits, k, stems, penalty)]
             == [h.event.id for h in _diversify_every_round(hits, k, stems, penalty)])
+
+
+def test_a_day_the_question_names_ranks_that_days_events_first(offline_home: Home):
+    """The words of a date are not the topic: the day is a window, and its events rank
+    first among those that match the topic."""
+    first = seed(offline_home, ["Zeppelin firmware review with Dana: we agreed the zeppelin "
+                                "firmware ships Friday after the zeppelin soak test."],
+                 ts="2024-04-01T09:00:00.000Z")
+    later = seed(offline_home, ["Zeppelin firmware: Ravi found a bug in the bootloader."],
+                 ts="2024-04-08T15:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        plain = recall(store, "What did we decide about the zeppelin firmware?", k=2)
+        dated = recall(store, "What did we decide about the zeppelin firmware on 8 April 2024?",
+                       k=2)
+    assert [h.event.id for h in plain.hits] == first + later, plain.hits
+    assert [h.event.id for h in dated.hits] == later + first, dated.hits
+    assert dated.terms == plain.terms, "the date's words must not become search terms"
+    meta = dated.as_meta(__import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
+    assert meta["dates"] == ["2024-04-08"] and "dates" not in plain.as_meta(
+        __import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
+
+
+def test_a_named_days_event_is_found_beyond_the_best_episodes(offline_home: Home):
+    """Recall reads the spans of the best-matching episodes; an event of the day the text
+    names is a candidate even when its episode is not among them."""
+    from runtime.memory import recall as rc
+
+    with Store.open(offline_home.db_path) as store:
+        for n in range(rc.EPISODES + 2):
+            ids = seed(offline_home, [f"Zeppelin firmware zeppelin build {n} passed the "
+                                      "zeppelin firmware checks."],
+                       ts=f"2024-03-{n + 1:02d}T09:00:00.000Z")
+            _episode(store, ids, "zeppelin firmware zeppelin build checks")
+        day = seed(offline_home, ["Lunch was pizza.", "Dana flashed the zeppelin firmware.",
+                                  "The printer is out of toner."],
+                   ts="2024-04-20T09:00:00.000Z")
+        _episode(store, day, "lunch pizza printer toner")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        plain = recall(store, "zeppelin firmware", k=5)
+        dated = recall(store, "zeppelin firmware on 20 April 2024", k=5)
+    assert day[1] not in [h.event.id for h in plain.hits], "the day's episode must not match"
+    assert day[1] in [h.event.id for h in dated.hits], dated.hits
+
+
+def test_a_day_named_without_its_year_is_placed_by_today(offline_home: Home):
+    from datetime import date
+
+    seed(offline_home, ["Zeppelin firmware review: ship it Friday, zeppelin soak first."],
+         ts="2024-03-01T09:00:00.000Z")
+    late = seed(offline_home, ["Zeppelin firmware: a bug."], ts="2024-03-03T09:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        now = recall(store, "zeppelin firmware on 3 March", k=1, today=date(2024, 12, 1))
+        next_year = recall(store, "zeppelin firmware on 3 March", k=1, today=date(2025, 12, 1))
+    assert [h.event.id for h in now.hits] == late and now.dates == ["2024-03-03"]
+    assert next_year.dates == ["2025-03-03"] and next_year.hits[0].event.id != late[0]

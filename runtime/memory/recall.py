@@ -10,10 +10,13 @@ with total history:
 - the level-1 episodes whose full vocabulary matches (one FTS query on one rung; past
   EXACT_EPISODES matches, only bounded candidates are ranked: `_episodes`), whose spans are
   then read from events and archive;
-- events no episode covers yet (an FTS rowid-range query past the ladder's end).
+- events no episode covers yet (an FTS rowid-range query past the ladder's end);
+- the newest events of a day or month the text names (`memory.dates`; its words are taken out
+  of the text before the terms are picked), read by their `ts` index (ADR-0025).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
-that sits in the right conversation ranks above a stray word match elsewhere. A span's events
+that sits in the right conversation ranks above a stray word match elsewhere, and a share of
+the top idf when it falls on a day the text names. A span's events
 are weighed with their meta unread; the hits kept are read whole (`_whole`), so what leaves
 recall is the event as stored, imported or not.
 
@@ -41,6 +44,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -51,7 +55,7 @@ from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
 from ..store.events import BOOKKEEPING_KINDS
-from . import rung_bm25
+from . import dates, rung_bm25
 from .cards import Distinctive, cap_query, content_words, is_content_word
 from .nearest import probe
 from .tokens import stem, words
@@ -65,10 +69,12 @@ EXACT_EPISODES = 1000  # up to this many matching episodes one FTS query ranks t
 RARE_EPISODES = 2000  # on a longer history: every episode holding one of the rarest words ...
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
+DATED = 200  # events of a day or month the query names considered, newest first
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
+DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
 PHATIC = frozenset("""
@@ -105,6 +111,7 @@ class Recall:
     evidence: float | None = None  # share of the query's idf the best hit's own words hold
     skipped: str | None = None  # why this turn gets no block although it was asked
     semantic: dict[str, Any] | None = None  # the semantic probe's figures, when it was asked
+    dates: list[str] = field(default_factory=list)  # the days (months) the text names, read
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
@@ -145,6 +152,8 @@ class Recall:
             "decision": f"none: {self.skipped}" if self.skipped else "inject"}
         if self.semantic is not None:
             meta["semantic"] = self.semantic
+        if self.dates:
+            meta["dates"] = self.dates
         if self.query_truncated:
             meta["query_truncated"] = True
         return meta
@@ -273,7 +282,7 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
                                           index="rollups_fts")}
 
 
-def _candidates(store: Store, match: str, words: list[str]
+def _candidates(store: Store, match: str, words: list[str], windows: Sequence[dates.Window] = ()
                 ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any]]:
     """The best episodes' spans, and what no episode covers yet; each episode's score
     normalised to the best one's; and the stored meta of the span events, read only for the
@@ -293,6 +302,10 @@ def _candidates(store: Store, match: str, words: list[str]
                     cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
     for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
         cands.setdefault(int(e.id or 0), (e, None))
+    for w in windows:
+        for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED):
+            if int(e.id or 0) not in cands:
+                cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
     return cands, ep_score, unread
 
 
@@ -303,13 +316,16 @@ def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
 
 
 def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
-           max_terms: int = 8, scorer: Distinctive | None = None) -> Recall:
-    """The k best earlier events for `text` (ids below `before_id` only, when given)."""
+           max_terms: int = 8, scorer: Distinctive | None = None,
+           today: date | None = None) -> Recall:
+    """The k best earlier events for `text` (ids below `before_id` only, when given); a day
+    named without its year is placed by `today` (default: today, UTC)."""
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
-    terms = extract_terms(text, max_terms, scorer.idf)
-    result = Recall(terms, query_truncated=cut)
+    windows, topic_text = dates.named(text, today)
+    terms = extract_terms(topic_text, max_terms, scorer.idf)
+    result = Recall(terms, query_truncated=cut, dates=[w.name for w in windows])
     match = ev.fts_query(terms)
     if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
         result.skipped = "no informative terms"
@@ -319,7 +335,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
     idf = scorer.idf(q)
 
-    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms))
+    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms), windows)
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
@@ -352,6 +368,8 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             continue
         if ep is not None:
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
+        if any(w.holds(e.ts) for w in windows):  # on a day (in a month) the text names
+            s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
     result.hits = _whole(diversify(scored, k, topic), unread)
@@ -435,7 +453,7 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
 
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
                   gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
-                  scorer: Distinctive | None = None) -> Recall:
+                  scorer: Distinctive | None = None, today: date | None = None) -> Recall:
     """Lexical recall, fused with the semantic channel when lexical coverage is weak.
 
     The semantic channel is asked only when the top lexical hits cover less than `gate` of
@@ -447,7 +465,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
 
     t0 = time.perf_counter()
     lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
-                 scorer=scorer)
+                 scorer=scorer, today=today)
     lex.coverage = round(lexical_coverage(lex), 4)
 
     def done(channel: str | None = None) -> Recall:

@@ -458,6 +458,18 @@ def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, A
                    tick_id=r[7], source=r[8]), r[6]) for r in rows]
 
 
+def in_window_meta_unread(store: Store, start: str, end: str, limit: int
+                         ) -> list[tuple[Event, Any]]:
+    """The newest `limit` events (hot or archived) with start <= ts < end, as
+    `span_meta_unread` gives them: each table read by its ts index, newest first."""
+    rows = [r for table, source in (("events", "hot"), ("events_archive", "archive"))
+            for r in store.query(f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE ts >= ? AND "
+                                 "ts < ? ORDER BY ts DESC LIMIT ?", (start, end, limit))]
+    rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
+    return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
+                   tick_id=r[7], source=r[8]), r[6]) for r in rows[:limit]]
+
+
 def meta_read(e: Event, raw: Any) -> Event:
     """An event of `span_meta_unread` with its meta read."""
     return replace(e, meta=read_meta(raw, e.id))

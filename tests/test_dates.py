@@ -1,0 +1,94 @@
+"""The days and months a text names (`memory.dates`), which recall reads as time windows."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.memory.dates import MONTHS, named
+from runtime.memory.recall import extract_terms
+
+TODAY = date(2026, 12, 1)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("What did Gina find for her clothing store on 1 February, 2023?",
+     [("2023-02-01", "2023-02-02", "day")]),
+    ("Who did Maria have dinner with on May 3, 2023?", [("2023-05-03", "2023-05-04", "day")]),
+    ("the deploy of July 31st, 2023", [("2023-07-31", "2023-08-01", "day")]),
+    ("the 3rd of March 2024 retro", [("2024-03-03", "2024-03-04", "day")]),
+    ("Sept. 5, 2024", [("2024-09-05", "2024-09-06", "day")]),
+    ("logs from 2025-03-14 please", [("2025-03-14", "2025-03-15", "day")]),
+    ("What workout class did Maria start in December 2023?",
+     [("2023-12-01", "2024-01-01", "month")]),
+    ("in May, 2023", [("2023-05-01", "2023-06-01", "month")]),
+    ("What caused the outage on March 12?", [("2026-03-12", "2026-03-13", "day")]),
+    ("between 2 Jan 2024 and 9 Jan 2024",
+     [("2024-01-02", "2024-01-03", "day"), ("2024-01-09", "2024-01-10", "day")]),
+])
+def test_named_days_and_months_are_their_windows(text: str, want: list[tuple[str, str, str]]):
+    windows, _ = named(text, TODAY)
+    assert [(w.start, w.end, w.kind) for w in windows] == want
+
+
+@pytest.mark.parametrize("text", [
+    "What did the team decide about the zeppelin firmware?",
+    "We may ship in 2023 or later",  # a year alone is not a window
+    "Meet at 10:30 on Friday",
+    "invoice 2025-13-40",
+])
+def test_a_text_without_a_date_is_left_as_it_is(text: str):
+    assert named(text, TODAY) == ([], text)
+
+
+def test_a_day_that_is_not_one_still_names_its_month():
+    windows, rest = named("31 February 2023", TODAY)
+    assert [(w.start, w.kind) for w in windows] == [("2023-02-01", "month")]
+    assert rest.split() == ["31"]
+
+
+def test_a_day_without_its_year_is_the_latest_one_not_after_today():
+    assert named("on 3 March", date(2026, 12, 1))[0][0].start == "2026-03-03"
+    assert named("on 3 March", date(2026, 3, 3))[0][0].start == "2026-03-03"
+    assert named("on 3 March", date(2026, 2, 1))[0][0].start == "2025-03-03"
+    assert named("on 29 February", date(2026, 12, 1))[0][0].start == "2024-02-29"
+
+
+def test_the_words_of_a_date_are_not_the_querys_topic():
+    windows, rest = named("What did Gina find for her clothing store on 1 February, 2023?",
+                          TODAY)
+    assert windows and not {"1", "february", "2023"} & set(extract_terms(rest))
+    assert {"gina", "clothing", "store"} <= set(extract_terms(rest))
+    assert windows[0].name == "2023-02-01"
+    assert named("in May 2023", TODAY)[0][0].name == "2023-05"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_gives_valid_windows_and_keeps_what_is_not_a_date(text: str):
+    windows, rest = named(text, TODAY)
+    for w in windows:
+        first, after = date.fromisoformat(w.start), date.fromisoformat(w.end)
+        assert first < after and w.holds(w.start + "T00:00:00.000Z")
+        assert not w.holds(w.end + "T00:00:00.000Z")
+    if not windows:
+        assert rest == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dates(min_value=date(1990, 1, 1), max_value=date(2099, 12, 31)),
+       st.sampled_from(["{d} {M} {y}", "{d} {M}, {y}", "{M} {d}, {y}", "{M} {d}th {y}",
+                        "{y}-{mm:02d}-{dd:02d}", "{d} of {M} {y}"]),
+       st.sampled_from(["", "What happened on ", "Notes from "]),
+       st.sampled_from(["", "?", " about the deploy"]))
+def test_a_written_date_is_found_in_any_of_its_forms(day: date, form: str, head: str,
+                                                     tail: str):
+    month = MONTHS[day.month - 1]
+    written = form.format(d=day.day, M=month.capitalize(), y=day.year, mm=day.month,
+                          dd=day.day)
+    windows, rest = named(head + written + tail, TODAY)
+    assert [w.start for w in windows] == [day.isoformat()], written
+    assert str(day.year) not in rest and month not in rest.lower()
