@@ -940,3 +940,43 @@ def test_a_day_named_without_its_year_is_placed_by_today(offline_home: Home):
         next_year = recall(store, "zeppelin firmware on 3 March", k=1, today=date(2025, 12, 1))
     assert [h.event.id for h in now.hits] == late and now.dates == ["2024-03-03"]
     assert next_year.dates == ["2025-03-03"] and next_year.hits[0].event.id != late[0]
+
+
+def _turns(home: Home, turns: list[tuple[str, str, str]]) -> list[int]:
+    """(actor, author_kind, body) in order, an hour apart."""
+    with Store.open(home.db_path) as store:
+        return ev.append_many(store, [
+            Event(kind="message", body=b, actor=a, author_kind=k,
+                  ts=f"2024-05-02T{9 + n:02d}:00:00.000Z")
+            for n, (a, k, b) in enumerate(turns)])
+
+
+TURNS = [  # (actor, author_kind, body); the first two are replaced per test
+    ("Joanna", "third_party", "GET /books?enjoy=1: What books do you enjoy reading?"),
+    ("Sam", "third_party", "I love this series: adventures, magic and great characters."),
+    ("Joanna", "third_party", "I enjoy long walks by the river."),
+    ("Nate", "third_party", "I enjoy cooking on weekends."),
+    ("Joanna", "third_party", "The library reopens on Monday with new books."),
+    ("Nate", "third_party", "Your turtles look great."),
+]
+
+
+def test_the_reply_to_a_matching_question_ranks_with_it(offline_home: Home):
+    """"What books do you enjoy reading?" matches the query; the answer is the reply after
+    it, in other words. The reply inherits most of the question's score, so it ranks above
+    turns that share a word of the query."""
+    ids = _turns(offline_home, TURNS)
+    _, found = _block_of(offline_home, "Which books do people enjoy?", k=2)
+    assert {h.event.id for h in found.hits} == {ids[0], ids[1]}, found.hits
+
+
+@pytest.mark.parametrize(("asker", "kind", "next_speaker"), [
+    ("web", "tool", "Sam"),  # a tool's output is no one asking (a URL holds "?" too)
+    ("Sam", "third_party", "Sam"),  # the asker going on is no reply
+])
+def test_no_reply_without_someone_asking_someone_else(offline_home: Home, asker: str,
+                                                      kind: str, next_speaker: str):
+    ids = _turns(offline_home, [(asker, kind, TURNS[0][2]),
+                                (next_speaker, "third_party", TURNS[1][2]), *TURNS[2:]])
+    _, found = _block_of(offline_home, "Which books do people enjoy?", k=2)
+    assert ids[1] not in {h.event.id for h in found.hits}, found.hits

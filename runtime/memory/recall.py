@@ -14,9 +14,11 @@ with total history:
 - the newest events of a day or month the text names (`memory.dates`; its words are taken out
   of the text before the terms are picked), read by their `ts` index (ADR-0025).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
-frequencies from the whole log's FTS vocabulary) plus a share of its episode's score, so a turn
-that sits in the right conversation ranks above a stray word match elsewhere, and a share of
-the top idf when it falls on a day the text names. A span's events
+frequencies from the whole log's FTS vocabulary) plus a share of its neighbours' and its
+episode's scores, so a turn that sits in the right conversation ranks above a stray word match
+elsewhere; a reply takes most of the score of the question it follows, asked by someone else
+(ADR-0026: the answer is often in other words); and a share of the top idf goes to an event on
+a day the text names. A span's events
 are weighed with their meta unread; the hits kept are read whole (`_whole`), so what leaves
 recall is the event as stored, imported or not.
 
@@ -63,12 +65,13 @@ from .tokens import stem, words
 log = logging.getLogger(__name__)
 
 K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
-EPISODE_WEIGHT = 1.2  # share of the (normalised) episode score added to each of its events
+EPISODE_WEIGHT = 0.6  # share of the (normalised) episode score added to each of its events
 EPISODES = 12  # level-1 episodes whose spans are read
 EXACT_EPISODES = 1000  # up to this many matching episodes one FTS query ranks them all
 RARE_EPISODES = 2000  # on a longer history: every episode holding one of the rarest words ...
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
+ANSWER_WEIGHT = 0.7  # more of a question's score to the reply that follows it, by another
 DATED = 200  # events of a day or month the query names considered, newest first
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
@@ -300,13 +303,24 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
             for e, meta in ev.span_meta_unread(store, r.first_event, r.last_event):
                 if int(e.id or 0) not in cands:
                     cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
-    for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
+    fresh = ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH)
+    for e in fresh:
         cands.setdefault(int(e.id or 0), (e, None))
+    # the reply to a question no episode holds yet: its words are often not the question's
+    replies = [i + 1 for e in fresh if _asks(e) and (i := int(e.id or 0)) + 1 not in cands]
+    for i, e in ev.history_of(store, replies).items():
+        cands.setdefault(i, (e, None))
     for w in windows:
         for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED):
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
     return cands, ep_score, unread
+
+
+def _asks(e: Event) -> bool:
+    """Whether an event asks a question someone may answer next (a tool's output is no one
+    asking: a URL holds "?" too)."""
+    return "?" in e.body and e.author_kind != "tool"
 
 
 def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
@@ -358,12 +372,15 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
                 s += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
         own[int(e.id or 0)] = s
     top_idf = max(idf.values())
+    asks = {int(e.id or 0): e.actor for e, _, _ in docs if _asks(e)}
     stale = dec.stale_events(store)
     scored: list[Hit] = []
     for e, ep, _ in docs:
         i = int(e.id or 0)
         # a turn is read with its neighbours: the answer often sits next to the match
         s = own[i] + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
+        if i - 1 in asks and asks[i - 1] != e.actor:  # the reply to a question that matches
+            s += ANSWER_WEIGHT * own.get(i - 1, 0.0)
         if s <= 0:
             continue
         if ep is not None:
