@@ -813,7 +813,7 @@ def test_hits_read_through_an_episode_are_whole_events_with_their_meta(offline_h
     with Store.open(offline_home.db_path) as store:
         ids = ev.append_many(store, [
             Event(kind="message", body=f"Zeppelin hangar lease, clause {n}, signed by Ilse.",
-                  actor="owner", author_kind="user", ts="2024-05-0%dT09:00:00.000Z" % (n + 1),
+                  actor="owner", author_kind="user", ts=f"2024-05-0{n + 1}T09:00:00.000Z",
                   meta={"imported": True, "source_id": f"line-{n}"} if n % 2 else {"via": "tell"})
             for n in range(4)])
         _episode(store, ids, "zeppelin hangar lease clauses")

@@ -211,7 +211,7 @@ def _text_stems(text: str, actor: str, tags: str) -> tuple[Mapping[str, int], fr
     bag = Counter(stems)
     bag.update(map(stem, words(actor) + words(tags)))
     # each distinct word once: a body repeats its words
-    topic = frozenset(s for w, s in dict(zip(body, stems)).items() if is_content_word(w))
+    topic = frozenset(s for w, s in dict(zip(body, stems, strict=True)).items() if is_content_word(w))
     return MappingProxyType(bag), topic  # read-only: what is kept is shared
 
 
