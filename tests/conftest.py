@@ -128,6 +128,25 @@ def tell(home: Home, body: str) -> int:
         return inputs.add_message(store, Event.owner_message(body, "tell"))
 
 
+def tells_at_once(home: Home, n: int, prefix: str = "at once") -> list[BaseException]:
+    """`n` owner messages told from `n` threads at once; what any of them raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def told(i: int) -> None:
+        try:
+            tell(home, f"{prefix} {i}")
+        except BaseException as e:  # noqa: BLE001 - collected for the caller to assert
+            errors.append(e)
+    threads = [threading.Thread(target=told, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def standups(bodies: list[str], per_day: int) -> list[Event]:
     """Notes a day apart in March 2025, `per_day` of them each day ten minutes apart from 09:00:
     a history reflect seals into episodes and days (the ladders the recall tests read)."""

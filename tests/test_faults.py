@@ -23,7 +23,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,7 +41,7 @@ from runtime.store import Store
 from runtime.store import events as ev
 from runtime.store import inputs as inputs_store
 
-from .conftest import tell, write_config
+from .conftest import tell, tells_at_once, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 
 N_TELLS = 20
@@ -523,18 +522,7 @@ def test_eight_tells_at_once_on_a_new_database_all_land(tmp_path: Path):
     for n in range(150):
         home = Home(tmp_path / f"home{n}")
         home.init()
-        errors: list[BaseException] = []
-
-        def told(i: int, home: Home = home, errors: list[BaseException] = errors) -> None:
-            try:
-                tell(home, f"at once {i}")
-            except BaseException as e:  # noqa: BLE001 - collected and asserted below
-                errors.append(e)
-        threads = [threading.Thread(target=told, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = tells_at_once(home, 8)
         assert errors == [], f"round {n}: {errors[0]}"
         with Store.open(home.db_path) as store:
             assert inputs_store.counts(store)["pending"] == 8

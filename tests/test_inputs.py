@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from runtime.store import side_effects as ledger
 from runtime.tools import ToolContext, default_registry
 
 from .conftest import run_tick as tick
-from .conftest import tell, write_config
+from .conftest import tell, tells_at_once, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 from .fakeapi import message as fakeapi_message
 
@@ -424,19 +423,7 @@ def test_a_due_promise_is_delivered_once_even_after_a_failed_turn(home: Home,
 
 
 def test_concurrent_tells_while_the_loop_writes_are_all_inputs(home: Home):
-    errors: list[BaseException] = []
-
-    def told(i: int) -> None:
-        try:
-            tell(home, f"concurrent {i}")
-        except BaseException as e:  # noqa: BLE001 - collected and asserted below
-            errors.append(e)
-    threads = [threading.Thread(target=told, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert tells_at_once(home, 8, "concurrent") == []
     with Store.open(home.db_path) as store:
         assert inputs.counts(store)["pending"] == 8
 
