@@ -980,3 +980,16 @@ def test_no_reply_without_someone_asking_someone_else(offline_home: Home, asker:
                                 (next_speaker, "third_party", TURNS[1][2]), *TURNS[2:]])
     _, found = _block_of(offline_home, "Which books do people enjoy?", k=2)
     assert ids[1] not in {h.event.id for h in found.hits}, found.hits
+
+
+def test_a_reply_ranked_first_carries_its_questions_words_as_evidence(offline_home: Home):
+    """When the reply outranks the question it answers, recall still decides the turn needs
+    memory: the pair holds the query's words, the reply alone only its speaker's name."""
+    ids = _turns(offline_home, [
+        ("Joanna", "third_party", "What books do you enjoy reading, Nate?"),
+        ("Nate", "third_party", "I love this series: adventures, magic and great characters."),
+        *TURNS[2:]])
+    block, found = _block_of(offline_home, "Which books does Nate enjoy?", k=2)
+    assert found.hits[0].event.id == ids[1], found.hits
+    assert found.skipped is None and block is not None, (found.skipped, found.evidence)
+    assert f"[event {ids[1]} " in block

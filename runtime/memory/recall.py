@@ -390,7 +390,11 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
     result.hits = _whole(diversify(scored, k, topic), unread)
-    result.evidence = evidence(result.hits, {int(e.id or 0): d for e, _, d in docs}, idf)
+    bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
+    if result.hits and (i := int(result.hits[0].event.id or 0)) - 1 in asks and (
+            asks[i - 1] != result.hits[0].event.actor):
+        bags[i] = set(bags[i]) | set(bags[i - 1])  # a reply holds its question's words too
+    result.evidence = evidence(result.hits, bags, idf)
     if result.hits and result.evidence < EVIDENCE_FLOOR:
         result.skipped = "evidence below the floor"
     result.ms = (time.perf_counter() - t0) * 1000
