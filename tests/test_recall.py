@@ -993,3 +993,14 @@ def test_a_reply_ranked_first_carries_its_questions_words_as_evidence(offline_ho
     assert found.hits[0].event.id == ids[1], found.hits
     assert found.skipped is None and block is not None, (found.skipped, found.evidence)
     assert f"[event {ids[1]} " in block
+
+
+def test_a_text_naming_many_days_reads_the_first_few(offline_home: Home):
+    from runtime.memory import recall as rc
+
+    seed(offline_home, ["Zeppelin firmware review."], ts="2024-05-01T09:00:00.000Z")
+    days = " ".join(f"{d} May 2024" for d in range(1, 29))
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, f"zeppelin firmware on {days}", k=3)
+    assert got.dates == ["2024-05-01", "2024-05-02", "2024-05-03"][:rc.WINDOWS], got.dates
+    assert "may" not in got.terms and got.hits, got

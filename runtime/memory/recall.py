@@ -73,6 +73,7 @@ RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (A
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 ANSWER_WEIGHT = 0.7  # more of a question's score to the reply that follows it, by another
 DATED = 200  # events of a day or month the query names considered, newest first
+WINDOWS = 3  # days or months read at most (a text may name many)
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long
@@ -338,6 +339,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
     windows, topic_text = dates.named(text, today)
+    windows = windows[:WINDOWS]  # a text naming many days reads the first few
     terms = extract_terms(topic_text, max_terms, scorer.idf)
     result = Recall(terms, query_truncated=cut, dates=[w.name for w in windows])
     match = ev.fts_query(terms)
