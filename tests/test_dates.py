@@ -14,6 +14,10 @@ from runtime.memory.recall import extract_terms
 TODAY = date(2026, 12, 1)
 
 
+def _z(day: str) -> str:
+    return f"{day}T00:00:00.000Z"
+
+
 @pytest.mark.parametrize(("text", "want"), [
     ("What did Gina find for her clothing store on 1 February, 2023?",
      [("2023-02-01", "2023-02-02", "day")]),
@@ -31,7 +35,24 @@ TODAY = date(2026, 12, 1)
 ])
 def test_named_days_and_months_are_their_windows(text: str, want: list[tuple[str, str, str]]):
     windows, _ = named(text, TODAY)
-    assert [(w.start, w.end, w.kind) for w in windows] == want
+    assert [(w.start, w.end, w.kind) for w in windows] == [
+        (_z(a), _z(b), kind) for a, b, kind in want]
+    assert [w.name for w in windows] == [a if k == "day" else a[:7] for a, _, k in want]
+
+
+def test_a_day_is_the_owners_day_in_their_time_zone():
+    from zoneinfo import ZoneInfo
+
+    [berlin], _ = named("on 8 April 2024", TODAY, ZoneInfo("Europe/Berlin"))
+    assert (berlin.start, berlin.end, berlin.name) == (
+        "2024-04-07T22:00:00.000Z", "2024-04-08T22:00:00.000Z", "2024-04-08")
+    assert berlin.holds("2024-04-08T21:30:00.000Z") and not berlin.holds(
+        "2024-04-08T22:00:00.000Z")
+    [la], _ = named("in March 2024", TODAY, ZoneInfo("America/Los_Angeles"))
+    assert (la.start, la.end) == ("2024-03-01T08:00:00.000Z", "2024-04-01T07:00:00.000Z")
+    # a day named later than today, without its year, is last year's
+    [day], _ = named("on 2 December", date(2026, 12, 1), ZoneInfo("America/Los_Angeles"))
+    assert day.name == "2025-12-02"
 
 
 @pytest.mark.parametrize("text", [
@@ -39,22 +60,33 @@ def test_named_days_and_months_are_their_windows(text: str, want: list[tuple[str
     "We may ship in 2023 or later",  # a year alone is not a window
     "Meet at 10:30 on Friday",
     "invoice 2025-13-40",
+    "we may 3 times retry",  # without a year, a month is read only with its capital
+    "I will march 5 soldiers",
+    "in 2023 may 10 people come",
+    "chapter 12 dec",
+    "Apr 1 1899",  # a year out of range is not left for the day-only reading
+    "5 may 2023-ish",
 ])
 def test_a_text_without_a_date_is_left_as_it_is(text: str):
     assert named(text, TODAY) == ([], text)
 
 
+def test_a_version_number_is_not_a_day():
+    windows, rest = named("release 1.2 may 2023", TODAY)
+    assert [(w.name, w.kind) for w in windows] == [("2023-05", "month")] and "1.2" in rest
+
+
 def test_a_day_that_is_not_one_still_names_its_month():
     windows, rest = named("31 February 2023", TODAY)
-    assert [(w.start, w.kind) for w in windows] == [("2023-02-01", "month")]
+    assert [(w.name, w.kind) for w in windows] == [("2023-02", "month")]
     assert rest.split() == ["31"]
 
 
 def test_a_day_without_its_year_is_the_latest_one_not_after_today():
-    assert named("on 3 March", date(2026, 12, 1))[0][0].start == "2026-03-03"
-    assert named("on 3 March", date(2026, 3, 3))[0][0].start == "2026-03-03"
-    assert named("on 3 March", date(2026, 2, 1))[0][0].start == "2025-03-03"
-    assert named("on 29 February", date(2026, 12, 1))[0][0].start == "2024-02-29"
+    assert named("on 3 March", date(2026, 12, 1))[0][0].name == "2026-03-03"
+    assert named("on 3 March", date(2026, 3, 3))[0][0].name == "2026-03-03"
+    assert named("on 3 March", date(2026, 2, 1))[0][0].name == "2025-03-03"
+    assert named("on 29 February", date(2026, 12, 1))[0][0].name == "2024-02-29"
 
 
 def test_the_words_of_a_date_are_not_the_querys_topic():
@@ -71,9 +103,8 @@ def test_the_words_of_a_date_are_not_the_querys_topic():
 def test_any_text_gives_valid_windows_and_keeps_what_is_not_a_date(text: str):
     windows, rest = named(text, TODAY)
     for w in windows:
-        first, after = date.fromisoformat(w.start), date.fromisoformat(w.end)
-        assert first < after and w.holds(w.start + "T00:00:00.000Z")
-        assert not w.holds(w.end + "T00:00:00.000Z")
+        first, after = date.fromisoformat(w.start[:10]), date.fromisoformat(w.end[:10])
+        assert first < after and w.holds(w.start) and not w.holds(w.end)
     if not windows:
         assert rest == text
 
@@ -90,5 +121,5 @@ def test_a_written_date_is_found_in_any_of_its_forms(day: date, form: str, head:
     written = form.format(d=day.day, M=month.capitalize(), y=day.year, mm=day.month,
                           dd=day.day)
     windows, rest = named(head + written + tail, TODAY)
-    assert [w.start for w in windows] == [day.isoformat()], written
+    assert [w.name for w in windows] == [day.isoformat()], written
     assert str(day.year) not in rest and month not in rest.lower()

@@ -1004,3 +1004,36 @@ def test_a_text_naming_many_days_reads_the_first_few(offline_home: Home):
         got = recall(store, f"zeppelin firmware on {days}", k=3)
     assert got.dates == ["2024-05-01", "2024-05-02", "2024-05-03"][:rc.WINDOWS], got.dates
     assert "may" not in got.terms and got.hits, got
+
+
+def test_the_loop_reads_a_named_day_as_the_owners_day(home: Home, api: FakeMessagesAPI):
+    """With `[coworker] timezone = "Europe/Berlin"`, "8 April" runs from 22:00 UTC on the 7th:
+    the note written at 00:30 Berlin time is that day's, the one at 23:30 is the next day's."""
+    write_config(home.root, api.url, coworker={"timezone": "Europe/Berlin"})
+    early = seed(home, ["Zeppelin firmware: Dana flashed the test rig."],
+                 ts="2024-04-07T22:30:00.000Z")
+    late = seed(home, ["Zeppelin firmware: Dana flashed the test rig."],
+                ts="2024-04-08T21:30:00.000Z")
+    seed(home, ["Zeppelin firmware: Dana flashed the test rig."], ts="2024-04-08T22:30:00.000Z")
+    tell(home, "What happened with the zeppelin firmware on 8 April 2024?")
+    api.enqueue(text("Looking."))
+    assert tick(Loop(home, home.settings())).kind == "no_action"
+    event = events_of(home, "recall")[-1]
+    assert event.meta["dates"] == ["2024-04-08"], event.meta
+    assert sorted(i["id"] for i in event.meta["items"][:2]) == early + late, event.meta["items"]
+
+
+def test_a_busy_days_bookkeeping_does_not_crowd_out_its_events(offline_home: Home):
+    """A window reads the newest events of its day; the loop's ticks are not memory and must
+    not take their places, nor may events at or after `before_id`."""
+    note = seed(offline_home, ["Zeppelin firmware: Dana flashed the test rig."],
+                ts="2024-04-08T09:00:00.000Z")
+    seed(offline_home, ["Zeppelin firmware review moved."], ts="2024-04-01T09:00:00.000Z")
+    seed(offline_home, ["tick"] * 250, kind="tick", ts="2024-04-08T10:00:00.000Z")
+    later = seed(offline_home, ["Zeppelin firmware: rollback."], ts="2024-04-08T11:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        rows = ev.in_window_meta_unread(store, "2024-04-08T00:00:00.000Z",
+                                        "2024-04-09T00:00:00.000Z", 5, before_id=later[0])
+        got = recall(store, "zeppelin firmware on 8 April 2024", k=3, before_id=later[0])
+    assert [e.id for e, _ in rows] == note, rows
+    assert [h.event.id for h in got.hits][:1] == note, got.hits

@@ -420,6 +420,26 @@ def test_two_processes_append_concurrently(db_path: Path) -> None:
 # locks ----------------------------------------------------------------------------------------
 
 
+def test_opening_a_database_held_past_the_busy_timeout_is_store_busy(tmp_path: Path) -> None:
+    """Store.open itself can meet a lock (asking for WAL on a file another connection holds
+    exclusively): the error is StoreBusy, which the doors treat as "wait and retry"."""
+    from runtime.errors import StoreBusy
+
+    path = tmp_path / "held.db"
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("PRAGMA journal_mode = DELETE")
+    blocker.execute("CREATE TABLE t(x)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreBusy) as exc:
+            Store.open(path, busy_timeout_ms=100, migrate=False)
+        assert "locked" in str(exc.value) and "\n" not in str(exc.value)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    Store.open(path, migrate=False).close()  # once the lock is gone it opens
+
+
 def test_a_locked_database_is_a_store_error_with_a_hint(store: Store, db_path: Path) -> None:
     blocker = _raw(db_path)
     blocker.execute("PRAGMA busy_timeout = 0")

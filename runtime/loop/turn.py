@@ -18,6 +18,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from .. import context as ctx
 from ..errors import ModelError
@@ -318,13 +319,14 @@ class Turn:
         try:
             before = self.first_input or self.tick_id
             semantic = tc.semantic.get(tc.store, tc.settings.semantic)
+            tz = ZoneInfo(tc.settings.coworker.timezone)  # "on 3 March" is the owner's day
             if semantic is None:
                 found = recall(tc.store, text, before_id=before, k=cfg.max_items,
-                               max_terms=cfg.max_terms)
+                               max_terms=cfg.max_terms, tz=tz)
             else:
                 found = recall_hybrid(tc.store, text, embedder=semantic[0], matrix=semantic[1],
                                       gate=tc.settings.semantic.gate, before_id=before,
-                                      k=cfg.max_items, max_terms=cfg.max_terms)
+                                      k=cfg.max_items, max_terms=cfg.max_terms, tz=tz)
             block = found.block(budget)
             inject = cfg.mode == "on" and block is not None
             ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"

@@ -1,8 +1,10 @@
 """Days and months a text names outright: "on 1 February, 2023", "July 31st 2023",
-"2025-03-14", "in May 2023", "on 3 March".
+"2025-03-14", "in May 2023", "on 3 March" (a month named without a year is read only when
+written with its capital: "we may 3 times retry" names no day).
 
 Owns reading those dates out of a query, the time window each one names (a day, or a calendar
-month, as a half-open UTC range of ISO strings that compares with an event's `ts`), and the
+month, in the owner's time zone, as a half-open range of UTC timestamps written as an event's
+`ts` is, so the two compare as strings), and the
 query with them taken out, so the words of a date do not stand in for its topic ("31", "july",
 "2023" would otherwise be a query's rarest words). A day named without its year is the latest
 such day on or before `today` ("on 3 March", asked in December, is this year's). Relative
@@ -17,44 +19,51 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, tzinfo
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")
 _MONTH = {m: i + 1 for i, m in enumerate(MONTHS)} | {
     m[:3]: i + 1 for i, m in enumerate(MONTHS)} | {"sept": 9}
-_M = (r"(january|february|march|april|may|june|july|august|september|october|november|"
-      r"december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
-_D = r"(\d{1,2})(?:st|nd|rd|th)?"
+_NAMES = ("january|february|march|april|may|june|july|august|september|october|november|"
+          "december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec")
+_M = rf"(?i:({_NAMES}))\.?"  # with a year beside it, a month's name in any case
+# Without a year, only a capitalised name: "we may 3 times retry", "march 5 soldiers".
+_M_CAP = rf"({'|'.join(n.capitalize() for n in _NAMES.split('|'))})\.?"
+_D = r"(?<![\d.,])(\d{1,2})(?:st|nd|rd|th)?"  # not the tail of "1.2" or "3,5"
 _Y = r"((?:19|20)\d\d)"
 _END = r"(?![\w-])"
+_NO_YEAR = r"(?![\w-])(?!,?\s*\d)"  # nor a number after it that could be a year we refused
 # (kind, pattern, where the year, month and day are among its groups); most specific first,
 # and each date found is taken out of the text before the next pattern reads it
 _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[int | None, int, int | None]], ...] = (
     ("day", re.compile(rf"\b{_Y}-(\d\d)-(\d\d)(?!\d)"), (0, 1, 2)),  # 2025-03-14
-    ("day", re.compile(rf"\b{_D}\s+(?:of\s+)?{_M},?\s+{_Y}{_END}", re.I), (2, 1, 0)),
-    ("day", re.compile(rf"\b{_M}\s+{_D},?\s+{_Y}{_END}", re.I), (2, 0, 1)),  # July 31st, 2023
-    ("month", re.compile(rf"\b{_M},?\s+{_Y}{_END}", re.I), (1, 0, None)),  # May 2023
-    ("day", re.compile(rf"\b{_D}\s+(?:of\s+)?{_M}{_END}", re.I), (None, 1, 0)),  # 3 March
-    ("day", re.compile(rf"\b{_M}\s+{_D}{_END}", re.I), (None, 0, 1)),  # March 3rd
+    ("day", re.compile(rf"\b{_D}\s+(?:of\s+)?{_M},?\s+{_Y}{_END}"), (2, 1, 0)),
+    ("day", re.compile(rf"\b{_M}\s+{_D},?\s+{_Y}{_END}"), (2, 0, 1)),  # July 31st, 2023
+    ("month", re.compile(rf"\b{_M},?\s+{_Y}{_END}"), (1, 0, None)),  # May 2023
+    ("day", re.compile(rf"\b{_D}\s+(?:of\s+)?{_M_CAP}{_NO_YEAR}"), (None, 1, 0)),  # 3 March
+    ("day", re.compile(rf"\b{_M_CAP}\s+{_D}{_NO_YEAR}"), (None, 0, 1)),  # March 3rd
 )
 
 
 @dataclass(frozen=True)
 class Window:
-    """A day or a month a text names: events with `start <= ts < end` fall in it."""
+    """A day or a month a text names, in the owner's time zone: events with
+    `start <= ts < end` fall in it (UTC, as events' `ts` are written)."""
 
     start: str
     end: str
     kind: str  # "day" or "month"
+    name: str  # the day ("2023-02-01") or the month ("2023-05") as ISO writes it
 
     def holds(self, ts: str) -> bool:
         return self.start <= ts < self.end
 
-    @property
-    def name(self) -> str:
-        """The day ("2023-02-01") or the month ("2023-05") as ISO writes it."""
-        return self.start if self.kind == "day" else self.start[:7]
+
+def _utc(day: date, tz: tzinfo) -> str:
+    """Midnight starting `day` in `tz`, as an event's UTC `ts` is written."""
+    at = datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def _month(text: str) -> int | None:
@@ -76,7 +85,7 @@ def _latest(month: int, day: int, today: date) -> date | None:
 
 
 def _window(kind: str, year: int | None, month: int, day: int | None,
-            today: date) -> Window | None:
+            today: date, tz: tzinfo) -> Window | None:
     try:
         if day is None:  # a month, always with its year
             first = date(year or today.year, month, 1)
@@ -88,21 +97,25 @@ def _window(kind: str, year: int | None, month: int, day: int | None,
             first, after = got, date.fromordinal(got.toordinal() + 1)
     except ValueError:  # 31 February, month 13: not a date
         return None
-    return Window(first.isoformat(), after.isoformat(), kind)
+    name = first.isoformat() if kind == "day" else first.isoformat()[:7]
+    return Window(_utc(first, tz), _utc(after, tz), kind, name)
 
 
-def named(text: str, today: date | None = None) -> tuple[list[Window], str]:
+def named(text: str, today: date | None = None, tz: tzinfo | None = None
+          ) -> tuple[list[Window], str]:
     """The windows `text` names, in the order found, and the text with each date taken out
-    (replaced by a space). A date that is not one (31 February) stays in the text. `today`
-    (default: today in UTC) places a day named without its year."""
+    (replaced by a space). A date that is not one (31 February) stays in the text. A day is
+    the owner's day: midnight to midnight in `tz` (default UTC); `today` (default: today in
+    `tz`) places a day named without its year."""
     windows: list[Window] = []
-    today = today or datetime.now(UTC).date()
+    tz = tz or UTC
+    today = today or datetime.now(tz).date()
     for kind, pattern, where in _PATTERNS:
-        text = pattern.sub(_taker(kind, where, today, windows), text)
+        text = pattern.sub(_taker(kind, where, today, tz, windows), text)
     return windows, text
 
 
-def _taker(kind: str, where: tuple[int | None, int, int | None], today: date,
+def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz: tzinfo,
            windows: list[Window]) -> Callable[[re.Match[str]], str]:
     y, m, d = where
 
@@ -111,7 +124,7 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date,
         month = _month(g[m])
         got = None if month is None else _window(
             kind, None if y is None else int(g[y]), month, None if d is None else int(g[d]),
-            today)
+            today, tz)
         if got is None:
             return match.group(0)
         windows.append(got)

@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, tzinfo
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -286,7 +286,8 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
                                           index="rollups_fts")}
 
 
-def _candidates(store: Store, match: str, words: list[str], windows: Sequence[dates.Window] = ()
+def _candidates(store: Store, match: str, words: list[str], windows: Sequence[dates.Window] = (),
+                before_id: int | None = None
                 ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any]]:
     """The best episodes' spans, and what no episode covers yet; each episode's score
     normalised to the best one's; and the stored meta of the span events, read only for the
@@ -312,7 +313,7 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
     for i, e in ev.history_of(store, replies).items():
         cands.setdefault(i, (e, None))
     for w in windows:
-        for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED):
+        for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
     return cands, ep_score, unread
@@ -332,13 +333,14 @@ def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
 
 def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
            max_terms: int = 8, scorer: Distinctive | None = None,
-           today: date | None = None) -> Recall:
+           today: date | None = None, tz: tzinfo | None = None) -> Recall:
     """The k best earlier events for `text` (ids below `before_id` only, when given); a day
-    named without its year is placed by `today` (default: today, UTC)."""
+    the text names is the owner's day in `tz` (default UTC), and one named without its year
+    is placed by `today` (default: today in `tz`)."""
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
-    windows, topic_text = dates.named(text, today)
+    windows, topic_text = dates.named(text, today, tz)
     windows = windows[:WINDOWS]  # a text naming many days reads the first few
     terms = extract_terms(topic_text, max_terms, scorer.idf)
     result = Recall(terms, query_truncated=cut, dates=[w.name for w in windows])
@@ -351,7 +353,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
     idf = scorer.idf(q)
 
-    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms), windows)
+    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms), windows, before_id)
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
@@ -476,7 +478,8 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
 
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
                   gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
-                  scorer: Distinctive | None = None, today: date | None = None) -> Recall:
+                  scorer: Distinctive | None = None, today: date | None = None,
+                  tz: tzinfo | None = None) -> Recall:
     """Lexical recall, fused with the semantic channel when lexical coverage is weak.
 
     The semantic channel is asked only when the top lexical hits cover less than `gate` of
@@ -488,7 +491,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
 
     t0 = time.perf_counter()
     lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
-                 scorer=scorer, today=today)
+                 scorer=scorer, today=today, tz=tz)
     lex.coverage = round(lexical_coverage(lex), 4)
 
     def done(channel: str | None = None) -> Recall:

@@ -43,6 +43,7 @@ class Store:
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False, migrate: bool = True,
              busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Store:
+        conn: sqlite3.Connection | None = None
         try:
             if readonly:
                 if not path.exists():
@@ -66,7 +67,9 @@ class Store:
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as e:
-            raise StoreError(_explain(e, path)) from e
+            if conn is not None:
+                conn.close()
+            raise _error(e, path) from e  # a lock is StoreBusy: a caller may wait and retry
         store = cls(conn, path, readonly)
         if migrate and not readonly:
             try:

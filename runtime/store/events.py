@@ -458,13 +458,18 @@ def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, A
                    tick_id=r[7], source=r[8]), r[6]) for r in rows]
 
 
-def in_window_meta_unread(store: Store, start: str, end: str, limit: int
-                         ) -> list[tuple[Event, Any]]:
-    """The newest `limit` events (hot or archived) with start <= ts < end, as
+def in_window_meta_unread(store: Store, start: str, end: str, limit: int,
+                          before_id: int | None = None) -> list[tuple[Event, Any]]:
+    """The newest `limit` events (hot or archived) with start <= ts < end, bookkeeping left
+    out (a busy day's ticks would fill the limit) and ids below `before_id` only, as
     `span_meta_unread` gives them: each table read by its ts index, newest first."""
+    skip = sorted(BOOKKEEPING_KINDS)
+    below = -1 if before_id is None else before_id
     rows = [r for table, source in (("events", "hot"), ("events_archive", "archive"))
-            for r in store.query(f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE ts >= ? AND "
-                                 "ts < ? ORDER BY ts DESC LIMIT ?", (start, end, limit))]
+            for r in store.query(
+                f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE ts >= ? AND ts < ? AND "
+                f"kind NOT IN ({','.join('?' * len(skip))}) AND (? < 0 OR id < ?) "
+                "ORDER BY ts DESC, id DESC LIMIT ?", (start, end, *skip, below, below, limit))]
     rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
     return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
                    tick_id=r[7], source=r[8]), r[6]) for r in rows[:limit]]
