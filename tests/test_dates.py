@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -123,3 +123,58 @@ def test_a_written_date_is_found_in_any_of_its_forms(day: date, form: str, head:
     windows, rest = named(head + written + tail, TODAY)
     assert [w.name for w in windows] == [day.isoformat()], written
     assert str(day.year) not in rest and month not in rest.lower()
+
+
+WEDNESDAY = date(2026, 12, 2)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("what did we decide yesterday?", ["2026-12-01"]),
+    ("the day before yesterday", ["2026-11-30"]),
+    ("anything today", ["2026-12-02"]),
+    ("3 days ago", ["2026-11-29"]),
+    ("on Monday", ["2026-11-30"]),
+    ("last Wednesday", ["2026-11-25"]),  # the latest before today, not today
+    ("last week", ["2026-11-23/2026-11-29"]),
+    ("this week", ["2026-11-30/2026-12-02"]),
+    ("last weekend", ["2026-11-28/2026-11-29"]),
+    ("last month", ["2026-11"]),
+    ("this month", ["2026-12"]),
+    ("yesterday and last week", ["2026-12-01", "2026-11-23/2026-11-29"]),
+    ("0 days ago, 99 days ago, this weekend", []),
+    ("the weekly sync", []),
+])
+def test_days_named_relative_to_today(text: str, want: list[str]):
+    from runtime.memory.dates import relative
+
+    got = relative(text, WEDNESDAY)
+    assert [w.name for w in got] == want
+    for w in got:
+        assert w.start < w.end <= "2026-12-03T00:00:00.000Z", w  # nothing after today
+
+
+def test_relative_days_are_the_owners_days():
+    from zoneinfo import ZoneInfo
+
+    from runtime.memory.dates import relative
+
+    [y] = relative("yesterday", WEDNESDAY, ZoneInfo("Asia/Tokyo"))
+    assert (y.start, y.end) == ("2026-11-30T15:00:00.000Z", "2026-12-01T15:00:00.000Z")
+
+
+PHRASES = ["today", "yesterday", "the day before yesterday", "5 days ago", "on Friday",
+           "last Sunday", "last week", "this week", "last weekend", "this weekend", "last month",
+           "this month"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PHRASES) | st.text(max_size=30), max_size=6),
+       st.dates(min_value=date(2000, 1, 1), max_value=date(2099, 12, 31)))
+def test_relative_reading_never_fails_and_never_looks_ahead(parts: list[str], today: date):
+    from runtime.memory.dates import relative
+
+    text = " ".join(parts)
+    after_today = (today + timedelta(days=1)).isoformat() + "T00:00:00.000Z"
+    for w in relative(text, today):
+        assert w.start < w.end <= after_today, (text, today, w)
+        assert w.start >= (today - timedelta(days=62)).isoformat(), (text, today, w)

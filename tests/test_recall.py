@@ -1037,3 +1037,21 @@ def test_a_busy_days_bookkeeping_does_not_crowd_out_its_events(offline_home: Hom
         got = recall(store, "zeppelin firmware on 8 April 2024", k=3, before_id=later[0])
     assert [e.id for e, _ in rows] == note, rows
     assert [h.event.id for h in got.hits][:1] == note, got.hits
+
+
+def test_yesterday_is_a_day_and_stays_a_word(offline_home: Home):
+    """"yesterday" reads the day before `today`; its word stays a term (a conversation says
+    "yesterday" too)."""
+    from datetime import date
+
+    old = seed(offline_home, ["Zeppelin firmware: Dana flashed the test rig and the zeppelin "
+                              "firmware passed every check."], ts="2024-03-01T09:00:00.000Z")
+    new = seed(offline_home, ["Zeppelin firmware: a bootloader bug."],
+               ts="2024-03-06T16:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, "What happened with the zeppelin firmware yesterday?", k=2,
+                     today=date(2024, 3, 7))
+        plain = recall(store, "What happened with the zeppelin firmware?", k=2)
+    assert got.dates == ["2024-03-06"] and "yesterday" in got.terms, got
+    assert [h.event.id for h in got.hits] == new + old, got.hits
+    assert [h.event.id for h in plain.hits] == old + new, plain.hits

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
           "september", "october", "november", "december")
@@ -130,3 +130,65 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz
         windows.append(got)
         return " "
     return take
+
+
+# --- days named relative to today ("yesterday", "last week") ------------------------------------
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_RELATIVE = re.compile(
+    r"\b(?:(the day before yesterday)|(yesterday)|(today)|(\d{1,2}) days? ago|"
+    r"(last|this) (week|month|weekend)|(?:last|on) (" + "|".join(_WEEKDAYS) + r"))\b", re.I)
+
+
+def _span(first: date, after: date, kind: str, tz: tzinfo, today: date) -> Window:
+    """The window from `first` up to `after`, never past today: memory holds no tomorrow."""
+    after = min(after, today + timedelta(days=1))
+    name = first.isoformat() if kind == "day" else (
+        first.isoformat()[:7] if kind == "month" else f"{first}/{after - timedelta(days=1)}")
+    return Window(_utc(first, tz), _utc(after, tz), kind, name)
+
+
+def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
+    before2, yesterday, now, ago, which, unit, weekday = m.groups()
+    one = timedelta(days=1)
+    if before2 or yesterday or now or ago:
+        back = 2 if before2 else 1 if yesterday else 0 if now else int(ago)
+        day = today - timedelta(days=back)
+        return _span(day, day + one, "day", tz, today)
+    if weekday:  # the latest such day before today ("on Monday", asked on a Wednesday)
+        back = (today.weekday() - _WEEKDAYS.index(weekday.lower()) - 1) % 7 + 1
+        day = today - timedelta(days=back)
+        return _span(day, day + one, "day", tz, today)
+    monday = today - timedelta(days=today.weekday())
+    if unit.lower() == "week":  # a calendar week, Monday to Sunday
+        first = monday - timedelta(days=7) if which.lower() == "last" else monday
+        return _span(first, first + timedelta(days=7), "week", tz, today)
+    if unit.lower() == "weekend":  # Saturday and Sunday
+        saturday = monday - timedelta(days=2) if which.lower() == "last" else monday + \
+            timedelta(days=5)
+        if saturday > today:
+            return None
+        return _span(saturday, saturday + timedelta(days=2), "week", tz, today)
+    first = today.replace(day=1)
+    if which.lower() == "last":
+        first = (first - one).replace(day=1)
+    after = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+    return _span(first, after, "month", tz, today)
+
+
+def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> list[Window]:
+    """The days a text names relative to `today` (default: today in `tz`, UTC by default):
+    "today", "yesterday", "the day before yesterday", "3 days ago", "on Monday" / "last
+    Monday" (the latest before today), "last week" / "this week" (Monday to Sunday), "last
+    weekend", "last month" / "this month". Their words stay in the text: a conversation says
+    "yesterday" too, and a stored question may have been asked on another day than today."""
+    tz = tz or UTC
+    today = today or datetime.now(tz).date()
+    out = []
+    for m in _RELATIVE.finditer(text):
+        if m.group(4) is not None and not 0 < int(m.group(4)) <= 31:
+            continue
+        got = _relative_one(m, today, tz)
+        if got is not None:
+            out.append(got)
+    return out

@@ -341,7 +341,8 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
     windows, topic_text = dates.named(text, today, tz)
-    windows = windows[:WINDOWS]  # a text naming many days reads the first few
+    # the days named outright, then those named relative to today; the first few are read
+    windows = [*windows, *dates.relative(topic_text, today, tz)][:WINDOWS]
     terms = extract_terms(topic_text, max_terms, scorer.idf)
     result = Recall(terms, query_truncated=cut, dates=[w.name for w in windows])
     match = ev.fts_query(terms)
