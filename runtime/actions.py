@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from . import process
 from .errors import Refused, StoreBusy, UsageError
@@ -243,15 +244,19 @@ class Actions:
         """What the loop would recall before answering `text`: terms, items, the exact block."""
         from .memory.recall import Budget, recall
 
-        cfg = self.home.settings().recall
+        settings = self.home.settings()
+        cfg = settings.recall
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
-        with self._store(readonly=True) as store:
-            found = recall(store, text, max_terms=cfg.max_terms)
+        with self._store(readonly=True) as store:  # a named day is the owner's, as in the loop
+            found = recall(store, text, max_terms=cfg.max_terms,
+                           tz=ZoneInfo(settings.coworker.timezone))
         items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
                   "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
                  for h in found.hits[: budget.max_items]]
         result: dict[str, Any] = {"terms": found.terms, "items": items,
                                   "block": found.block(budget)}
+        if found.dates:
+            result["dates"] = found.dates
         if found.query_truncated:
             result["query_truncated"] = True
         return result

@@ -165,6 +165,19 @@ def test_recall_returns_items_and_the_block_within_the_configured_budget(offline
     assert sum(len(x) for x in tight["block"].split("\n")[1:]) <= 300
 
 
+def test_recall_says_which_days_it_read(offline_home: Home):
+    seed(offline_home)
+    write_config(offline_home.root, coworker={"timezone": "Asia/Tokyo"})
+
+    async def body(s: ClientSession):
+        got = await s.call_tool("memory_recall", {"text": "invoice rounding on 3 March 2024"})
+        plain = await s.call_tool("memory_recall", {"text": "invoice rounding"})
+        return got.structured_content, plain.structured_content
+    got, plain = talk(offline_home, body)
+    assert got["dates"] == ["2024-03-03"] and "dates" not in plain, (got, plain)
+    assert "march" not in got["terms"] and got["terms"] == plain["terms"]
+
+
 def test_pins_list_lists_the_active_pins(offline_home: Home):
     seed(offline_home)
 
