@@ -11,16 +11,16 @@ with total history:
   EXACT_EPISODES matches, only bounded candidates are ranked: `_episodes`), whose spans are
   then read from events and archive;
 - events no episode covers yet (an FTS rowid-range query past the ladder's end);
-- the newest events of a day or month the text names (`memory.dates`; its words are taken out
-  of the text before the terms are picked), read by their `ts` index (ADR-0025).
+- the newest events of a day, week or month the text names, in the owner's time zone
+  (`memory.dates`: a date written out has its words taken out of the terms, "yesterday" keeps
+  its word), read by their `ts` index (ADR-0025).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its neighbours' and its
 episode's scores, so a turn that sits in the right conversation ranks above a stray word match
 elsewhere; a reply takes most of the score of the question it follows, asked by someone else
 (ADR-0026: the answer is often in other words); and a share of the top idf goes to an event on
-a day the text names. A span's events
-are weighed with their meta unread; the hits kept are read whole (`_whole`), so what leaves
-recall is the event as stored, imported or not.
+a day the text names. A span's events are weighed with their meta unread; the hits kept are
+read whole (`_whole`), so what leaves recall is the event as stored, imported or not.
 
 Before retrieving it decides whether the turn needs memory (ADR-0019): no informative term
 left after stopwords and courtesy words ("Thanks!") means no retrieval; a best hit whose own
