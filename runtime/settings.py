@@ -89,7 +89,7 @@ class CoworkerSection(Section):
     def _known_zone(cls, v: str) -> str:
         try:
             ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError) as e:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as e:  # "Europe" is a folder
             raise ValueError(f"unknown time zone {v!r}; use an IANA name like 'Europe/Berlin'") from e
         return v
 

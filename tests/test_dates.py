@@ -178,3 +178,23 @@ def test_relative_reading_never_fails_and_never_looks_ahead(parts: list[str], to
     for w in relative(text, today):
         assert w.start < w.end <= after_today, (text, today, w)
         assert w.start >= (today - timedelta(days=62)).isoformat(), (text, today, w)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("Kestrel yesterday, yesterday and today", ["2026-12-01", "2026-12-02"]),  # once each
+    ("3 March 2024 and again 3 March 2024", ["2024-03-03"]),
+    ("day before yesterday", ["2026-11-30"]),
+    ("1.5 days ago", []),  # not "5 days ago"
+    ("last  week", ["2026-11-23/2026-11-29"]),
+    ("last\nweek", ["2026-11-23/2026-11-29"]),
+    ("On Monday, 1 April 2024", ["2024-04-01"]),  # one day, not also last Monday
+    ("on 3 March 2024, 2024-04-05, 1 April 2024, 2 Jan 2024",  # the first three, in order
+     ["2024-03-03", "2024-04-05", "2024-04-01"]),
+])
+def test_the_windows_a_text_names_are_distinct_in_order_and_at_most_three(text: str,
+                                                                           want: list[str]):
+    from runtime.memory.dates import windows
+
+    got, rest = windows(text, WEDNESDAY)
+    assert [w.name for w in got] == want
+    assert "\x00" not in rest and len(rest) == len(text)

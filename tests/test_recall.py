@@ -1055,3 +1055,10 @@ def test_yesterday_is_a_day_and_stays_a_word(offline_home: Home):
     assert got.dates == ["2024-03-06"] and "yesterday" in got.terms, got
     assert [h.event.id for h in got.hits] == new + old, got.hits
     assert [h.event.id for h in plain.hits] == old + new, plain.hits
+
+
+def test_a_date_with_no_topic_reads_no_day_and_says_none(offline_home: Home):
+    seed(offline_home, ["Zeppelin firmware review."], ts="2024-03-03T09:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, "thanks, 3 March 2024", k=3)
+    assert got.skipped == "no informative terms" and got.dates == [] and got.hits == []

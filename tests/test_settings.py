@@ -188,6 +188,8 @@ BAD_CONFIGS = {
                       ["[coworker] max_steps_per_tick"]),
     "unknown-timezone": (_cfg(coworker={"timezone": "Mars/Olympus"}),
                          ["[coworker] timezone", "Mars/Olympus"]),
+    "timezone-a-folder": (_cfg(coworker={"timezone": "Europe"}),  # a folder of the tz database
+                          ["[coworker] timezone", "Europe"]),
     "bad-log-level": (_cfg(logging={"level": "LOUD"}), ["[logging] level", "'LOUD'"]),
     "unknown-key": (_cfg(model={"nmae": "x"}), ["[model] nmae", "remove"]),
     "key-in-wrong-section": (_cfg(coworker={"mode": "live"}), ["[coworker] mode", "remove"]),

@@ -101,22 +101,23 @@ def _window(kind: str, year: int | None, month: int, day: int | None,
     return Window(_utc(first, tz), _utc(after, tz), kind, name)
 
 
-def named(text: str, today: date | None = None, tz: tzinfo | None = None
+def named(text: str, today: date | None = None, tz: tzinfo | None = None, mark: str = " "
           ) -> tuple[list[Window], str]:
-    """The windows `text` names, in the order found, and the text with each date taken out
-    (replaced by a space). A date that is not one (31 February) stays in the text. A day is
-    the owner's day: midnight to midnight in `tz` (default UTC); `today` (default: today in
-    `tz`) places a day named without its year."""
-    windows: list[Window] = []
+    """The windows `text` names, in the order they stand in it, and the text with each date
+    blanked out (each of its characters replaced by `mark`, so the rest keeps its place). A
+    date that is not one (31 February) stays in the text. A day is the owner's day: midnight
+    to midnight in `tz` (default UTC); `today` (default: today in `tz`) places a day named
+    without its year."""
+    found: list[tuple[int, Window]] = []
     tz = tz or UTC
     today = today or datetime.now(tz).date()
     for kind, pattern, where in _PATTERNS:
-        text = pattern.sub(_taker(kind, where, today, tz, windows), text)
-    return windows, text
+        text = pattern.sub(_taker(kind, where, today, tz, found, mark), text)
+    return [w for _, w in sorted(found, key=lambda f: f[0])], text
 
 
 def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz: tzinfo,
-           windows: list[Window]) -> Callable[[re.Match[str]], str]:
+           found: list[tuple[int, Window]], mark: str) -> Callable[[re.Match[str]], str]:
     y, m, d = where
 
     def take(match: re.Match[str]) -> str:
@@ -127,17 +128,19 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz
             today, tz)
         if got is None:
             return match.group(0)
-        windows.append(got)
-        return " "
+        found.append((match.start(), got))
+        return mark * len(match.group(0))
     return take
 
 
 # --- days named relative to today ("yesterday", "last week") ------------------------------------
 
+DATE_MARK = "\x00"  # `named(..., mark=DATE_MARK)` blanks a date so "on Monday, 1 April" is one day
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
-    r"\b(?:(the day before yesterday)|(yesterday)|(today)|(\d{1,2}) days? ago|"
-    r"(last|this) (week|month|weekend)|(?:last|on) (" + "|".join(_WEEKDAYS) + r"))\b", re.I)
+    r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday)|(today)|"
+    r"(?<![\d.,])(\d{1,2})\s+days?\s+ago|(last|this)\s+(week|month|weekend)|"
+    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b", re.I)
 
 
 def _span(first: date, after: date, kind: str, tz: tzinfo, today: date) -> Window:
@@ -192,3 +195,19 @@ def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> 
         if got is not None:
             out.append(got)
     return out
+
+
+def windows(text: str, today: date | None = None, tz: tzinfo | None = None,
+            at_most: int = 3) -> tuple[list[Window], str]:
+    """The first `at_most` distinct windows a text names (written out first, in the order they
+    stand, then relative to today: "on Monday, 1 April 2024" is one day), and the text with the
+    written-out dates blanked (a relative date keeps its words)."""
+    found, marked = named(text, today, tz, mark=DATE_MARK)
+    found += relative(marked, today, tz)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for w in found:
+        if (w.start, w.end) not in seen:
+            seen.add((w.start, w.end))
+            out.append(w)
+    return out[:at_most], marked.replace(DATE_MARK, " ")

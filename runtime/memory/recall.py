@@ -340,17 +340,17 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
-    windows, topic_text = dates.named(text, today, tz)
     # the days named outright, then those named relative to today; the first few are read
-    windows = [*windows, *dates.relative(topic_text, today, tz)][:WINDOWS]
+    windows, topic_text = dates.windows(text, today, tz, WINDOWS)
     terms = extract_terms(topic_text, max_terms, scorer.idf)
-    result = Recall(terms, query_truncated=cut, dates=[w.name for w in windows])
+    result = Recall(terms, query_truncated=cut)
     match = ev.fts_query(terms)
     if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
         result.skipped = "no informative terms"
-    if match is None or result.skipped:
+    if match is None or result.skipped:  # a date with no topic reads nothing either
         result.ms = (time.perf_counter() - t0) * 1000
         return result
+    result.dates = [w.name for w in windows]
     q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
     idf = scorer.idf(q)
 
