@@ -1,15 +1,15 @@
-"""Days and months a text names outright: "on 1 February, 2023", "July 31st 2023",
-"2025-03-14", "in May 2023", "on 3 March" (a month named without a year is read only when
-written with its capital: "we may 3 times retry" names no day).
+"""Days, weeks and months a text names: outright ("on 1 February, 2023", "July 31st 2023",
+"2025-03-14", "in May 2023", "on 3 March") or from today ("yesterday", "on Monday", "last week").
 
-Owns reading those dates out of a query, the time window each one names (a day, or a calendar
-month, in the owner's time zone, as a half-open range of UTC timestamps written as an event's
-`ts` is, so the two compare as strings), and the
-query with them taken out, so the words of a date do not stand in for its topic ("31", "july",
-"2023" would otherwise be a query's rarest words). A day named without its year is the latest
-such day on or before `today` ("on 3 March", asked in December, is this year's). Relative
-dates ("yesterday", "last week") and a month named without its year ("in May") are not read:
-the first need the moment the words were written, the second is too often another word.
+Owns reading them out of a query and the time window each one names (a day, a calendar week
+from Monday, or a calendar month, in the owner's time zone, as a half-open range of UTC
+timestamps written as an event's `ts` is, so the two compare as strings). A date written out
+is taken out of the query, so its words do not stand in for its topic ("31", "july", "2023"
+would otherwise be a query's rarest words); a relative one keeps its words (a conversation says
+"yesterday" too). A day named without its year is the latest such day on or before `today`
+("on 3 March", asked in December, is this year's); a month named without its year ("in May")
+is not read, and without a year a month counts only with its capital ("we may 3 times retry"
+names no day). Nothing after today is read: memory holds no tomorrow.
 
 Pure: text in, windows out. It reads no store and never calls a model.
 """
@@ -53,8 +53,8 @@ class Window:
 
     start: str
     end: str
-    kind: str  # "day" or "month"
-    name: str  # the day ("2023-02-01") or the month ("2023-05") as ISO writes it
+    kind: str  # "day", "week" or "month"
+    name: str  # the day ("2023-02-01"), the month ("2023-05"), or "first/last" day of a week
 
     def holds(self, ts: str) -> bool:
         return self.start <= ts < self.end
@@ -84,21 +84,29 @@ def _latest(month: int, day: int, today: date) -> date | None:
     return None
 
 
+def _next_month(first: date) -> date:
+    return date(first.year + first.month // 12, first.month % 12 + 1, 1)
+
+
+def _span(first: date, after: date, kind: str, tz: tzinfo, until: date | None = None) -> Window:
+    """The window from `first` up to `after` (never past `until`, when given)."""
+    if until is not None:
+        after = min(after, until)
+    name = first.isoformat() if kind == "day" else (
+        first.isoformat()[:7] if kind == "month" else f"{first}/{after - timedelta(days=1)}")
+    return Window(_utc(first, tz), _utc(after, tz), kind, name)
+
+
 def _window(kind: str, year: int | None, month: int, day: int | None,
             today: date, tz: tzinfo) -> Window | None:
     try:
         if day is None:  # a month, always with its year
             first = date(year or today.year, month, 1)
-            after = date(first.year + month // 12, month % 12 + 1, 1)
-        else:
-            got = date(year, month, day) if year is not None else _latest(month, day, today)
-            if got is None:
-                return None
-            first, after = got, date.fromordinal(got.toordinal() + 1)
+            return _span(first, _next_month(first), kind, tz)
+        got = date(year, month, day) if year is not None else _latest(month, day, today)
     except ValueError:  # 31 February, month 13: not a date
         return None
-    name = first.isoformat() if kind == "day" else first.isoformat()[:7]
-    return Window(_utc(first, tz), _utc(after, tz), kind, name)
+    return None if got is None else _span(got, got + timedelta(days=1), kind, tz)
 
 
 def named(text: str, today: date | None = None, tz: tzinfo | None = None, mark: str = " "
@@ -143,40 +151,33 @@ _RELATIVE = re.compile(
     r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b", re.I)
 
 
-def _span(first: date, after: date, kind: str, tz: tzinfo, today: date) -> Window:
-    """The window from `first` up to `after`, never past today: memory holds no tomorrow."""
-    after = min(after, today + timedelta(days=1))
-    name = first.isoformat() if kind == "day" else (
-        first.isoformat()[:7] if kind == "month" else f"{first}/{after - timedelta(days=1)}")
-    return Window(_utc(first, tz), _utc(after, tz), kind, name)
-
-
 def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
+    """The window one relative phrase names, never past today."""
     before2, yesterday, now, ago, which, unit, weekday = m.groups()
     one = timedelta(days=1)
+    until = today + one
     if before2 or yesterday or now or ago:
         back = 2 if before2 else 1 if yesterday else 0 if now else int(ago)
         day = today - timedelta(days=back)
-        return _span(day, day + one, "day", tz, today)
+        return _span(day, day + one, "day", tz, until)
     if weekday:  # the latest such day before today ("on Monday", asked on a Wednesday)
         back = (today.weekday() - _WEEKDAYS.index(weekday.lower()) - 1) % 7 + 1
         day = today - timedelta(days=back)
-        return _span(day, day + one, "day", tz, today)
+        return _span(day, day + one, "day", tz, until)
     monday = today - timedelta(days=today.weekday())
     if unit.lower() == "week":  # a calendar week, Monday to Sunday
         first = monday - timedelta(days=7) if which.lower() == "last" else monday
-        return _span(first, first + timedelta(days=7), "week", tz, today)
+        return _span(first, first + timedelta(days=7), "week", tz, until)
     if unit.lower() == "weekend":  # Saturday and Sunday
         saturday = monday - timedelta(days=2) if which.lower() == "last" else monday + \
             timedelta(days=5)
         if saturday > today:
             return None
-        return _span(saturday, saturday + timedelta(days=2), "week", tz, today)
+        return _span(saturday, saturday + timedelta(days=2), "week", tz, until)
     first = today.replace(day=1)
     if which.lower() == "last":
         first = (first - one).replace(day=1)
-    after = date(first.year + first.month // 12, first.month % 12 + 1, 1)
-    return _span(first, after, "month", tz, today)
+    return _span(first, _next_month(first), "month", tz, until)
 
 
 def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> list[Window]:

@@ -453,7 +453,11 @@ def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, A
     """`span`, each event with its meta left unread ({}) beside the meta as stored: for a
     caller that weighs many events and keeps few (recall reads ~140 a turn and keeps 3), which
     reads the meta of those it keeps (`meta_read`) and never lets the others out."""
-    rows = store.query(_SPAN, (first, last))  # by position, in COLUMNS' order, then source
+    return _meta_unread(store.query(_SPAN, (first, last)))
+
+
+def _meta_unread(rows: Sequence[Any]) -> list[tuple[Event, Any]]:
+    """Rows of COLUMNS then source (by position) as events with their meta left unread."""
     return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
                    tick_id=r[7], source=r[8]), r[6]) for r in rows]
 
@@ -471,8 +475,7 @@ def in_window_meta_unread(store: Store, start: str, end: str, limit: int,
                 f"kind NOT IN ({','.join('?' * len(skip))}) AND (? < 0 OR id < ?) "
                 "ORDER BY ts DESC, id DESC LIMIT ?", (start, end, *skip, below, below, limit))]
     rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
-    return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
-                   tick_id=r[7], source=r[8]), r[6]) for r in rows[:limit]]
+    return _meta_unread(rows[:limit])
 
 
 def meta_read(e: Event, raw: Any) -> Event:
