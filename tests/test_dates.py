@@ -132,6 +132,9 @@ WEDNESDAY = date(2026, 12, 2)
     ("what did we decide yesterday?", ["2026-12-01"]),
     ("the day before yesterday", ["2026-11-30"]),
     ("anything today", ["2026-12-02"]),
+    ("watched it last night", ["2026-12-01"]),
+    ("this morning", ["2026-12-02"]),
+    ("tonight", ["2026-12-02"]),
     ("3 days ago", ["2026-11-29"]),
     ("on Monday", ["2026-11-30"]),
     ("last Wednesday", ["2026-11-25"]),  # the latest before today, not today
@@ -151,6 +154,27 @@ def test_days_named_relative_to_today(text: str, want: list[str]):
     assert [w.name for w in got] == want
     for w in got:
         assert w.start < w.end <= "2026-12-03T00:00:00.000Z", w  # nothing after today
+
+
+@pytest.mark.parametrize(("text", "ts", "zone", "want"), [
+    # said on 2 May (UTC): "last night" is 1 May
+    ("I watched the trilogy last night!", "2022-05-02T10:00:00.000Z", "UTC", ["2022-05-01"]),
+    # 22:30 UTC on 7 April is 8 April in Berlin: "yesterday" is the 7th there
+    ("Yesterday Dana flashed the rig.", "2024-04-07T22:30:00.000Z", "Europe/Berlin",
+     ["2024-04-07"]),
+    ("Yesterday Dana flashed the rig.", "2024-04-07T22:30:00.000Z", "UTC", ["2024-04-06"]),
+    # a day without its year is the latest one up to the day it was said, not up to today
+    ("Back on 3 March we shipped it.", "2023-04-01T09:00:00.000Z", "UTC", ["2023-03-03"]),
+    ("I won the final last Saturday", "2022-11-09T12:00:00.000Z", "UTC", ["2022-11-05"]),
+    ("We shipped it.", "2022-11-09T12:00:00.000Z", "UTC", []),
+])
+def test_an_events_days_are_read_from_the_day_it_was_said(text: str, ts: str, zone: str,
+                                                         want: list[str]):
+    from zoneinfo import ZoneInfo
+
+    from runtime.memory.dates import said
+
+    assert [w.name for w in said(text, ts, ZoneInfo(zone))] == want
 
 
 def test_relative_days_are_the_owners_days():
@@ -198,3 +222,26 @@ def test_the_windows_a_text_names_are_distinct_in_order_and_at_most_three(text: 
     got, rest = windows(text, WEDNESDAY)
     assert [w.name for w in got] == want
     assert "\x00" not in rest and len(rest) == len(text)
+
+
+DATE_PARTS = ["3 March 2024", "2024-04-05", "July 31st, 2023", "May 2023", "on 3 March",
+              "Sept 2 2022", "tonight", "last night", "this morning", "4 days ago", "on Monday",
+              "last weekend", "this month", "we may 3 times retry", "market 12", "1.5 days"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(DATE_PARTS) | st.text(max_size=20), max_size=6),
+       st.dates(min_value=date(2000, 1, 1), max_value=date(2099, 12, 31)))
+def test_the_quick_look_for_a_date_never_changes_what_is_read(
+        parts: list[str], today: date):
+    """Most texts name no day, so a plain look for a month's letters, a digit or a word like
+    "day" decides whether the patterns run; it must never skip a text they would read."""
+    from runtime.memory import dates
+
+    text = " ".join(parts)
+    quick = dates.windows(text, today, at_most=10)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dates, "_holds_any", lambda text, cues: True)
+        m.setattr(dates, "_DIGIT", __import__("re").compile(""))
+        full = dates.windows(text, today, at_most=10)
+    assert quick == full, text

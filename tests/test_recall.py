@@ -907,17 +907,22 @@ def test_a_day_the_question_names_ranks_that_days_events_first(offline_home: Hom
         __import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
 
 
+def _better_episodes(home: Home, store: Store) -> None:
+    """More episodes than recall reads, each matching "zeppelin firmware" better than any
+    other event will."""
+    from runtime.memory import recall as rc
+
+    for n in range(rc.EPISODES + 2):
+        ids = seed(home, [f"Zeppelin firmware zeppelin build {n} passed the zeppelin firmware "
+                          "checks."], ts=f"2024-03-{n + 1:02d}T09:00:00.000Z")
+        _episode(store, ids, "zeppelin firmware zeppelin build checks")
+
+
 def test_a_named_days_event_is_found_beyond_the_best_episodes(offline_home: Home):
     """Recall reads the spans of the best-matching episodes; an event of the day the text
     names is a candidate even when its episode is not among them."""
-    from runtime.memory import recall as rc
-
     with Store.open(offline_home.db_path) as store:
-        for n in range(rc.EPISODES + 2):
-            ids = seed(offline_home, [f"Zeppelin firmware zeppelin build {n} passed the "
-                                      "zeppelin firmware checks."],
-                       ts=f"2024-03-{n + 1:02d}T09:00:00.000Z")
-            _episode(store, ids, "zeppelin firmware zeppelin build checks")
+        _better_episodes(offline_home, store)
         day = seed(offline_home, ["Lunch was pizza.", "Dana flashed the zeppelin firmware.",
                                   "The printer is out of toner."],
                    ts="2024-04-20T09:00:00.000Z")
@@ -927,6 +932,49 @@ def test_a_named_days_event_is_found_beyond_the_best_episodes(offline_home: Home
         dated = recall(store, "zeppelin firmware on 20 April 2024", k=5)
     assert day[1] not in [h.event.id for h in plain.hits], "the day's episode must not match"
     assert day[1] in [h.event.id for h in dated.hits], dated.hits
+
+
+def test_an_event_that_names_the_day_from_the_day_after_counts_as_that_days(
+        offline_home: Home):
+    """"Yesterday Dana flashed the build", said on 9 April, is about 8 April: asked about
+    8 April, it ranks first, though the other notes match more of the words, one of them
+    saying "yesterday" of another day."""
+    review = seed(offline_home, ["Zeppelin firmware review: Dana agreed the zeppelin "
+                                 "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
+    told = seed(offline_home, ["Yesterday Dana flashed the zeppelin build onto the test rig, "
+                               "then went home early to rest."], ts="2024-04-09T10:00:00.000Z")
+    other = seed(offline_home, ["Yesterday Dana flashed the zeppelin firmware again."],
+                 ts="2024-04-12T10:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        plain = recall(store, "What did Dana do with the zeppelin firmware?", k=3)
+        got = recall(store, "What did Dana do with the zeppelin firmware on 8 April 2024?", k=3)
+    assert [h.event.id for h in plain.hits][:1] != told, plain.hits
+    assert [h.event.id for h in got.hits][:1] == told, got.hits
+    assert {h.event.id for h in got.hits} == set(told + review + other)
+
+
+def test_an_event_naming_the_day_is_found_beyond_the_best_episodes(offline_home: Home):
+    """Like the day's own events, one said in the days after that names the day ("last
+    night") is a candidate even when its episode is not among the best-matching ones; one
+    said more than a week later is not read for it."""
+    from runtime.memory import recall as rc
+
+    with Store.open(offline_home.db_path) as store:
+        _better_episodes(offline_home, store)
+        after = seed(offline_home, ["Lunch was pizza.", "Dana flashed the zeppelin firmware "
+                                    "last night.", "The printer is out of toner."],
+                     ts="2024-04-21T09:00:00.000Z")
+        _episode(store, after, "lunch pizza printer toner")
+        late = seed(offline_home, ["Lunch was soup.", "Dana flashed the zeppelin firmware on "
+                                   "20 April.", "The stapler is empty."],
+                    ts=f"2024-04-{20 + rc.TOLD_WITHIN + 1}T09:00:00.000Z")
+        _episode(store, late, "lunch soup stapler")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        plain = recall(store, "zeppelin firmware", k=5)
+        dated = recall(store, "zeppelin firmware on 20 April 2024", k=5)
+    assert after[1] not in [h.event.id for h in plain.hits], "the episode must not match"
+    found = [h.event.id for h in dated.hits]
+    assert after[1] in found and late[1] not in found, dated.hits
 
 
 def test_a_day_named_without_its_year_is_placed_by_today(offline_home: Home):

@@ -78,6 +78,7 @@ FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
+TOLD_WITHIN = 7  # days after a window in which "yesterday", "last Saturday" may point into it
 DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
@@ -287,8 +288,9 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
 
 
 def _candidates(store: Store, match: str, words: list[str], windows: Sequence[dates.Window] = (),
-                before_id: int | None = None
-                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any]]:
+                before_id: int | None = None, tz: tzinfo | None = None
+                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any],
+                           set[int]]:
     """The best episodes' spans, and what no episode covers yet; each episode's score
     normalised to the best one's; and the stored meta of the span events, read only for the
     hits kept (`_whole`): most candidates are weighed and dropped."""
@@ -312,11 +314,18 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
     replies = [i + 1 for e in fresh if _asks(e) and (i := int(e.id or 0)) + 1 not in cands]
     for i, e in ev.history_of(store, replies).items():
         cands.setdefault(i, (e, None))
+    told: set[int] = set()  # events that name one of the windows, said in the days after
     for w in windows:
         for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
-    return cands, ep_score, unread
+        for e, meta in ev.in_window_meta_unread(store, w.end, dates.later(w.end, TOLD_WITHIN),
+                                                DATED, before_id, newest=False):
+            if any(m.within(w) for m in dates.said(e.body, e.ts, tz)):
+                told.add(int(e.id or 0))
+                if int(e.id or 0) not in cands:
+                    cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
+    return cands, ep_score, unread, told
 
 
 def _asks(e: Event) -> bool:
@@ -354,7 +363,8 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
     idf = scorer.idf(q)
 
-    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(terms), windows, before_id)
+    cands, ep_score, unread, told = _candidates(store, match, ev.fts_terms(terms), windows,
+                                                before_id, tz)
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
@@ -390,7 +400,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             continue
         if ep is not None:
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
-        if any(w.holds(e.ts) for w in windows):  # on a day (in a month) the text names
+        if i in told or any(w.holds(e.ts) for w in windows):  # on a day the text names
             s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))

@@ -463,18 +463,22 @@ def _meta_unread(rows: Sequence[Any]) -> list[tuple[Event, Any]]:
 
 
 def in_window_meta_unread(store: Store, start: str, end: str, limit: int,
-                          before_id: int | None = None) -> list[tuple[Event, Any]]:
-    """The newest `limit` events (hot or archived) with start <= ts < end, bookkeeping left
-    out (a busy day's ticks would fill the limit) and ids below `before_id` only, as
-    `span_meta_unread` gives them: each table read by its ts index, newest first."""
+                          before_id: int | None = None, newest: bool = True
+                          ) -> list[tuple[Event, Any]]:
+    """The newest (or, `newest=False`, the oldest) `limit` events (hot or archived) with
+    start <= ts < end, bookkeeping left out (a busy day's ticks would fill the limit) and ids
+    below `before_id` only, as `span_meta_unread` gives them: each table read by its ts
+    index."""
     skip = sorted(BOOKKEEPING_KINDS)
     below = -1 if before_id is None else before_id
+    order = "DESC" if newest else "ASC"
     rows = [r for table, source in (("events", "hot"), ("events_archive", "archive"))
             for r in store.query(
                 f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE ts >= ? AND ts < ? AND "
                 f"kind NOT IN ({','.join('?' * len(skip))}) AND (? < 0 OR id < ?) "
-                "ORDER BY ts DESC, id DESC LIMIT ?", (start, end, *skip, below, below, limit))]
-    rows.sort(key=lambda r: (r[1], r[0]), reverse=True)
+                f"ORDER BY ts {order}, id {order} LIMIT ?",
+                (start, end, *skip, below, below, limit))]
+    rows.sort(key=lambda r: (r[1], r[0]), reverse=newest)
     return _meta_unread(rows[:limit])
 
 
