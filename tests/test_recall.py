@@ -1018,6 +1018,19 @@ def test_the_reply_to_a_matching_question_ranks_with_it(offline_home: Home):
     assert {h.event.id for h in found.hits} == {ids[0], ids[1]}, found.hits
 
 
+def test_the_reply_that_opens_the_next_episode_is_read_with_its_question(offline_home: Home):
+    """The question ends one episode and its reply opens the next, whose words are not the
+    query's: the reply is still read, after the question it answers."""
+    ids = _turns(offline_home, [TURNS[2], TURNS[3], ("Joanna", "third_party",
+                                                     "What books do you enjoy reading?"),
+                                TURNS[1], TURNS[5], ("Sam", "third_party", "See you soon.")])
+    with Store.open(offline_home.db_path) as store:
+        _episode(store, ids[:3], "walks river cooking weekends books enjoy reading")
+        _episode(store, ids[3:], "series adventures magic turtles")
+    _, found = _block_of(offline_home, "Which books do people enjoy?", k=3)
+    assert ids[3] in {h.event.id for h in found.hits}, found.hits
+
+
 @pytest.mark.parametrize(("asker", "kind", "next_speaker"), [
     ("web", "tool", "Sam"),  # a tool's output is no one asking (a URL holds "?" too)
     ("Sam", "third_party", "Sam"),  # the asker going on is no reply

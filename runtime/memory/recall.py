@@ -310,10 +310,6 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
     fresh = ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH)
     for e in fresh:
         cands.setdefault(int(e.id or 0), (e, None))
-    # the reply to a question no episode holds yet: its words are often not the question's
-    replies = [i + 1 for e in fresh if _asks(e) and (i := int(e.id or 0)) + 1 not in cands]
-    for i, e in ev.history_of(store, replies).items():
-        cands.setdefault(i, (e, None))
     told: set[int] = set()  # events that name one of the windows, said in the days after
     for w in windows:
         for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
@@ -325,6 +321,12 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
                 told.add(int(e.id or 0))
                 if int(e.id or 0) not in cands:
                     cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
+    # the reply to a question, where nothing read holds it (the question ends its episode or
+    # a day's reading, or no episode holds it yet): its words are often not the question's
+    replies = [i + 1 for e, _ in cands.values() if _asks(e) and (i := int(e.id or 0)) + 1
+               not in cands]
+    for i, e in ev.history_of(store, replies).items():
+        cands.setdefault(i, (e, None))
     return cands, ep_score, unread, told
 
 
