@@ -167,6 +167,9 @@ def test_days_named_relative_to_today(text: str, want: list[str]):
     ("Back on 3 March we shipped it.", "2023-04-01T09:00:00.000Z", "UTC", ["2023-03-03"]),
     ("I won the final last Saturday", "2022-11-09T12:00:00.000Z", "UTC", ["2022-11-05"]),
     ("We shipped it.", "2022-11-09T12:00:00.000Z", "UTC", []),
+    ("the last night of the trip", "2022-11-09T12:00:00.000Z", "UTC", []),  # no yesterday
+    ("Meet again on Frıday.", "2022-11-09T12:00:00.000Z", "UTC", []),  # dotless i: no day
+    ("Yesterday Dana flashed the rig.", "2022-11-09 garbage", "UTC", []),  # no day to read from
 ])
 def test_an_events_days_are_read_from_the_day_it_was_said(text: str, ts: str, zone: str,
                                                          want: list[str]):
@@ -226,7 +229,8 @@ def test_the_windows_a_text_names_are_distinct_in_order_and_at_most_three(text: 
 
 DATE_PARTS = ["3 March 2024", "2024-04-05", "July 31st, 2023", "May 2023", "on 3 March",
               "Sept 2 2022", "tonight", "last night", "this morning", "4 days ago", "on Monday",
-              "last weekend", "this month", "we may 3 times retry", "market 12", "1.5 days"]
+              "last weekend", "this month", "we may 3 times retry", "market 12", "1.5 days",
+              "last nıght", "on Frıday", "3 ſept 2023", "ISO 2024-13-01", "the last night"]
 
 
 @settings(max_examples=400, deadline=None)

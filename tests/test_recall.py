@@ -977,6 +977,60 @@ def test_an_event_naming_the_day_is_found_beyond_the_best_episodes(offline_home:
     assert after[1] in found and late[1] not in found, dated.hits
 
 
+def test_the_week_after_is_seven_of_the_owners_days_across_a_change_of_clocks(
+        offline_home: Home):
+    """Asked about Saturday 26 October 2024 in Berlin, "last Saturday" said at 23:30 on the
+    next Saturday (after the clocks went back) is read: seven days, not 168 hours."""
+    from zoneinfo import ZoneInfo
+
+    seed(offline_home, ["Zeppelin firmware review: Dana and Ravi agreed the zeppelin "
+                        "firmware ships Friday."], ts="2024-10-20T09:00:00.000Z")
+    told = seed(offline_home, ["Last Saturday Dana flashed the zeppelin firmware!"],
+                ts="2024-11-02T22:30:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, "zeppelin firmware on 26 October 2024", k=2,
+                     tz=ZoneInfo("Europe/Berlin"))
+    assert [h.event.id for h in got.hits][:1] == told, got.hits
+
+
+@pytest.mark.parametrize("odd", [
+    ("Meet again on Frıday about the zeppelin rig.", "2024-04-09T09:00:00.000Z"),  # dotless i
+    ("Lunch was pizza, zeppelin talk.", "2024-04-09T09:00:00.000 UTC"),  # a ts not ISO
+])
+def test_odd_stored_text_or_time_in_the_week_after_never_breaks_recall(offline_home: Home,
+                                                                      odd: tuple[str, str]):
+    note = seed(offline_home, ["Dana flashed the zeppelin firmware."],
+                ts="2024-04-08T09:00:00.000Z")
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, [Event(kind="note", body=odd[0], actor="coworker",
+                                     author_kind="agent", ts=odd[1])])
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, "zeppelin firmware on 8 April 2024", k=2)
+    assert [h.event.id for h in got.hits][:1] == note, got.hits
+
+
+def test_the_week_after_is_read_up_to_a_budget_of_characters(offline_home: Home,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    """A week of long logs after the day is read nearest first, up to TOLD_CHARS: past it, a
+    text that names the day is not read for it (it still ranks by its words)."""
+    from runtime.memory import dates
+    from runtime.memory import recall as rc
+
+    seed(offline_home, ["Zeppelin firmware review: Dana and Ravi agreed the zeppelin "
+                        "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
+    seed(offline_home, ["2024-04-09 12:00:01 INFO worker took 41 ms; " * 20] * 3,
+         ts="2024-04-09T08:00:00.000Z")
+    told = seed(offline_home, ["Yesterday Dana flashed the zeppelin build."],
+                ts="2024-04-09T10:00:00.000Z")
+    query = "What did Dana do with the zeppelin firmware on 8 April 2024?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        wide = recall(store, query, k=1)
+        monkeypatch.setattr(rc, "TOLD_CHARS", 3 * dates.SAID_CHARS)
+        narrow = recall(store, query, k=1)
+    assert [h.event.id for h in wide.hits] == told, wide.hits
+    assert [h.event.id for h in narrow.hits] != told, narrow.hits
+
+
 def test_a_day_named_without_its_year_is_placed_by_today(offline_home: Home):
     from datetime import date
 

@@ -9,7 +9,9 @@ would otherwise be a query's rarest words); a relative one keeps its words (a co
 "yesterday" too). A day named without its year is the latest such day on or before `today`
 ("on 3 March", asked in December, is this year's); a month named without its year ("in May")
 is not read, and without a year a month counts only with its capital ("we may 3 times retry"
-names no day). Nothing after today is read: memory holds no tomorrow.
+names no day). Nothing after today is read: memory holds no tomorrow. An event's text is
+read the same way from the day it was said (`said`: "yesterday", said on 2 May, is 1 May;
+its first `SAID_CHARS` characters, a stored time that is not one naming nothing).
 
 Pure: text in, windows out. It reads no store and never calls a model.
 """
@@ -45,10 +47,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[int | None, int, int | None]]
     ("day", re.compile(rf"\b{_M_CAP}\s+{_D}{_NO_YEAR}"), (None, 0, 1)),  # March 3rd
 )
 
-# What every date above holds (a month's first three letters, an ISO date's dash; every
-# relative phrase's "day", "night", ...): a text with none of them names no day, and most
-# texts an event's days are read from name none (a plain substring test is ~20x cheaper).
-_NAMED_CUES = (*(m[:3] for m in MONTHS), "-")
+# What every date above holds (a digit, and a month's first three letters or an ISO date's
+# dash; every relative phrase's "day", "night", ...): a text with none of them names no such
+# day, and most texts an event's days are read from name none (a plain substring test costs
+# ~1/20 of the patterns; the patterns are case-folded, so the tests below are on lower case).
+_MONTH_CUES = tuple(m[:3] for m in MONTHS)
 _DIGIT = re.compile(r"\d")
 _RELATIVE_CUES = ("day", "night", "ago", "week", "month", "morning", "afternoon", "evening")
 
@@ -93,10 +96,10 @@ def day_of(ts: str, tz: tzinfo) -> date:
     return datetime.fromisoformat(ts).astimezone(tz).date()
 
 
-def later(ts: str, days: int) -> str:
-    """`ts` (as an event's is written) `days` days on."""
-    at = datetime.fromisoformat(ts) + timedelta(days=days)
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+def later(ts: str, days: int, tz: tzinfo) -> str:
+    """The owner's midnight `days` days after the day of `ts` (a window's end is a midnight:
+    seven of the owner's days, not 168 hours, across a change of clocks)."""
+    return _utc(day_of(ts, tz) + timedelta(days=days), tz)
 
 
 def _latest(month: int, day: int, today: date) -> date | None:
@@ -144,12 +147,16 @@ def named(text: str, today: date | None = None, tz: tzinfo | None = None, mark: 
     to midnight in `tz` (default UTC); `today` (default: today in `tz`) places a day named
     without its year."""
     found: list[tuple[int, Window]] = []
-    if not (_DIGIT.search(text) and _holds_any(text, _NAMED_CUES)):  # each has a number
+    if not _DIGIT.search(text):  # each has a number
+        return [], text
+    iso, months = "-" in text, _holds_any(text, _MONTH_CUES)
+    if not (iso or months):
         return [], text
     tz = tz or UTC
     today = today or datetime.now(tz).date()
-    for kind, pattern, where in _PATTERNS:
-        text = pattern.sub(_taker(kind, where, today, tz, found, mark), text)
+    for n, (kind, pattern, where) in enumerate(_PATTERNS):
+        if iso if n == 0 else months:  # the first is the ISO date, the rest name a month
+            text = pattern.sub(_taker(kind, where, today, tz, found, mark), text)
     return [w for _, w in sorted(found, key=lambda f: f[0])], text
 
 
@@ -173,13 +180,15 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz
 # --- days named relative to today ("yesterday", "last week") ------------------------------------
 
 WINDOWS_SAID = 6  # days one text names, read at most (an event's, not a query's)
+SAID_CHARS = 300  # of an event's text, read for the days it names (a log may run to megabytes)
 DATE_MARK = "\x00"  # `named(..., mark=DATE_MARK)` blanks a date so "on Monday, 1 April" is one day
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
-    r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday|last\s+night)|"
+    r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday|(?<!the\s)last\s+night)|"
     r"(today|tonight|this\s+(?:morning|afternoon|evening))|"
     r"(?<![\d.,])(\d{1,2})\s+days?\s+ago|(last|this)\s+(week|month|weekend)|"
-    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b", re.I)
+    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b",
+    re.I | re.A)  # ASCII: "Frıday" (dotless i) is no weekday, as the quick look agrees
 
 
 def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
@@ -213,7 +222,8 @@ def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
 
 def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> list[Window]:
     """The days a text names relative to `today` (default: today in `tz`, UTC by default):
-    "today", "yesterday", "the day before yesterday", "3 days ago", "on Monday" / "last
+    "today" ("tonight", "this morning / afternoon / evening"), "yesterday" ("last night", not
+    "the last night of ..."), "the day before yesterday", "3 days ago", "on Monday" / "last
     Monday" (the latest before today), "last week" / "this week" (Monday to Sunday), "last
     weekend", "last month" / "this month". Their words stay in the text: a conversation says
     "yesterday" too, and a stored question may have been asked on another day than today."""
@@ -251,4 +261,8 @@ def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
     """The windows a text names, read from the day it was said (an event's UTC `ts`):
     "yesterday", said on 2 May, is 1 May; "on 3 March", said in April, is this year's."""
     tz = tz or UTC
-    return windows(text, day_of(ts, tz), tz, at_most=WINDOWS_SAID)[0]
+    try:
+        day = day_of(ts, tz)
+    except ValueError:  # a stored ts that is not one: no day to read from (ADR-0008)
+        return []
+    return windows(text[:SAID_CHARS], day, tz, at_most=WINDOWS_SAID)[0]

@@ -5,7 +5,7 @@ the one tokenizer; de-duplicated by stem, at most `max_terms`, the rarest first)
 candidates without a flat pass over history, ranking them, and rendering the budgeted recall
 block.
 
-Candidates come from two places, so the cost grows with the ladder and the hot window, not
+Candidates come from these places, so the cost grows with the ladder and the hot window, not
 with total history:
 - the level-1 episodes whose full vocabulary matches (one FTS query on one rung; past
   EXACT_EPISODES matches, only bounded candidates are ranked: `_episodes`), whose spans are
@@ -13,14 +13,17 @@ with total history:
 - events no episode covers yet (an FTS rowid-range query past the ladder's end);
 - the newest events of a day, week or month the text names, in the owner's time zone
   (`memory.dates`: a date written out has its words taken out of the terms, "yesterday" keeps
-  its word), read by their `ts` index (ADR-0025).
+  its word), read by their `ts` index (ADR-0025), and the first of the week after that name a
+  day inside it, read from the day they were said ("yesterday", "last night": ADR-0027);
+- the reply to any candidate that asks, where nothing above holds it (ADR-0026).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its neighbours' and its
 episode's scores, so a turn that sits in the right conversation ranks above a stray word match
 elsewhere; a reply takes most of the score of the question it follows, asked by someone else
 (ADR-0026: the answer is often in other words); and a share of the top idf goes to an event on
-a day the text names. A span's events are weighed with their meta unread; the hits kept are
-read whole (`_whole`), so what leaves recall is the event as stored, imported or not.
+a day the text names, or said after it about it. A span's events are weighed with their meta
+unread; the hits kept are read whole (`_whole`), so what leaves recall is the event as stored,
+imported or not.
 
 Before retrieving it decides whether the turn needs memory (ADR-0019): no informative term
 left after stopwords and courtesy words ("Thanks!") means no retrieval; a best hit whose own
@@ -46,7 +49,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, tzinfo
+from datetime import UTC, date, tzinfo
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -72,13 +75,15 @@ RARE_EPISODES = 2000  # on a longer history: every episode holding one of the ra
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 ANSWER_WEIGHT = 0.7  # more of a question's score to the reply that follows it, by another
-DATED = 200  # events of a day or month the query names considered, newest first
+DATED = 200  # events of a day or month the query names considered (newest first), and of the
+# week after it read for the days they name (oldest first)
 WINDOWS = 3  # days or months read at most (a text may name many)
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
 TOLD_WITHIN = 7  # days after a window in which "yesterday", "last Saturday" may point into it
+TOLD_CHARS = 20_000  # characters of those days' texts read for the days they name, per window
 DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
@@ -291,9 +296,10 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
                 before_id: int | None = None, tz: tzinfo | None = None
                 ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any],
                            set[int]]:
-    """The best episodes' spans, and what no episode covers yet; each episode's score
-    normalised to the best one's; and the stored meta of the span events, read only for the
-    hits kept (`_whole`): most candidates are weighed and dropped."""
+    """The best episodes' spans, what no episode covers yet, the windows' events and the
+    replies none of them holds; each episode's score normalised to the best one's; the stored
+    meta of the span and window events, read only for the hits kept (`_whole`: most candidates
+    are weighed and dropped); and the events said after a window that name a day inside it."""
     episodes = _episodes(store, words)
     ep_score: dict[int, float] = {}
     cands: dict[int, tuple[Event, int | None]] = {}
@@ -315,8 +321,12 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
         for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
-        for e, meta in ev.in_window_meta_unread(store, w.end, dates.later(w.end, TOLD_WITHIN),
-                                                DATED, before_id, newest=False):
+        after, budget = dates.later(w.end, TOLD_WITHIN, tz or UTC), TOLD_CHARS
+        for e, meta in ev.in_window_meta_unread(store, w.end, after, DATED, before_id,
+                                                newest=False):
+            budget -= min(len(e.body), dates.SAID_CHARS)
+            if budget < 0:  # a week of long, date-dense logs: the nearest days are read
+                break
             if any(m.within(w) for m in dates.said(e.body, e.ts, tz)):
                 told.add(int(e.id or 0))
                 if int(e.id or 0) not in cands:

@@ -29,6 +29,7 @@ from ..settings import redact
 from .db import Store, insert_values
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
+IDS_PER_READ = 500  # ids per `IN (...)`, well below an old SQLite's 999 variables
 UNREADABLE_META = "unreadable_meta"  # the key a stored meta that is not JSON is read back under
 
 log = logging.getLogger(__name__)
@@ -631,12 +632,13 @@ def fts_snippets(store: Store, match: str, ids: Sequence[int]) -> dict[int, str]
 
 def history_of(store: Store, ids: Sequence[int]) -> dict[int, Event]:
     """The events (hot or archived) with these ids, by id."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = store.query(f"SELECT {COLUMNS}, source FROM history WHERE id IN ({marks})",
-                       tuple(ids))
-    return {int(r["id"]): Event.from_row(r) for r in rows}
+    got: dict[int, Event] = {}
+    for n in range(0, len(ids), IDS_PER_READ):
+        part = tuple(ids[n:n + IDS_PER_READ])
+        rows = store.query(f"SELECT {COLUMNS}, source FROM history WHERE id IN "
+                           f"({','.join('?' * len(part))})", part)
+        got.update((int(r["id"]), Event.from_row(r)) for r in rows)
+    return got
 
 
 def fts_terms(terms: Iterable[str]) -> list[str]:
