@@ -170,6 +170,8 @@ def test_days_named_relative_to_today(text: str, want: list[str]):
     ("the last night of the trip", "2022-11-09T12:00:00.000Z", "UTC", []),  # no yesterday
     ("Meet again on Frıday.", "2022-11-09T12:00:00.000Z", "UTC", []),  # dotless i: no day
     ("Yesterday Dana flashed the rig.", "2022-11-09 garbage", "UTC", []),  # no day to read from
+    ("Yesterday Dana flashed the rig.", "0001-01-01T00:00:00.000Z", "UTC", []),  # no day before
+    ("Tonight Dana flashed the rig.", "9999-12-31T23:00:00.000Z", "Asia/Tokyo", []),
 ])
 def test_an_events_days_are_read_from_the_day_it_was_said(text: str, ts: str, zone: str,
                                                          want: list[str]):

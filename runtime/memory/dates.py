@@ -262,7 +262,6 @@ def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
     "yesterday", said on 2 May, is 1 May; "on 3 March", said in April, is this year's."""
     tz = tz or UTC
     try:
-        day = day_of(ts, tz)
-    except ValueError:  # a stored ts that is not one: no day to read from (ADR-0008)
-        return []
-    return windows(text[:SAID_CHARS], day, tz, at_most=WINDOWS_SAID)[0]
+        return windows(text[:SAID_CHARS], day_of(ts, tz), tz, at_most=WINDOWS_SAID)[0]
+    except (ValueError, OverflowError):  # a stored ts that is not one, or at the calendar's
+        return []  # very edge (year 1, year 9999): no day to read from (ADR-0008)
