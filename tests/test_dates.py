@@ -133,6 +133,9 @@ WEDNESDAY = date(2026, 12, 2)
     ("the day before yesterday", ["2026-11-30"]),
     ("anything today", ["2026-12-02"]),
     ("watched it last night", ["2026-12-01"]),
+    ("LAST NIGHT, on\xa0Monday", ["2026-12-01", "2026-11-30"]),  # any case, any space
+    ("the day\xa0before yesterday", ["2026-11-30"]),
+    ("last nıght, on Frıday", []),  # a dotless i is no i
     ("this morning", ["2026-12-02"]),
     ("tonight", ["2026-12-02"]),
     ("3 days ago", ["2026-11-29"]),
@@ -171,6 +174,15 @@ def test_days_named_relative_to_today(text: str, want: list[str]):
     ("Meet again on Frıday.", "2022-11-09T12:00:00.000Z", "UTC", []),  # dotless i: no day
     ("Yesterday Dana flashed the rig.", "2022-11-09 garbage", "UTC", []),  # no day to read from
     ("Yesterday Dana flashed the rig.", "0001-01-01T00:00:00.000Z", "UTC", []),  # no day before
+    # every day it names, up to six (the text's own dates first, then the relative ones)
+    ("On 3 March 2024 we planned it, on Monday we built it, 3 days ago we shipped it.",
+     "2024-04-11T12:00:00.000Z", "UTC", ["2024-03-03", "2024-04-08"]),
+    ("Yesterday, 2 days ago, 3 days ago, 4 days ago, 5 days ago, 6 days ago, 7 days ago.",
+     "2024-04-11T12:00:00.000Z", "UTC",
+     ["2024-04-10", "2024-04-09", "2024-04-08", "2024-04-07", "2024-04-06", "2024-04-05"]),
+    # only the first SAID_CHARS characters, cut at a space: no day from a clipped date
+    ("word " * 60 + "yesterday", "2024-04-11T12:00:00.000Z", "UTC", []),
+    ("x " * 149 + "Sept 21, 2023", "2024-04-11T12:00:00.000Z", "UTC", []),
     ("Tonight Dana flashed the rig.", "9999-12-31T23:00:00.000Z", "Asia/Tokyo", []),
 ])
 def test_an_events_days_are_read_from_the_day_it_was_said(text: str, ts: str, zone: str,
@@ -232,7 +244,8 @@ def test_the_windows_a_text_names_are_distinct_in_order_and_at_most_three(text: 
 DATE_PARTS = ["3 March 2024", "2024-04-05", "July 31st, 2023", "May 2023", "on 3 March",
               "Sept 2 2022", "tonight", "last night", "this morning", "4 days ago", "on Monday",
               "last weekend", "this month", "we may 3 times retry", "market 12", "1.5 days",
-              "last nıght", "on Frıday", "3 ſept 2023", "ISO 2024-13-01", "the last night"]
+              "last nıght", "on Frıday", "3 ſept 2023", "ISO 2024-13-01", "the last night",
+              "last\xa0week", "3\u202fdays ago", "LAST NIGHT", "FRİDAY"]
 
 
 @settings(max_examples=400, deadline=None)

@@ -950,7 +950,23 @@ def test_an_event_that_names_the_day_from_the_day_after_counts_as_that_days(
         got = recall(store, "What did Dana do with the zeppelin firmware on 8 April 2024?", k=3)
     assert [h.event.id for h in plain.hits][:1] != told, plain.hits
     assert [h.event.id for h in got.hits][:1] == told, got.hits
-    assert {h.event.id for h in got.hits} == set(told + review + other)
+    # the other two keep their order: "yesterday" of another day earns no bonus
+    rest = [i for i in (h.event.id for h in got.hits) if i not in told]
+    assert rest == [i for i in (h.event.id for h in plain.hits) if i not in told], got.hits
+    assert set(rest) == set(review + other)
+
+
+def test_a_span_said_after_that_only_overlaps_the_day_does_not_count_for_it(
+        offline_home: Home):
+    """"Last week", said on Monday 15 April, is the week of 8 April: it holds the 8th but does
+    not lie inside it, too vague to rank by, so asked about the 8th it does not count."""
+    review = seed(offline_home, ["Zeppelin firmware review: Dana agreed the zeppelin "
+                                 "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
+    vague = seed(offline_home, ["Last week Dana flashed the zeppelin build onto the test rig, "
+                                "then went home early to rest."], ts="2024-04-15T10:00:00.000Z")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = recall(store, "What did Dana do with the zeppelin firmware on 8 April 2024?", k=2)
+    assert [h.event.id for h in got.hits] == review + vague, got.hits
 
 
 def test_an_event_naming_the_day_is_found_beyond_the_best_episodes(offline_home: Home):

@@ -187,8 +187,9 @@ _RELATIVE = re.compile(
     r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday|(?<!the\s)last\s+night)|"
     r"(today|tonight|this\s+(?:morning|afternoon|evening))|"
     r"(?<![\d.,])(\d{1,2})\s+days?\s+ago|(last|this)\s+(week|month|weekend)|"
-    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b",
-    re.I | re.A)  # ASCII: "Frıday" (dotless i) is no weekday, as the quick look agrees
+    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b")
+# matched against the lower-cased text, not case-folded: "Frıday" (a dotless i) is no weekday,
+# as the quick look (also on lower case) agrees, and any space ("last\xa0week") is a space
 
 
 def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
@@ -232,7 +233,7 @@ def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> 
     tz = tz or UTC
     today = today or datetime.now(tz).date()
     out = []
-    for m in _RELATIVE.finditer(text):
+    for m in _RELATIVE.finditer(text.lower()):
         if m.group(4) is not None and not 0 < int(m.group(4)) <= 31:
             continue
         got = _relative_one(m, today, tz)
@@ -262,6 +263,12 @@ def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
     "yesterday", said on 2 May, is 1 May; "on 3 March", said in April, is this year's."""
     tz = tz or UTC
     try:
-        return windows(text[:SAID_CHARS], day_of(ts, tz), tz, at_most=WINDOWS_SAID)[0]
-    except (ValueError, OverflowError):  # a stored ts that is not one, or at the calendar's
-        return []  # very edge (year 1, year 9999): no day to read from (ADR-0008)
+        day = day_of(ts, tz)
+    except (ValueError, OverflowError):  # a stored ts that is not a time: no day (ADR-0008)
+        return []
+    if len(text) > SAID_CHARS:  # cut at a space: "Sept 21, 2023" is not clipped to "Sept 2"
+        text = text[:SAID_CHARS].rsplit(None, 1)[0]
+    try:
+        return windows(text, day, tz, at_most=WINDOWS_SAID)[0]
+    except OverflowError:  # "yesterday", said on the calendar's first day
+        return []
