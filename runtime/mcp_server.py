@@ -157,9 +157,10 @@ def build(home: Home) -> MCPServer:
         and the summary ladder's rollups, a page at a time. Returns {"hits": [{kind ("event" or
         "rollup"), id, ts, label, excerpt, score, source}], "next_cursor"}: `next_cursor` is
         null when nothing is left, else pass it as `after` (with the same query) for the next
-        page; paging on reaches every match once. `limit`: 1 to 200. At most 2000 characters
-        of the query are read; a longer one is cut and the result has "query_truncated":
-        true."""
+        page; paging on reaches every match once. `limit`: 1 to 200. A date in the query is
+        matched as words; to ask about a day ("on 8 April 2024", "yesterday"), use
+        memory_recall, which reads it as that day. At most 2000 characters of the query are
+        read; a longer one is cut and the result has "query_truncated": true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
@@ -177,9 +178,10 @@ def build(home: Home) -> MCPServer:
         """What the coworker would recall for a message `text` before answering it: the
         search terms it takes from the text, the best earlier events (within the configured
         recall budget) as {id, ts, kind, actor, body, source}, and `block`, the exact recall
-        text it would put in its own context (null when nothing is recalled). At most 2000
-        characters of the text are read; a longer one is cut and the result has
-        "query_truncated": true."""
+        text it would put in its own context (null when nothing is recalled). A day, week or
+        month the text names ("on 8 April 2024", "yesterday", "last week") is read as that
+        time, in the owner's time zone, and listed in `dates`. At most 2000 characters of the
+        text are read; a longer one is cut and the result has "query_truncated": true."""
         return await _call(lambda: _actions(home, ctx).recall(text))
 
     @mcp.tool(annotations=READS)
