@@ -183,6 +183,8 @@ def test_days_named_relative_to_today(text: str, want: list[str]):
     # only the first SAID_CHARS characters, cut at a space: no day from a clipped date
     ("word " * 60 + "yesterday", "2024-04-11T12:00:00.000Z", "UTC", []),
     ("x " * 149 + "Sept 21, 2023", "2024-04-11T12:00:00.000Z", "UTC", []),
+    (" " * 400 + "yesterday", "2024-04-11T12:00:00.000Z", "UTC", []),  # all blank in reach
+    ("y" * 400, "2024-04-11T12:00:00.000Z", "UTC", []),  # no space to cut at
     ("Tonight Dana flashed the rig.", "9999-12-31T23:00:00.000Z", "Asia/Tokyo", []),
 ])
 def test_an_events_days_are_read_from_the_day_it_was_said(text: str, ts: str, zone: str,

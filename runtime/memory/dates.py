@@ -267,7 +267,7 @@ def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
     except (ValueError, OverflowError):  # a stored ts that is not a time: no day (ADR-0008)
         return []
     if len(text) > SAID_CHARS:  # cut at a space: "Sept 21, 2023" is not clipped to "Sept 2"
-        text = text[:SAID_CHARS].rsplit(None, 1)[0]
+        text = (text[:SAID_CHARS].rsplit(None, 1) or [""])[0]  # (all blank: nothing)
     try:
         return windows(text, day, tz, at_most=WINDOWS_SAID)[0]
     except OverflowError:  # "yesterday", said on the calendar's first day
