@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runtime.memory.dates import MONTHS, named
@@ -266,3 +266,18 @@ def test_the_quick_look_for_a_date_never_changes_what_is_read(
         m.setattr(dates, "_DIGIT", __import__("re").compile(""))
         full = dates.windows(text, today, at_most=10)
     assert quick == full, text
+
+
+@example(" " * 400 + "yesterday", "2024-04-11T12:00:00.000Z")
+@example("yesterday", "0001-01-01T00:00:00.000Z")
+@example("on Frıday", "garbage")
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=600) | st.text(alphabet=" \t\n\xa0yesterday", max_size=600),
+       st.text(max_size=30) | st.datetimes().map(
+           lambda d: d.isoformat(timespec="milliseconds") + "Z"))
+def test_reading_a_stored_text_never_fails(text: str, ts: str):
+    """Recall reads the days of stored texts it did not write: any text, any `ts`."""
+    from runtime.memory.dates import said
+
+    for w in said(text, ts):
+        assert w.start < w.end, (text, ts, w)
