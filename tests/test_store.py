@@ -463,3 +463,12 @@ def test_a_locked_database_is_a_store_error_with_a_hint(store: Store, db_path: P
     # once the lock is gone the same store writes again
     assert ev.append(store, Event(kind="note", body="unblocked")) == 1
     assert _count_elsewhere(db_path) == 1
+
+
+def test_reading_more_ids_than_one_statement_may_name_reads_them_all(store: Store) -> None:
+    """`history_of` names its ids in chunks, so a list longer than an old SQLite's 999
+    variables reads every event (recall reads the replies of every candidate that asks)."""
+    ids = ev.append_many(store, [Event(kind="note", body=f"n{i}") for i in range(2 * ev.IDS_PER_READ + 3)])
+    got = ev.history_of(store, ids)
+    assert sorted(got) == sorted(ids)
+    assert got[ids[-1]].body == f"n{len(ids) - 1}"
