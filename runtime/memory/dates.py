@@ -236,7 +236,10 @@ def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> 
     for m in _RELATIVE.finditer(text.lower()):
         if m.group(4) is not None and not 0 < int(m.group(4)) <= 31:
             continue
-        got = _relative_one(m, today, tz)
+        try:
+            got = _relative_one(m, today, tz)
+        except (OverflowError, ValueError):  # "yesterday" on the calendar's first day: none
+            continue
         if got is not None:
             out.append(got)
     return out
