@@ -229,7 +229,8 @@ class Actions:
             semantic = (self._semantic(store, settings, cap_query(query)[0])
                         if after is None else None)
             return search(store, query, limit, gate=settings.semantic.gate, semantic=semantic,
-                          after=after, exhaustive=exhaustive)
+                          after=after, exhaustive=exhaustive,
+                          tz=ZoneInfo(settings.coworker.timezone))  # "on 3 March": the owner's
 
     def _semantic(self, store: Any, settings: Any, query: str) -> Any:
         """The semantic channel for one query (None when it is off). The embedder and vectors

@@ -157,10 +157,11 @@ def build(home: Home) -> MCPServer:
         and the summary ladder's rollups, a page at a time. Returns {"hits": [{kind ("event" or
         "rollup"), id, ts, label, excerpt, score, source}], "next_cursor"}: `next_cursor` is
         null when nothing is left, else pass it as `after` (with the same query) for the next
-        page; paging on reaches every match once. `limit`: 1 to 200. A date in the query is
-        matched as words; to ask about a day ("on 8 April 2024", "yesterday"), use
-        memory_recall, which reads it as that day. At most 2000 characters of the query are
-        read; a longer one is cut and the result has "query_truncated": true."""
+        page; paging on reaches every match once. `limit`: 1 to 200. A day, week or month the
+        query names ("deploy on 8 April 2024", "parser yesterday", "last week") is read as that
+        time in the owner's time zone, not as words: the matches said then come first, then
+        every other match, and `dates` lists the days read. At most 2000 characters of the
+        query are read; a longer one is cut and the result has "query_truncated": true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
@@ -168,6 +169,8 @@ def build(home: Home) -> MCPServer:
             hits = _actions(home, ctx).search(query, limit, after=after)
             found: dict[str, Any] = {"hits": [h.as_dict() for h in hits],
                                      "next_cursor": hits.next_cursor}
+            if hits.dates:
+                found["dates"] = list(hits.dates)
             if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found

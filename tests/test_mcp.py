@@ -137,6 +137,26 @@ def test_search_finds_a_seeded_event_by_id(offline_home: Home):
     assert bad.is_error and "limit must be between 1 and 200" in bad.content[0].text
 
 
+def test_search_reads_a_day_in_the_owners_time_zone(offline_home: Home):
+    write_config(offline_home.root, coworker={"timezone": "Europe/Berlin"})
+    with Store.open(offline_home.db_path) as store:  # 23:30 UTC on the 4th is the 5th in Berlin
+        late, other, morning = ev.append_many(store, [
+            Event(kind="note", body=f"Deploy of the gateway, {when}.", actor="coworker",
+                  author_kind="agent", ts=ts)
+            for when, ts in (("late", "2025-03-04T23:30:00.000Z"),  # ranked last by its words
+                             ("gateway deploy again a week on", "2025-03-12T09:00:00.000Z"),
+                             ("morning", "2025-03-05T09:00:00.000Z"))])
+
+    async def body(s: ClientSession):
+        return (await s.call_tool("memory_search", {"query": "gateway deploy on 5 March 2025"}),
+                await s.call_tool("memory_search", {"query": "gateway deploy"}))
+    dated, plain = talk(offline_home, body)
+    got = dated.structured_content
+    assert got["dates"] == ["2025-03-05"] and "dates" not in plain.structured_content
+    assert {h["id"] for h in got["hits"][:2]} == {late, morning}
+    assert [h["id"] for h in got["hits"]][2:] == [other]
+
+
 def test_recall_returns_items_and_the_block_within_the_configured_budget(offline_home: Home):
     ids = seed(offline_home)
     text = "Any news on the invoice rounding for billing?"

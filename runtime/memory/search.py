@@ -29,6 +29,11 @@ yields every match up to the frozen ids exactly once; events written after the f
 not in it (search again). If the candidates differ from the first page's (a redaction or a
 new tag changed what matches), the cursor is refused with a line that says to search again.
 Only the first page is fused with the semantic channel; later pages are lexical.
+
+Days. A day, week or month the query names (`memory.dates`, read as recall reads it, in the
+owner's time zone) is a time, not words (ADR-0028): the newest WINDOW_MATCHES matches said in
+each window join the candidates and come first, then everything else as above. It ranks; it
+never filters, so paging on still reaches every match once. The windows ride in the cursor.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from datetime import date, tzinfo
 from typing import Any
 
 from ..errors import UsageError
@@ -49,10 +55,11 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
+from . import dates
 from .cards import cap_query
 from .nearest import Semantic
+from .recall import WINDOWS, rrf
 from .recall import coverage as covered
-from .recall import rrf
 from .tokens import query_words, stem
 
 
@@ -71,9 +78,11 @@ class Hit:
 
 
 class Hits(list):
-    """A page of hits, best first, and the cursor to the next page (None when none is left)."""
+    """A page of hits, best first, the cursor to the next page (None when none is left), and
+    the days the query named, whose matches come first ("2025-03-03", "2025-03")."""
 
     next_cursor: str | None = None
+    dates: tuple[str, ...] = ()
 
 
 class CursorError(UsageError):
@@ -89,6 +98,7 @@ EXACT = 1000          # at most this many matches (by document frequency): rank 
 RARE_BUDGET = 2000    # every row holding one of the rarest words, while their counts fit this
 ALL_WORDS = 200       # the newest rows holding every other word
 RECENT = 200          # the newest matches
+WINDOW_MATCHES = 1000  # per day (week, month) the query names: its newest matches, ranked first
 ROLLUP_COLUMNS = "{title body terms tags}"  # what rl.fts_search reads by default
 CURSOR_PREFIX = "s1."
 
@@ -103,10 +113,12 @@ class Plan:
     groups: tuple[tuple[str, ...], ...]  # the query's words, by FTS term
     tops: tuple[int, int]  # highest event id, highest rollup id
     rare: tuple[int, int]  # per index: bitmask of the groups ranked in full; -1: every match
+    windows: tuple[tuple[str, str, str], ...] = ()  # the days named: (start, end, name)
 
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
-           gate: float = 0.6, after: str | None = None, exhaustive: bool = False) -> Hits:
+           gate: float = 0.6, after: str | None = None, exhaustive: bool = False,
+           today: date | None = None, tz: tzinfo | None = None) -> Hits:
     """The best `limit` hits for `query`, best first, and `next_cursor` to page on (`after`).
     With `semantic` (a door's function that embeds the query and hands back the vectors, as
     for the walk), the hybrid path recall uses: when the top event hits' bodies cover less
@@ -114,26 +126,37 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     the lexical ranking (reciprocal rank fusion, k = 60, the lexical side weighted by its
     coverage over the gate), and the hits then carry the fused score (higher is better) and
     `source` "semantic" for an item only the vectors found. First page only: a page `after` a
-    cursor is lexical. `exhaustive`: the flat bm25 over every match, one page, no cursor."""
-    words = query_words(cap_query(query)[0])
+    cursor is lexical. `exhaustive`: the flat bm25 over every match, one page, no cursor.
+
+    A day, week or month the query names (as recall reads them, `memory.dates`: "3 March
+    2025", "yesterday", "last week"; a day without its year placed by `today`, the owner's
+    days in `tz`, default UTC) is not searched for as words: the matches said on it come first,
+    then every other match as before. A written-out date's words leave the query; a query that
+    is nothing but a date keeps them. The days are frozen in the cursor."""
+    text = cap_query(query)[0]
+    found, topic = dates.windows(text, today, tz, WINDOWS)
+    words = query_words(topic)
+    if not ev.fts_terms(words):  # a date alone: its own words are what there is to match
+        words = query_words(text)
     phrases = ev.fts_terms(words)
+    windows = tuple((w.start, w.end, w.name) for w in found)
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
                               "drop --after, or drop --exhaustive to page on")
-        return Hits(_exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate))
+        return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows)
     if not phrases:  # nothing to match: only the semantic channel can answer
         if after is not None:
             raise CursorError("this cursor belongs to another query: search again without it")
-        return Hits(_exhaustive(store, words, None, limit, semantic, gate))
+        return _exhaustive(store, words, None, limit, semantic, gate, ())
     if after is None:
-        plan, shown, phase, membership = _plan(store, phrases), None, (0, 0), None
+        plan, shown, phase, membership = _plan(store, phrases, windows), None, (0, 0), None
     else:
         plan, shown, phase, membership = _read_cursor(after, phrases)
-    cands = _candidates(store, plan)
+    cands, on_day = _candidates(store, plan)
     if membership is not None and membership != _membership(sorted(cands)):
         raise _stale_cursor()
-    page = _Page(store, plan, cands, shown, phase)
+    page = _Page(store, plan, cands, on_day, shown, phase)
     if after is None and semantic is not None:
         lexical = page.first(limit)
         coverage = covered(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
@@ -168,7 +191,8 @@ def _wrap(index: str, expr: str) -> str:
     return f"{ROLLUP_COLUMNS} : ({expr})" if index == "rollups_fts" else expr
 
 
-def _plan(store: Store, phrases: list[str]) -> Plan:
+def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str], ...] = ()
+          ) -> Plan:
     """The plan for a first page. Each group's rows are counted newest first up to
     RARE_BUDGET + 1 (no ranking), so a common word costs no more than that."""
     groups = _groups(phrases)
@@ -176,7 +200,7 @@ def _plan(store: Store, phrases: list[str]) -> Plan:
     rare = [_rare_mask([ev.fts_count_upto(store, _wrap(index, _or([g])), top, RARE_BUDGET + 1,
                                           index) for g in groups])
             for (index, _), top in zip(INDEXES, tops, strict=True)]
-    return Plan(groups, tops, (rare[0], rare[1]))
+    return Plan(groups, tops, (rare[0], rare[1]), windows)
 
 
 def _rare_mask(counts: list[int]) -> int:
@@ -193,14 +217,21 @@ def _rare_mask(counts: list[int]) -> int:
     return mask
 
 
-def _candidates(store: Store, plan: Plan) -> dict[Key, float]:
-    """Every candidate of both indexes with its bm25 for the whole query."""
+def _candidates(store: Store, plan: Plan) -> tuple[dict[Key, float], set[Key]]:
+    """Every candidate of both indexes with its bm25 for the whole query, and those said on a
+    day the query names (the newest WINDOW_MATCHES matches of each), which come first."""
     out: dict[Key, float] = {}
     for (index, k), top, rare in zip(INDEXES, plan.tops, plan.rare, strict=True):
         for expr, limit in _exprs(plan.groups, rare):
             for i, score in ev.fts_scored(store, _wrap(index, expr), top, limit, index=index):
                 out[(k, i)] = score
-    return out
+    on_day: set[Key] = set()
+    for start, end, _ in plan.windows:  # the whole query's phrases: the same bm25 as above
+        for i, score in ev.fts_in_window(store, _or(plan.groups), start, end, plan.tops[0],
+                                         WINDOW_MATCHES):
+            out[(0, i)] = score
+            on_day.add((0, i))
+    return out, on_day
 
 
 def _exprs(groups: tuple[tuple[str, ...], ...], rare: int) -> list[tuple[str, int]]:
@@ -234,12 +265,13 @@ class _Ranked:
 
 
 class _Page:
-    """One page's walk: the candidates in bm25 order not yet shown, then the rest of the matches
-    (events, then rollups, newest first); what it consumed goes into the next cursor."""
+    """One page's walk: the candidates not yet shown (those said on a day the query names
+    first, each part in bm25 order), then the rest of the matches (events, then rollups,
+    newest first); what it consumed goes into the next cursor."""
 
-    def __init__(self, store: Store, plan: Plan, cands: dict[Key, float],
+    def __init__(self, store: Store, plan: Plan, cands: dict[Key, float], on_day: set[Key],
                  shown: bytes | None, phase: tuple[int, int]) -> None:
-        self.store, self.plan, self.cands = store, plan, cands
+        self.store, self.plan, self.cands, self.on_day = store, plan, cands, on_day
         self.order = sorted(cands)  # the bitmap's order: events by id, then rollups by id
         self.pos = {key: i for i, key in enumerate(self.order)}
         self.shown = bytearray(shown) if shown is not None else bytearray(
@@ -295,11 +327,12 @@ class _Page:
     def _best(self, mark: bool = True) -> Iterator[_Ranked]:
         """Candidates not shown, best first; with `mark`, each is marked as it is passed
         (bookkeeping too, which is skipped: it is no match). Only what is passed is sorted."""
-        heap = [(self.cands[k], k[0] == 0, k[1], k) for k in self.order if not self._is_shown(k)]
+        heap = [(k not in self.on_day, self.cands[k], k[0] == 0, k[1], k) for k in self.order
+                if not self._is_shown(k)]
         heapq.heapify(heap)
         size = 16
         while heap:
-            chunk = [heapq.heappop(heap)[3] for _ in range(min(size, len(heap)))]
+            chunk = [heapq.heappop(heap)[4] for _ in range(min(size, len(heap)))]
             size *= 2
             built = self._build(chunk, {k: self.cands[k] for k in chunk})
             for key in chunk:
@@ -351,6 +384,7 @@ class _Page:
     def finish(self, hits: list[Hit], done: bool) -> Hits:
         """The page, with a cursor when a match is left to show."""
         out = Hits(hits)
+        out.dates = tuple(name for _, _, name in self.plan.windows)
         if not done and self._more():
             out.next_cursor = _write_cursor(self)
         return out
@@ -382,7 +416,8 @@ def _membership(order: list[Key]) -> int:
 def _write_cursor(page: _Page) -> str:
     plan = page.plan
     state = {"q": _fingerprint([w for g in plan.groups for w in g]), "t": list(plan.tops),
-             "r": list(plan.rare), "h": _membership(page.order), "p": page.phase, "b": page.before,
+             "r": list(plan.rare), "w": [list(w) for w in plan.windows],
+             "h": _membership(page.order), "p": page.phase, "b": page.before,
              "s": base64.b64encode(bytes(page.shown)).decode() if page.phase == 0 else ""}
     raw = zlib.compress(json.dumps(state, separators=(",", ":")).encode(), 9)
     return CURSOR_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -399,8 +434,9 @@ def _read_cursor(cursor: str, phrases: list[str]
     try:
         body = cursor[len(CURSOR_PREFIX):]
         state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
         plan = Plan(_groups(phrases), (int(state["t"][0]), int(state["t"][1])),
-                    (int(state["r"][0]), int(state["r"][1])))
+                    (int(state["r"][0]), int(state["r"][1])), windows)
         phase = (int(state["p"]), int(state["b"]))
         shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
         fingerprint, membership = int(state["q"]), int(state["h"])
@@ -423,12 +459,15 @@ def _stale_cursor() -> CursorError:
 
 
 def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
-                semantic: Semantic | None, gate: float) -> list[Hit]:
-    """Every match ranked (bm25 over both indexes, the top `limit` of each, best first), fused
-    as the first page is when lexical coverage falls short."""
+                semantic: Semantic | None, gate: float,
+                windows: tuple[tuple[str, str, str], ...]) -> Hits:
+    """Every match ranked (bm25 over both indexes, the top `limit` of each, best first; the
+    matches said on a day the query names first), fused as the first page is when lexical
+    coverage falls short."""
     hits: list[Hit] = []
     stale = dec.stale_events(store)
     bodies: dict[int, str] = {}
+    on_day: set[int] = set()
     if match is not None:
         for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
             hits.append(Hit("event", int(event.id or 0), event.ts, _label(event, stale), snip,
@@ -438,14 +477,29 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
             text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body
             hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
                             text[:240], score, "ladder"))
-    hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
-    coverage = covered(words, list(bodies.values())[:3])
+        top, scored = ev.fts_top_id(store), dict[int, float]()
+        for start, end, _ in windows:
+            scored.update(ev.fts_in_window(store, match, start, end, top, WINDOW_MATCHES))
+        if scored:  # they come first: only the best `limit` of them can be shown
+            on_day.update(scored)
+            new = sorted((i for i in scored if i not in bodies), key=lambda i: (scored[i], i))
+            new = new[:limit]
+            events, snips = ev.history_of(store, new), ev.fts_snippets(store, match, new)
+            for i, e in ((i, events[i]) for i in new if i in events):
+                hits.append(Hit("event", i, e.ts, _label(e, stale), snips.get(i, e.body[:240]),
+                                scored[i], e.source))
+                bodies[i] = e.body
+    hits.sort(key=lambda h: (not (h.kind == "event" and h.id in on_day), h.score,
+                             h.kind != "rollup", h.id))
+    coverage = covered(words, [bodies[h.id] for h in hits if h.kind == "event"][:3])
+    out = Hits(hits[:limit])
     if semantic is not None and coverage < gate:
         got = semantic()
         if got is not None:
-            return _fused(store, hits, bodies, got, limit, stale,
-                          coverage / gate if gate else 1.0)
-    return hits[:limit]
+            out = Hits(_fused(store, hits, bodies, got, limit, stale,
+                              coverage / gate if gate else 1.0))
+    out.dates = tuple(name for _, _, name in windows)
+    return out
 
 
 def _label(event: Event, stale: dict[int, int]) -> str:

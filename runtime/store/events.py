@@ -608,6 +608,44 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+WINDOW_SCAN = 10_000  # matches of a window's id range read at most, in it or not
+
+
+def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limit: int
+                  ) -> list[tuple[int, float]]:
+    """(rowid, bm25) of the matches said in `start <= ts < end` with rowid <= top, newest
+    (highest id) first, at most `limit`, the loop's bookkeeping left out. The window's ids are
+    bounded by the ts indexes of both tables; the matches between them are read newest first
+    and each is kept only if its own ts is inside (an import can put an older day's events
+    among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
+    window whose range is mostly other days (an import of days the log already holds) costs
+    no more than that, and its older matches are left out."""
+    spans = [store.query(f"SELECT min(id), max(id) FROM {table} WHERE ts >= ? AND ts < ?",
+                         (start, end))[0] for table in ("events", "events_archive")]
+    spans = [(int(a), int(b)) for a, b in spans if a is not None]
+    if not spans or limit <= 0:
+        return []
+    lo, hi = min(a for a, _ in spans), min(top, max(b for _, b in spans))
+    skip = sorted(BOOKKEEPING_KINDS)
+    out: list[tuple[int, float]] = []
+    for _ in range(WINDOW_SCAN // IDS_PER_READ):
+        if hi < lo or len(out) >= limit:
+            break
+        rows = store.query("SELECT rowid, bm25(events_fts) FROM events_fts WHERE events_fts "
+                           "MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                           (match, lo, hi, IDS_PER_READ))
+        if not rows:
+            break
+        ids = [int(r[0]) for r in rows]
+        inside = {int(r[0]) for r in store.query(
+            f"SELECT id FROM history WHERE id IN ({','.join('?' * len(ids))}) AND ts >= ? "
+            f"AND ts < ? AND kind NOT IN ({','.join('?' * len(skip))})",
+            (*ids, start, end, *skip))}
+        out += [(int(r[0]), float(r[1])) for r in rows if int(r[0]) in inside]
+        hi = ids[-1] - 1
+    return out[:limit]
+
+
 def fts_ids(store: Store, match: str, top: int, limit: int = -1,
             index: str = "events_fts") -> list[int]:
     """The rowids of the matches with rowid <= top, newest first, at most `limit` (-1: all),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
@@ -40,8 +41,11 @@ class SearchInput(BaseModel):
 def _search(ctx: ToolContext, p: SearchInput) -> str:
     query, cut = cap_query(p.query)
     semantic = _semantic(ctx, query) if p.after is None else None
-    hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after)
+    hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after,
+                  tz=ZoneInfo(ctx.settings.coworker.timezone))
     note = [QUERY_NOTE] if cut else []
+    if hits.dates:
+        note.append(f"(said on {', '.join(hits.dates)}: those matches come first)")
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])

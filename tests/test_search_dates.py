@@ -1,0 +1,264 @@
+"""Search reads the days a query names (ADR-0028): the matches said on them come first.
+
+A history of notes over eleven days of March 2025, three a day at 09:00, 15:00 and 23:30 UTC.
+Every note says "deploy" or "invoice"; some say "march" or a number, so that a date searched
+for as words would match them. What a query should return is computed here from the bodies
+and timestamps the test wrote (and FTS5's own flat bm25), not through the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from runtime.home import Home
+from runtime.memory import search as sr
+from runtime.memory.search import BOOKKEEPING, search
+from runtime.store import Event, Store
+from runtime.store import events as ev
+from runtime.tools import ToolContext, default_registry
+
+from .conftest import coworker, write_config
+
+DAYS = range(1, 12)  # 1 to 11 March 2025
+HOURS = ("09:00", "15:00", "23:30")
+
+
+def _body(day: int, n: int) -> str:
+    topic = "deploy of the gateway" if (day + n) % 2 == 0 else "invoice run for billing"
+    extra = " in march, step 3" if n == 1 else ""
+    return f"Note {day}.{n}: {topic}{extra}."
+
+
+def _history(store: Store) -> dict[int, str]:
+    """Writes the notes (and bookkeeping that echoes the words); returns id -> ts."""
+    rows = [Event(kind="note", body=_body(d, n), actor="coworker", author_kind="agent",
+                  ts=f"2025-03-{d:02d}T{h}:00.000Z") for d in DAYS for n, h in enumerate(HOURS)]
+    rows.append(Event(kind="recall", body="recall deploy invoice", actor="coworker",
+                      author_kind="system", ts="2025-03-03T10:00:00.000Z"))
+    ids = ev.append_many(store, rows)
+    return {i: e.ts for i, e in zip(ids, rows, strict=True) if e.kind == "note"}
+
+
+@pytest.fixture
+def dated(offline_home: Home) -> tuple[Home, dict[int, str]]:
+    with Store.open(offline_home.db_path) as store:
+        ts = _history(store)
+    return offline_home, ts
+
+
+def _flat(store: Store, words: str) -> dict[int, float]:
+    """Every event matching `words` (FTS5 OR), with its flat bm25."""
+    match = ev.fts_query(words.split())
+    return {int(e.id or 0): s for e, s, _ in ev.fts_search(store, match, 10**6, BOOKKEEPING)}
+
+
+def _pages(store: Store, query: str, n: int, **kw: object) -> list:
+    got, cursor = [], None
+    while True:
+        page = search(store, query, n, after=cursor, **kw)
+        got += page
+        cursor = page.next_cursor
+        if cursor is None:
+            return got
+
+
+def _expected(flat: dict[int, float], ts: dict[int, str], start: str, end: str) -> list[int]:
+    """The events of the flat set said in [start, end), best bm25 first."""
+    return sorted((i for i in flat if start <= ts[i] < end), key=lambda i: (flat[i], i))
+
+
+def _first_then_every(hits: list, first: list[int], flat: dict[int, float]) -> None:
+    """`first` leads the event hits, in its order, and the hits hold every match once."""
+    ids = [h.id for h in hits if h.kind == "event"]
+    assert ids[:len(first)] == first, "the day's matches do not come first, best first"
+    assert sorted(ids) == sorted(flat) and len(ids) == len(set(ids)), "a match lost or shown twice"
+
+
+def test_matches_said_on_the_named_day_come_first(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        page = search(store, "deploy on 3 March 2025", 4)
+        every = _pages(store, "deploy on 3 March 2025", 5)
+    first = _expected(flat, ts, "2025-03-03", "2025-03-04")
+    assert len(first) in (1, 2) and page.dates == ("2025-03-03",)
+    assert [h.id for h in page][:len(first)] == first
+    # then the rest by bm25; paging on shows each match of the topic once, and no note that
+    # matches only the date's words ("march", "3")
+    _first_then_every(every, first, flat)
+
+
+def test_without_the_day_the_order_is_the_plain_search(dated):
+    home, _ = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        plain = [(h.kind, h.id) for h in search(store, "deploy", 8)]
+        dated_far = search(store, "deploy on 3 March 2019", 8)  # a day with nothing said
+    assert [(h.kind, h.id) for h in dated_far] == plain and dated_far.dates == ("2019-03-03",)
+
+
+def test_a_day_is_the_owners_day_in_the_time_zone(dated):
+    home, ts = dated
+    berlin = ZoneInfo("Europe/Berlin")  # UTC+1 in March: 23:30 UTC on the 4th is the 5th
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        utc = search(store, "deploy 5 March 2025", 3)
+        local = search(store, "deploy 5 March 2025", 3, tz=berlin)
+    in_utc = _expected(flat, ts, "2025-03-05", "2025-03-06")
+    assert [h.id for h in utc][:len(in_utc)] == in_utc
+    want = _expected(flat, ts, "2025-03-04T23:00", "2025-03-05T23:00")
+    assert any(ts[i].startswith("2025-03-04T23:30") for i in want)  # the test can tell them apart
+    assert [h.id for h in local][:len(want)] == want
+
+
+def test_relative_days_are_read_from_today_and_frozen_in_the_cursor(dated, monkeypatch):
+    home, ts = dated
+    monkeypatch.setattr(sr, "EXACT", 3)  # a small plan, so the cursor carries a bitmap
+    monkeypatch.setattr(sr, "RARE_BUDGET", 2)
+    monkeypatch.setattr(sr, "RECENT", 4)
+    with Store.open(home.db_path, readonly=True) as store:
+        flat, flat_day = _flat(store, "deploy last week"), _flat(store, "deploy yesterday")
+        yesterday = search(store, "deploy yesterday", 5, today=date(2025, 3, 8))
+        first = search(store, "deploy last week", 2, today=date(2025, 3, 12))
+        # the next pages are asked a week later, when "last week" is another week: they go on
+        # with the first page's
+        got, cursor = list(first), first.next_cursor
+        while cursor:
+            page = search(store, "deploy last week", 2, after=cursor, today=date(2025, 3, 19))
+            got += page
+            cursor = page.next_cursor
+    day = _expected(flat_day, ts, "2025-03-07", "2025-03-08")
+    assert yesterday.dates == ("2025-03-07",) and [h.id for h in yesterday][:len(day)] == day
+    want = _expected(flat, ts, "2025-03-03", "2025-03-10")  # Monday 3 to Sunday 9 March
+    assert first.dates == ("2025-03-03/2025-03-09",) and len(want) > 4
+    _first_then_every(got, want, flat)
+
+
+def test_a_week_and_a_month_rank_their_matches_first(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "invoice")
+        week = search(store, "invoice last week", 30, today=date(2025, 3, 12))
+        month = search(store, "invoice in March 2025", 30)
+    want = _expected(flat, ts, "2025-03-03", "2025-03-10")  # Monday 3 to Sunday 9 March
+    assert [h.id for h in week if h.kind == "event"][:len(want)] == want
+    assert [h.id for h in month if h.kind == "event"] == _expected(flat, ts, "2025-03", "2025-04")
+    assert month.dates == ("2025-03",)
+
+
+def test_a_date_alone_is_still_searched_for_as_words(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "march 3")
+        got = _pages(store, "3 March 2025", 4)
+    want = _expected(flat, ts, "2025-03-03", "2025-03-04")
+    assert want and flat
+    _first_then_every(got, want, flat)
+
+
+def test_exhaustive_ranks_the_days_matches_first_too(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        hits = search(store, "deploy on 3 March 2025", 30, exhaustive=True)
+        paged = search(store, "deploy on 3 March 2025", 30)
+    assert [h.id for h in hits] == [h.id for h in paged]
+    assert hits.dates == ("2025-03-03",)
+    first = _expected(flat, ts, "2025-03-03", "2025-03-04")
+    assert [h.id for h in hits][:len(first)] == first
+
+
+def test_only_what_was_said_on_the_day_counts_not_its_place_among_the_ids(offline_home: Home):
+    # an import writes an older week after the newer events: ids no longer follow the days
+    with Store.open(offline_home.db_path) as store:
+        ts = _history(store)
+        old = [Event(kind="note", body=f"Imported deploy note {n}", actor="owner",
+                     author_kind="unknown", ts=f"2024-06-{10 + n:02d}T12:00:00.000Z")
+               for n in range(5)]
+        old_ids = ev.append_many(store, old)
+        ts.update({i: e.ts for i, e in zip(old_ids, old, strict=True)})
+        late = ev.append(store, Event(kind="note", body="Late deploy note", actor="coworker",
+                                      author_kind="agent", ts="2025-03-03T20:00:00.000Z"))
+        ts[late] = "2025-03-03T20:00:00.000Z"
+        flat = _flat(store, "deploy")
+        hits = search(store, "deploy on 3 March 2025", 5)
+        june = search(store, "deploy on 12 June 2024", 5)
+    first = _expected(flat, ts, "2025-03-03", "2025-03-04")
+    assert late in first and [h.id for h in hits][:len(first)] == first
+    assert [h.id for h in june][0] == old_ids[2]
+    assert not set(old_ids) & set([h.id for h in hits][:len(first)])
+
+
+def test_the_doors_say_which_days_came_first(dated):
+    home, ts = dated
+    out = coworker("search", "deploy", "on", "3", "March", "2025", "-n", "3",
+                   env=_env(home))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "said on 2025-03-03: those matches come first"
+    plain = coworker("search", "deploy", "-n", "3", env=_env(home))
+    assert "said on" not in plain.stdout
+    write_config(home.root, coworker={"timezone": "Europe/Berlin"})  # the agent's tool too
+    with Store.open(home.db_path, readonly=True) as store:
+        ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
+                          tick_id=None, live=False)
+        tool = default_registry().get("memory_search")
+        answer = tool.run(ctx, tool.params(query="deploy on 5 March 2025", limit=3))
+        want = _expected(_flat(store, "deploy"), ts, "2025-03-04T23:00", "2025-03-05T23:00")
+    lines = answer.splitlines()
+    assert lines[0] == "(said on 2025-03-05: those matches come first)"
+    assert [int(line.split(" · ")[0].split()[1]) for line in lines[1:1 + len(want)]] == want
+    as_json = coworker("search", "deploy", "3", "March", "2025", "--json", "-n", "2",
+                       env=_env(home))
+    assert all("id" in json.loads(line) or "next_cursor" in json.loads(line)
+               for line in as_json.stdout.splitlines())
+
+
+def _env(home: Home) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "COWORKER_HOME": str(home.root)}
+
+
+PIECES = ["deploy", "invoice", "gateway", "on", "3", "31", "March", "march", "February", "2025",
+          "2019", "1899", "yesterday", "the", "day", "before", "last", "this", "week", "weekend",
+          "month", "Monday", "Sunday", "night", "99999999999", "days", "ago", "2025-03-04",
+          "2025-02-30", "3rd", "of", ",", "\x00", "ı", "\xa0", "Sept", "21,"]
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=9), tail=st.text(max_size=12),
+       today=st.dates())
+@example(pieces=["deploy", "last", "month"], tail="", today=date(1, 1, 8))  # off the calendar
+@example(pieces=["deploy", "yesterday"], tail="", today=date(1, 1, 1))
+@example(pieces=["invoice", "this", "week"], tail="", today=date(9999, 12, 31))
+def test_any_query_naming_days_pages_on_and_agrees_with_the_flat_ranking(dated, pieces, tail,
+                                                                         today):
+    home, _ = dated
+    query = " ".join(pieces) + tail
+    with Store.open(home.db_path, readonly=True) as store:
+        got = _pages(store, query, 7, today=today)
+        flat = search(store, query, 7, exhaustive=True, today=today)
+    keys = [(h.kind, h.id) for h in got]
+    assert len(keys) == len(set(keys))
+    assert [(h.kind, h.id) for h in flat] == keys[:7]
+
+
+def test_a_window_read_is_bounded_and_paging_still_shows_every_match(dated, monkeypatch):
+    home, ts = dated
+    monkeypatch.setattr(ev, "IDS_PER_READ", 2)
+    monkeypatch.setattr(ev, "WINDOW_SCAN", 4)  # two reads of two matches each, per window
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        got = _pages(store, "deploy in March 2025", 3)
+        read = ev.fts_in_window(store, '"deploy"', "2025-03", "2025-04", 10**6, 100)
+    month = _expected(flat, ts, "2025-03", "2025-04")
+    # of the four matches read, the newest is the bookkeeping that echoes "deploy": not kept
+    assert len(month) > 4 and [i for i, _ in read] == sorted(month, reverse=True)[:3]
+    ids = [h.id for h in got if h.kind == "event"]
+    assert sorted(ids[:3]) == sorted(i for i, _ in read)  # the newest three come first ...
+    assert sorted(ids) == sorted(flat) and len(ids) == len(set(ids))  # ... and nothing is lost
