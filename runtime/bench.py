@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import importer
+from .memory.dates import MONTHS
 from .memory.recall import recall
 from .memory.search import search
 from .memory.walk import query_tokens, walk
@@ -50,6 +51,23 @@ def queries(n: int, seed: int = 3) -> list[str]:
         else:
             words = rng.choice(SYMPTOMS).split()
             out.append(f"{rng.choice(COMPONENTS)} {' '.join(rng.sample(words, min(2, len(words))))}")
+    return out
+
+
+def dated_queries(qs: list[str], first: str | None, last: str | None, seed: int = 5
+                  ) -> list[str]:
+    """The same queries, each naming a day of the history ("... on 14 March 2024"), or a
+    month every third one ("... in March 2024"): what search reads as a time (ADR-0028)."""
+    if not first or not last:
+        return []
+    rng = random.Random(seed)
+    a, b = (datetime.fromisoformat(t).date() for t in (first, last))
+    out = []
+    for i, q in enumerate(qs):
+        day = a.fromordinal(rng.randint(a.toordinal(), b.toordinal()))
+        month = MONTHS[day.month - 1].capitalize()  # not %B: the locale's name may be another
+        when = f"{month} {day.year}" if i % 3 == 2 else f"{day.day} {month} {day.year}"
+        out.append(f"{q} {'in' if i % 3 == 2 else 'on'} {when}")
     return out
 
 
@@ -93,6 +111,8 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
             walk(store, q)
         store.conn.set_trace_callback(None)
         search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
+        dated = dated_queries(qs, *store.query("SELECT min(ts), max(ts) FROM history")[0])
+        dated_ms, _ = _time(lambda q: search(store, q, 10), dated)
         cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
         next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
         # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
@@ -125,6 +145,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         "walk_events_returned_mean": round(statistics.mean(len(w["events"]) for w in walks), 1),
         "search": stats(search_ms),
         "search_next_page": stats(next_ms) if next_ms else None,
+        "search_dated": stats(dated_ms) if dated_ms else None,
         "recall": stats(recall_ms),
         "bare_fts5": stats(bare_ms),
     }

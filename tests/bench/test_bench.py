@@ -41,7 +41,7 @@ def test_bench_reports_figures(n: int):
     # telling half of the query (the walk weighs its entry by idf)
     assert fig["walk_refused_unanswerable"] == fig["queries"] // 5
     assert fig["walk_refused"] == fig["queries"] // 5 + fig["walk_refused_on_weight"]
-    for key in ("walk", "search", "bare_fts5"):
+    for key in ("walk", "search", "search_dated", "bare_fts5"):
         assert 0 < fig[key]["p50_ms"] <= fig[key]["p95_ms"]
     ins = fig["insert"]  # the import rate beside its two floors, and the ratios between them
     assert min(ins["import_per_s"], ins["bare_per_row_per_s"], ins["bare_bulk_per_s"]) > 0
