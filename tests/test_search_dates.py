@@ -8,17 +8,21 @@ and timestamps the test wrote (and FTS5's own flat bm25), not through the code u
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from datetime import date
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime.home import Home
 from runtime.memory import search as sr
-from runtime.memory.search import BOOKKEEPING, search
+from runtime.memory.embed import Matrix
+from runtime.memory.search import BOOKKEEPING, CursorError, search
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.tools import ToolContext, default_registry
@@ -62,6 +66,7 @@ def _pages(store: Store, query: str, n: int, **kw: object) -> list:
     got, cursor = [], None
     while True:
         page = search(store, query, n, after=cursor, **kw)
+        assert page or cursor is None, "a cursor led to an empty page"
         got += page
         cursor = page.next_cursor
         if cursor is None:
@@ -262,3 +267,53 @@ def test_a_window_read_is_bounded_and_paging_still_shows_every_match(dated, monk
     ids = [h.id for h in got if h.kind == "event"]
     assert sorted(ids[:3]) == sorted(i for i, _ in read)  # the newest three come first ...
     assert sorted(ids) == sorted(flat) and len(ids) == len(set(ids))  # ... and nothing is lost
+
+
+def test_the_pages_of_a_day_end_without_an_empty_one(dated):
+    home, _ = dated  # the bookkeeping that echoes "deploy" is a candidate that shows nothing
+    with Store.open(home.db_path, readonly=True) as store:
+        for n in range(1, 9):
+            _pages(store, "deploy in March 2025", n)
+            _pages(store, "deploy on 3 March 2025", n)
+
+
+def test_a_cursor_belongs_to_its_days_too(dated):
+    home, _ = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        third = search(store, "deploy on 3 March 2025", 2)
+        plain = search(store, "deploy", 2)
+        for cursor, other in ((third.next_cursor, "deploy on 4 March 2025"),
+                              (third.next_cursor, "deploy"),
+                              (plain.next_cursor, "deploy on 3 March 2025")):
+            with pytest.raises(CursorError, match="another query"):
+                search(store, other, 2, after=cursor)
+        # a cursor made by hand with more days than a query may name is no cursor
+        body = third.next_cursor[len(sr.CURSOR_PREFIX):]
+        state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        state["w"] = state["w"] * 300
+        forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
+            zlib.compress(json.dumps(state).encode())).decode().rstrip("=")
+        with pytest.raises(CursorError, match="is not a search cursor"):
+            search(store, "deploy on 3 March 2025", 2, after=forged)
+
+
+def test_a_fused_page_keeps_the_days_matches_first(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        on = ev.append_many(store, [
+            Event(kind="note", body=f"Board check {i}.", actor="coworker", author_kind="agent",
+                  ts=f"2024-04-08T1{i}:00:00.000Z") for i in range(3)])
+        off = ev.append_many(store, [
+            Event(kind="note", body=f"Flashing the firmware board, another day {i}.",
+                  actor="coworker", author_kind="agent", ts=f"2024-05-0{i + 1}T10:00:00.000Z")
+            for i in range(5)])
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)  # the other days' notes are nearest
+    rows = [[0.9, 0.1 * i, 0.3] for i in range(len(off))] + [[0.0, 0.2, 1.0]] * len(on)
+    rows = np.array([r / np.linalg.norm(r) for r in rows], dtype=np.float32)
+    matrix = Matrix(np.array(off + on, dtype=np.int64), rows)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        for exhaustive in (False, True):
+            page = search(store, "flashing firmware board on 8 April 2024", 5,
+                          semantic=lambda: (query, matrix), exhaustive=exhaustive)
+            assert {h.id for h in page[:3]} == set(on), (exhaustive, [h.id for h in page])
+            assert [h.id for h in page[3:]] and set(h.id for h in page[3:]) <= set(off)
+            assert page.dates == ("2024-04-08",)

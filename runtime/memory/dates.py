@@ -180,6 +180,7 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz
 # --- days named relative to today ("yesterday", "last week") ------------------------------------
 
 WINDOWS_SAID = 6  # days one text names, read at most (an event's, not a query's)
+QUERY_WINDOWS = 3  # days a query names, read at most (recall, search and the walk)
 SAID_CHARS = 300  # of an event's text, read for the days it names (a log may run to megabytes)
 DATE_MARK = "\x00"  # `named(..., mark=DATE_MARK)` blanks a date so "on Monday, 1 April" is one day
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")

@@ -77,7 +77,7 @@ NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an e
 ANSWER_WEIGHT = 0.7  # more of a question's score to the reply that follows it, by another
 DATED = 200  # events of a day or month the query names considered (newest first), and of the
 # week after it read for the days they name (oldest first)
-WINDOWS = 3  # days or months read at most (a text may name many)
+WINDOWS = dates.QUERY_WINDOWS  # days or months read at most (a text may name many)
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long

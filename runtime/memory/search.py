@@ -58,8 +58,8 @@ from ..store.events import BOOKKEEPING_KINDS
 from . import dates
 from .cards import cap_query
 from .nearest import Semantic
-from .recall import WINDOWS, rrf
 from .recall import coverage as covered
+from .recall import rrf
 from .tokens import query_words, stem
 
 
@@ -114,6 +114,7 @@ class Plan:
     tops: tuple[int, int]  # highest event id, highest rollup id
     rare: tuple[int, int]  # per index: bitmask of the groups ranked in full; -1: every match
     windows: tuple[tuple[str, str, str], ...] = ()  # the days named: (start, end, name)
+    asked: int = 0  # the fingerprint of the whole query's words, its dates' too
 
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
@@ -134,12 +135,13 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     then every other match as before. A written-out date's words leave the query; a query that
     is nothing but a date keeps them. The days are frozen in the cursor."""
     text = cap_query(query)[0]
-    found, topic = dates.windows(text, today, tz, WINDOWS)
+    found, topic = dates.windows(text, today, tz, dates.QUERY_WINDOWS)
     words = query_words(topic)
     if not ev.fts_terms(words):  # a date alone: its own words are what there is to match
         words = query_words(text)
     phrases = ev.fts_terms(words)
     windows = tuple((w.start, w.end, w.name) for w in found)
+    asked = _fingerprint(ev.fts_terms(query_words(text)))  # "on 8 April" is not "on 12 April"
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
@@ -150,9 +152,9 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
             raise CursorError("this cursor belongs to another query: search again without it")
         return _exhaustive(store, words, None, limit, semantic, gate, ())
     if after is None:
-        plan, shown, phase, membership = _plan(store, phrases, windows), None, (0, 0), None
+        plan, shown, phase, membership = _plan(store, phrases, windows, asked), None, (0, 0), None
     else:
-        plan, shown, phase, membership = _read_cursor(after, phrases)
+        plan, shown, phase, membership = _read_cursor(after, phrases, asked)
     cands, on_day = _candidates(store, plan)
     if membership is not None and membership != _membership(sorted(cands)):
         raise _stale_cursor()
@@ -165,7 +167,8 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
             if got is not None:
                 fused = _fused(store, [h.hit for h in lexical],
                                {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
-                               got, limit, page.stale, coverage / gate if gate else 1.0)
+                               got, limit, page.stale, coverage / gate if gate else 1.0,
+                               [h.hit for h in lexical if h.key in page.on_day])
                 page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
                 return page.finish(fused, done=False)
     taken = [h.hit for h in page.take(limit)]
@@ -191,8 +194,8 @@ def _wrap(index: str, expr: str) -> str:
     return f"{ROLLUP_COLUMNS} : ({expr})" if index == "rollups_fts" else expr
 
 
-def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str], ...] = ()
-          ) -> Plan:
+def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str], ...] = (),
+          asked: int = 0) -> Plan:
     """The plan for a first page. Each group's rows are counted newest first up to
     RARE_BUDGET + 1 (no ranking), so a common word costs no more than that."""
     groups = _groups(phrases)
@@ -200,7 +203,7 @@ def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str],
     rare = [_rare_mask([ev.fts_count_upto(store, _wrap(index, _or([g])), top, RARE_BUDGET + 1,
                                           index) for g in groups])
             for (index, _), top in zip(INDEXES, tops, strict=True)]
-    return Plan(groups, tops, (rare[0], rare[1]), windows)
+    return Plan(groups, tops, (rare[0], rare[1]), windows, asked)
 
 
 def _rare_mask(counts: list[int]) -> int:
@@ -390,10 +393,8 @@ class _Page:
         return out
 
     def _more(self) -> bool:
-        """Whether a later page would show anything (a candidate not yet passed, else one
-        step further on, undone)."""
-        if self.phase == 0 and any(not self._is_shown(k) for k in self.order):
-            return True
+        """Whether a later page would show anything: one step further on, undone (a candidate
+        not yet passed may be bookkeeping, which shows nothing)."""
         saved = bytes(self.shown), self.phase, self.before
         try:
             return bool(self.take(1))
@@ -415,7 +416,7 @@ def _membership(order: list[Key]) -> int:
 
 def _write_cursor(page: _Page) -> str:
     plan = page.plan
-    state = {"q": _fingerprint([w for g in plan.groups for w in g]), "t": list(plan.tops),
+    state = {"q": plan.asked, "t": list(plan.tops),
              "r": list(plan.rare), "w": [list(w) for w in plan.windows],
              "h": _membership(page.order), "p": page.phase, "b": page.before,
              "s": base64.b64encode(bytes(page.shown)).decode() if page.phase == 0 else ""}
@@ -423,7 +424,7 @@ def _write_cursor(page: _Page) -> str:
     return CURSOR_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _read_cursor(cursor: str, phrases: list[str]
+def _read_cursor(cursor: str, phrases: list[str], asked: int
                  ) -> tuple[Plan, bytes | None, tuple[int, int], int]:
     """The plan, shown-bitmap, phase and candidates' checksum a cursor carries (CursorError
     for anything else)."""
@@ -436,16 +437,16 @@ def _read_cursor(cursor: str, phrases: list[str]
         state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
         windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
         plan = Plan(_groups(phrases), (int(state["t"][0]), int(state["t"][1])),
-                    (int(state["r"][0]), int(state["r"][1])), windows)
+                    (int(state["r"][0]), int(state["r"][1])), windows, asked)
         phase = (int(state["p"]), int(state["b"]))
         shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
         fingerprint, membership = int(state["q"]), int(state["h"])
     except (ValueError, KeyError, IndexError, TypeError, zlib.error, binascii.Error):
         raise bad from None
-    if fingerprint != _fingerprint(phrases):
+    if fingerprint != asked:
         raise CursorError("this cursor belongs to another query: page on with the same words, "
                           "or search again without it")
-    if phase[0] not in (0, 1, 2, 3):
+    if phase[0] not in (0, 1, 2, 3) or len(plan.windows) > dates.QUERY_WINDOWS:
         raise bad
     return plan, shown, phase, membership
 
@@ -497,7 +498,8 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
         got = semantic()
         if got is not None:
             out = Hits(_fused(store, hits, bodies, got, limit, stale,
-                              coverage / gate if gate else 1.0))
+                              coverage / gate if gate else 1.0,
+                              [h for h in hits if h.kind == "event" and h.id in on_day]))
     out.dates = tuple(name for _, _, name in windows)
     return out
 
@@ -509,12 +511,14 @@ def _label(event: Event, stale: dict[int, int]) -> str:
 
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
-           limit: int, stale: dict[int, int], lexical_weight: float) -> list[Hit]:
+           limit: int, stale: dict[int, int], lexical_weight: float,
+           first: list[Hit] | None = None) -> list[Hit]:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
     nearest events and the nearest rollups (title and summary). `bodies`: the lexical event
     hits' whole texts. A text said again (a reminder posted every week) is one hit: its best
-    copy stands for the rest, which would otherwise fill the page with one line."""
+    copy stands for the rest, which would otherwise fill the page with one line. `first`: the
+    matches said on a day the query names, which keep their places at the top (ADR-0028)."""
     vector, matrix = got
     near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
     rollups = getattr(matrix, "rollups", None)
@@ -527,9 +531,17 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
     out: list[Hit] = []
     spans: list[tuple[int, int]] = []  # the spans of the rollups taken
     said: set[str] = set()  # the texts of the events taken
+    score_of = dict(fused)
+    for h in (first or [])[:limit]:
+        if not _said_again(bodies.get(h.id, ""), said):
+            out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt,
+                           round(score_of.get((h.kind, h.id), 0.0), 6), h.source))
+    taken = {(h.kind, h.id) for h in out}
     for item, score in fused:
+        if len(out) >= limit:
+            break
         found = key.get(item) or _semantic_hit(store, item, stale)
-        if found is None:
+        if found is None or item in taken:
             continue
         h, body = found
         if _folded(store, h, out, spans) or _said_again(body, said):

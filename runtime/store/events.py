@@ -615,7 +615,9 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
                   ) -> list[tuple[int, float]]:
     """(rowid, bm25) of the matches said in `start <= ts < end` with rowid <= top, newest
     (highest id) first, at most `limit`, the loop's bookkeeping left out. The window's ids are
-    bounded by the ts indexes of both tables; the matches between them are read newest first
+    bounded by the ts indexes of both tables (min/max over the window's entries: a scan of the
+    window's events in the index, cheap for a day, milliseconds for a month); the matches
+    between them are read newest first
     and each is kept only if its own ts is inside (an import can put an older day's events
     among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
     window whose range is mostly other days (an import of days the log already holds) costs
