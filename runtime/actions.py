@@ -211,7 +211,8 @@ class Actions:
         with self._store() as rw, self._store(readonly=True) as ro:
             return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
                                         door=str(self.door), log_to=rw,
-                                        semantic=self._semantic(ro, settings, query))
+                                        semantic=self._semantic(ro, settings, query),
+                                        tz=ZoneInfo(settings.coworker.timezone))
 
     def search(self, query: str, limit: int = 10, after: str | None = None,
                exhaustive: bool = False) -> Any:

@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from .errors import UsageError
 from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, eval_embedder
 from .home import Home
 from .memory.cards import Distinctive
+from .memory.dates import day_of
 from .store import Event, Store
 from .store import events as ev
 
@@ -127,11 +129,15 @@ class _Asker:
         from .memory.recall import Budget
 
         self.store, self.channels = store, channels
+        # asked the day after the history ends, as its owner would have: "on March 12" is
+        # that March's, not this year's
+        last = str(store.scalar("SELECT max(ts) FROM history"))
+        self.today = day_of(last, UTC) + timedelta(days=1)
         self.cfg = home.settings().recall
         self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
         self.scorer = Distinctive(store)
-        self.rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
-                     else RANKERS[channels](store))
+        self.rank = (_hybrid_ranker(store, embedder, gate, self.today) if embedder is not None
+                     else RANKERS[channels](store, today=self.today))
         self.embedder, self.gate = embedder, gate
         self.matrix = None
         if embedder is not None:
@@ -158,7 +164,8 @@ class _Asker:
         semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
                     else None)
         found = self._timed("search", lambda: search(self.store, text, limit=TOP,
-                                                     semantic=semantic, gate=self.gate))
+                                                     semantic=semantic, gate=self.gate,
+                                                     today=self.today))
         spans = []
         for h in found:
             r = rl.get(self.store, h.id) if h.kind == "rollup" else None
@@ -175,11 +182,12 @@ class _Asker:
 
         if self.embedder is None:
             found = recall(self.store, text, k=self.cfg.max_items, max_terms=self.cfg.max_terms,
-                           scorer=self.scorer)
+                           scorer=self.scorer, today=self.today)
         else:
             found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
                                   gate=self.gate, k=self.cfg.max_items,
-                                  max_terms=self.cfg.max_terms, scorer=self.scorer)
+                                  max_terms=self.cfg.max_terms, scorer=self.scorer,
+                                  today=self.today)
         return found.block(self.budget)
 
     def vector(self, text: str) -> Any:
@@ -194,7 +202,8 @@ class _Asker:
 
         semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
                     else None)
-        got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic))
+        got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic,
+                                                      today=self.today))
         return got.refused, {int(f.event.id or 0) for f in got.events}, got.entry
 
     def probe(self, text: str) -> dict[str, Any] | None:

@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -162,23 +162,26 @@ def noise_counts(rows: Iterable[dict[str, bool]]) -> dict[str, Any]:
 
 # --- channels ---------------------------------------------------------------------------------
 
-def _bm25_ranker(store: Store) -> Callable[[str, int], list[Event]]:
-    """The baseline: plain FTS5 bm25 over the turns, same tokenizer, same query words."""
+def _bm25_ranker(store: Store, today: date | None = None) -> Callable[[str, int], list[Event]]:
+    """The baseline: plain FTS5 bm25 over the turns, same tokenizer, same query words (it
+    reads no date, so `today` changes nothing)."""
     def rank(question: str, n: int) -> list[Event]:
         match = ev.fts_query(query_tokens(question))
         return [e for e, _, _ in ev.fts_search(store, match, n)] if match else []
     return rank
 
 
-def _lexical_ranker(store: Store) -> Callable[[str, int], list[Event]]:
+def _lexical_ranker(store: Store, today: date | None = None
+                    ) -> Callable[[str, int], list[Event]]:
     scorer = Distinctive(store)
 
     def rank(question: str, n: int) -> list[Event]:
-        return [h.event for h in recall(store, question, k=n, scorer=scorer).hits]
+        return [h.event for h in recall(store, question, k=n, scorer=scorer, today=today).hits]
     return rank
 
 
-def _hybrid_ranker(store: Store, embedder: object, gate: float) -> Callable[[str, int], list[Event]]:
+def _hybrid_ranker(store: Store, embedder: object, gate: float, today: date | None = None
+                   ) -> Callable[[str, int], list[Event]]:
     from .memory.embed import Matrix
     from .memory.recall import recall_hybrid
 
@@ -188,7 +191,7 @@ def _hybrid_ranker(store: Store, embedder: object, gate: float) -> Callable[[str
     def rank(question: str, n: int) -> list[Event]:
         return [h.event for h in recall_hybrid(store, question, embedder=embedder,
                                                matrix=matrix, gate=gate, k=n,
-                                               scorer=scorer).hits]
+                                               scorer=scorer, today=today).hits]
     return rank
 
 

@@ -145,9 +145,12 @@ def build(home: Home) -> MCPServer:
         down to raw events, or refuse. Returns {refused, confidence, query_tokens,
         matched_tokens, trace, events, truncated} and, when refused, a `reason`. A refusal
         means no part of the memory matches enough of the query words (the configured
-        walk_threshold): the memory does not hold it with confidence. Deterministic; no model
-        call. Cite the ids in `events` when you use them. At most 2000 characters of the
-        query are read; a longer one is cut and the result has "query_truncated": true."""
+        walk_threshold): the memory does not hold it with confidence. A day, week or month
+        the query names ("parser crash on 4 March 2025", "yesterday") narrows the walk to what
+        was said then, in the owner's time zone, listed in `dates`; nothing said then is a
+        refusal. Deterministic; no model call. Cite the ids in `events` when you use them. At
+        most 2000 characters of the query are read; a longer one is cut and the result has
+        "query_truncated": true."""
         return await _call(lambda: _actions(home, ctx).walk(query))
 
     @mcp.tool(annotations=READS)

@@ -204,9 +204,10 @@ def walk(store: Store, query: str, result: dict[str, Any]) -> None:
     if result["refused"]:
         out.print(f"refused: {result['reason']}")
         return
+    said = f'; said on {", ".join(result["dates"])}' if result.get("dates") else ""
     out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
               f'({len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
-              f'{", ".join(result["matched_tokens"])})')
+              f'{", ".join(result["matched_tokens"])}{said})')
     nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
     rollups = {i: rl.get(store, i) for i in nodes}
     events = {e["id"]: e for e in result["events"]}

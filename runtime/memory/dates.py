@@ -222,13 +222,15 @@ def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
     return _span(first, _next_month(first), "month", tz, until)
 
 
-def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> list[Window]:
+def relative(text: str, today: date | None = None, tz: tzinfo | None = None,
+             spans: list[tuple[int, int]] | None = None) -> list[Window]:
     """The days a text names relative to `today` (default: today in `tz`, UTC by default):
     "today" ("tonight", "this morning / afternoon / evening"), "yesterday" ("last night", not
     "the last night of ..."), "the day before yesterday", "3 days ago", "on Monday" / "last
     Monday" (the latest before today), "last week" / "this week" (Monday to Sunday), "last
     weekend", "last month" / "this month". Their words stay in the text: a conversation says
-    "yesterday" too, and a stored question may have been asked on another day than today."""
+    "yesterday" too, and a stored question may have been asked on another day than today.
+    `spans`, when given, gets where each phrase that named a day stands in `text.lower()`."""
     if not _holds_any(text, _RELATIVE_CUES):
         return []
     tz = tz or UTC
@@ -243,16 +245,25 @@ def relative(text: str, today: date | None = None, tz: tzinfo | None = None) -> 
             continue
         if got is not None:
             out.append(got)
+            if spans is not None:
+                spans.append(m.span())
     return out
 
 
 def windows(text: str, today: date | None = None, tz: tzinfo | None = None,
-            at_most: int = 3) -> tuple[list[Window], str]:
+            at_most: int = 3, words_of_relative: bool = True) -> tuple[list[Window], str]:
     """The first `at_most` distinct windows a text names (written out first, in the order they
     stand, then relative to today: "on Monday, 1 April 2024" is one day), and the text with the
-    written-out dates blanked (a relative date keeps its words)."""
+    written-out dates blanked (a relative date keeps its words, unless `words_of_relative` is
+    False: then they are blanked too, in the text lower-cased)."""
     found, marked = named(text, today, tz, mark=DATE_MARK)
-    found += relative(marked, today, tz)
+    spans: list[tuple[int, int]] = []
+    found += relative(marked, today, tz, spans)
+    if not words_of_relative and spans:
+        lower = marked.lower()
+        for a, b in spans:
+            lower = lower[:a] + DATE_MARK * (b - a) + lower[b:]
+        marked = lower
     seen: set[tuple[str, str]] = set()
     out = []
     for w in found:

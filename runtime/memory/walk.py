@@ -31,6 +31,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date, tzinfo
 from typing import Any
 
 from ..store import Event, Store, telemetry
@@ -38,7 +39,7 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
-from . import docfreq, rung_bm25
+from . import dates, docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
 from .tokens import query_words, stem, words
@@ -97,12 +98,13 @@ class WalkResult:
     reason: str | None = None  # set exactly when refused
     query_truncated: bool = False
     entry: str | None = None  # "lexical" or "semantic"; None when refused
+    dates: tuple[str, ...] = ()  # the days the query named ("2025-03-12"), which narrow it
 
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool; its keys
         in this order (`reason` only on a refusal, `entry` only when it entered,
-        `query_truncated` only when true)."""
+        `query_truncated` only when true, `dates` only when the query named days)."""
         out: dict[str, Any] = {"refused": self.refused}
         if self.refused:
             out["reason"] = self.reason
@@ -115,6 +117,8 @@ class WalkResult:
                     "truncated": self.truncated})
         if self.query_truncated:
             out["query_truncated"] = True
+        if self.dates:
+            out["dates"] = list(self.dates)
         return out
 
 
@@ -127,10 +131,20 @@ def query_tokens(query: str) -> list[str]:
 @dataclass
 class _Scorer:
     tokens: list[str]
+    days: Sequence[dates.Window] = ()  # the days the query names: they narrow the walk
     stems: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.stems = {t: stem(t) for t in self.tokens}
+
+    def reaches(self, first_ts: str | None, last_ts: str | None) -> bool:
+        """Whether the span first_ts..last_ts (inclusive; an event's ts twice) reaches into a
+        day the query names (False when it names none, or the span has no time)."""
+        return first_ts is not None and last_ts is not None and any(
+            first_ts < w.end and w.start <= last_ts for w in self.days)
+
+    def names(self) -> str:
+        return ", ".join(w.name for w in self.days)
 
     def matched(self, text: str) -> list[str]:
         have = {stem(w) for w in words(text)}
@@ -166,19 +180,27 @@ def _confidence(matched: Sequence[str], n: int) -> float:
 
 
 def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool,
-             pr: Probe | None = None) -> WalkResult:
+             pr: Probe | None = None, days: tuple[str, ...] = ()) -> WalkResult:
     conf = _confidence(best, n)
     if pr is not None:  # the better of the two entries' confidences, both below the threshold
         conf = max(conf, pr.confidence)
     return WalkResult(refused=True, reason=reason, confidence=conf,
                       query_tokens=tuple(tokens), matched_tokens=tuple(best),
-                      query_truncated=cut)
+                      query_truncated=cut, dates=days)
 
 
 def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-                before_id: int | None = None, semantic: Semantic | None = None) -> WalkResult:
+                before_id: int | None = None, semantic: Semantic | None = None,
+                today: date | None = None, tz: tzinfo | None = None) -> WalkResult:
     """Walk for `query`: enter, descend, gather. `before_id`: ignore events from this id on
     (the loop passes the current tick's first input, so a question never finds itself).
+
+    A day, week or month the query names (`memory.dates`, read as recall and search read it:
+    the owner's days in `tz`, default UTC; a day without its year placed by `today`) narrows
+    the walk (ADR-0029): its words ("8 April 2024", "yesterday") are not words to match (unless
+    the query is nothing but a date), the nodes whose spans reach into the day are preferred on each
+    rung, only events said on it are returned, and when none of the events reached was, the
+    walk refuses (an answer from another day is a wrong answer).
 
     With the semantic channel on, the caller passes `semantic`: a function that returns the
     query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
@@ -187,19 +209,26 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     confidence reaches the threshold (`memory.nearest`). The walk itself embeds nothing."""
     query, cut = cap_query(query)
     caps = caps or Caps()
-    tokens = query_tokens(query)
+    windows, topic = dates.windows(query, today, tz, dates.QUERY_WINDOWS,
+                                   words_of_relative=False)  # "yesterday" is a day, not a word
+    tokens = query_tokens(topic) or query_tokens(query)  # a date alone keeps its words
+    days = tuple(w.name for w in windows)
     n = len(tokens)
-    sc = _Scorer(tokens) if n else None
+    sc = _Scorer(tokens, windows) if n else None
     entry = _enter(store, sc, threshold, caps, before_id) if sc else None
     weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
         trace, frontier, cut_depth = _descend(store, sc, entry, caps)
         steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
-        return WalkResult(refused=False, confidence=_confidence(entry.best, n),
-                          query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
-                          trace=(*trace, *steps), events=tuple(found),
-                          truncated=cut_depth or cut_gather, query_truncated=cut,
-                          entry="lexical")
+        if found or not days:
+            return WalkResult(refused=False, confidence=_confidence(entry.best, n),
+                              query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
+                              trace=(*trace, *steps), events=tuple(found),
+                              truncated=cut_depth or cut_gather, query_truncated=cut,
+                              entry="lexical", dates=days)
+        return _refusal(f"no confident entry point: nothing matching {', '.join(entry.best)} "
+                        f"that the walk reached was said on {sc.names()}", tokens, entry.best,
+                        n, cut, days=days)
     seen = entry.best_seen if entry else []
     lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
                "the query has no words to match (only stopwords or punctuation); best lexical "
@@ -211,16 +240,20 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     got = semantic() if semantic is not None else None
     pr = probe(store, got[0], got[1], before_id) if got is not None else None
     if pr is not None and pr.confidence >= threshold:
-        return _semantic(store, pr, tokens, seen, lexical, caps, cut)
+        got_sem = _semantic(store, pr, tokens, seen, lexical, caps, cut, sc)
+        if got_sem is not None:
+            return got_sem
+        lexical += f"; none of the nearest events by meaning was said on {sc.names()}"
     semantic = f"; {pr.why()}" if pr is not None else ""
     # refuse: no query runs past the entry scan
     return _refusal(f"no confident entry point: {lexical} is below the {threshold} threshold"
-                    f"{semantic}", tokens, seen, n, cut, pr)
+                    f"{semantic}", tokens, seen, n, cut, pr, days)
 
 
 def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexical: str,
-              caps: Caps, cut: bool) -> WalkResult:
-    """The walk entered by the vectors: the entry episode and its nearest events."""
+              caps: Caps, cut: bool, sc: _Scorer | None) -> WalkResult | None:
+    """The walk entered by the vectors: the entry episode and its nearest events (only those
+    said on a day the query names, when it names one; None when that leaves none)."""
     trace: list[Step] = []
     entry = f"entry: {pr.why()}; {lexical} was below the threshold"
     span = f"{entry}: event not yet under a rollup"  # no episode: the first event is the entry
@@ -233,23 +266,27 @@ def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexic
     truncated = False
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
-        if e is None:
+        if e is None or (sc is not None and sc.days and not sc.reaches(e.ts, e.ts)):
             continue
         trace.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
         body = e.body
         if len(body) > caps.payload_chars:
             body, truncated = body[: caps.payload_chars - 1] + "…", True
         rows.append(Found(e, body, stale.get(eid)))
+    if not rows and sc is not None and sc.days:
+        return None
     return WalkResult(refused=False, confidence=pr.confidence, query_tokens=tuple(tokens),
                       matched_tokens=tuple(seen), trace=tuple(trace), events=tuple(rows),
-                      truncated=truncated, query_truncated=cut, entry="semantic")
+                      truncated=truncated, query_truncated=cut, entry="semantic",
+                      dates=tuple(w.name for w in sc.days) if sc is not None else ())
 
 
 def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-         before_id: int | None = None, semantic: Semantic | None = None) -> dict[str, Any]:
+         before_id: int | None = None, semantic: Semantic | None = None,
+         today: date | None = None, tz: tzinfo | None = None) -> dict[str, Any]:
     """`walk_result` as the JSON-ready dict every door returns."""
     return walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
-                       semantic=semantic).as_dict()
+                       semantic=semantic, today=today, tz=tz).as_dict()
 
 
 # --- enter: the ladder, coarsest rung first; then history not yet under a rollup -------------
@@ -292,6 +329,8 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
         if len(scored[0][1]) > len(best_seen):
             best_seen = scored[0][1]
         confident = [(r, m) for r, m, _ in scored if sc.share(m) >= threshold]
+        if sc.days:  # the nodes reaching into a day the query names first (a stable sort)
+            confident.sort(key=lambda t: not sc.reaches(t[0].first_ts, t[0].last_ts))
         if confident:
             return confident[: caps.per_level], level, best_seen
     return [], 0, best_seen
@@ -349,7 +388,8 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
             m = sc.matched(_node_text(c))
             if m:
                 kids.append((c, m, parent.id))
-    kids.sort(key=lambda t: (-len(t[1]), t[0].id))
+    kids.sort(key=lambda t: (not sc.reaches(t[0].first_ts, t[0].last_ts) if sc.days else False,
+                             -len(t[1]), t[0].id))
     return kids[:keep]
 
 
@@ -366,6 +406,8 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
             if m:
                 found.append((e, m, f"event in span {r.source_range}"))
     found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
+    if sc.days:  # only what was said on a day the query names
+        found = [t for t in found if sc.reaches(t[0].ts, t[0].ts)]
     found.sort(key=lambda t: (-len(t[1]), t[0].id or 0))
     first: dict[int, tuple[Event, list[str], str]] = {}
     for t in found:  # an event reached twice keeps its best reason
@@ -386,13 +428,13 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
 
 def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
                   caps: Caps | None = None, log_to: Store | None = None,
-                  before_id: int | None = None, semantic: Semantic | None = None
-                  ) -> dict[str, Any]:
+                  before_id: int | None = None, semantic: Semantic | None = None,
+                  tz: tzinfo | None = None) -> dict[str, Any]:
     """Run the walk and record it in telemetry (tokens, confidence, refused, entry, nodes,
     events, milliseconds). A telemetry failure is logged loudly and never breaks the walk."""
     t0 = time.perf_counter()
     result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
-                         semantic=semantic)
+                         semantic=semantic, tz=tz)
     ms = (time.perf_counter() - t0) * 1000
     try:
         telemetry.record(log_to or store, "walk", {

@@ -74,7 +74,8 @@ def _semantic(ctx: ToolContext, query: str) -> Any:
 def _walk(ctx: ToolContext, p: WalkInput) -> str:
     result = walker.walk_recorded(ctx.store, p.query, ctx.settings.memory.walk_threshold,
                                   door="tool", before_id=ctx.first_input_id or ctx.tick_id,
-                                  semantic=_semantic(ctx, p.query))
+                                  semantic=_semantic(ctx, p.query),
+                                  tz=ZoneInfo(ctx.settings.coworker.timezone))
     return json.dumps(result, ensure_ascii=False)
 
 
@@ -112,8 +113,10 @@ TOOLS = [
          ProposeInput, _propose),
     Tool("memory_walk", "Descend your memory from coarse summaries to the raw events for a "
          "query. Returns a trace and events with ids to cite; refuses (refused: true) when "
-         "nothing matches with confidence, which means your memory does not hold it.",
+         "nothing matches with confidence, which means your memory does not hold it. A day "
+         "the query names (\"on 4 March 2025\", \"yesterday\") narrows it to what was said "
+         "then.",
          WalkInput, _walk),
     Tool("memory_search", "Search your memory (all events, the archive and rollups) by words; "
-         "returns ids you can cite.", SearchInput, _search),
+         "returns ids you can cite. A day the query names comes first.", SearchInput, _search),
 ]

@@ -1,0 +1,222 @@
+"""The walk narrowed by the days a query names (ADR-0029), on a hand-built ladder of days.
+
+Five days of March 2025, one level-1 episode a day and one level-2 node a week. Parser crashes
+are said on the 3rd (twice: once late at night, 23:30 UTC, which is the 4th in Berlin), the 4th
+and the 10th; the 5th holds none. A question about a day is answered from that day or refused,
+never from another day.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import date
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from runtime.home import Home
+from runtime.memory.walk import Caps, walk, walk_result
+from runtime.store import Event, Store
+from runtime.store import events as ev
+from runtime.store import rollups as rl
+from runtime.tools import ToolContext, default_registry
+
+from .conftest import coworker, write_config
+
+DAYS = {  # day of March 2025: (time, text) said that day
+    3: [("09:00", "The parser crashed on unicode input in the importer."),
+        ("11:00", "Standup: reviewed the billing dashboard."),
+        ("23:30", "Parser crash late at night, a null byte this time.")],
+    4: [("09:30", "Parser crash again: an emoji in a file name."),
+        ("14:00", "Lunch with Dana about the roadmap.")],
+    5: [("10:00", "Billing invoice rounding fixed by Dana."),
+        ("16:00", "Standup notes, nothing new.")],
+    10: [("09:00", "Parser crash on a long line, the third this month."),
+         ("12:00", "Release notes drafted.")],
+}
+FRESH = ("2025-03-11T09:00:00.000Z", "Parser crash fixed for good, says Dana.")
+
+
+def build(store: Store) -> dict[str, int]:
+    """The events and the ladder; returns the ids by a short name ("3.1" = 3 March, second)."""
+    ids: dict[str, int] = {}
+    episodes: list[int] = []
+    for day, said in DAYS.items():
+        got = ev.append_many(store, [
+            Event(kind="note", body=text, actor="coworker", author_kind="agent",
+                  ts=f"2025-03-{day:02d}T{hm}:00.000Z") for hm, text in said])
+        ids.update({f"{day}.{n}": i for n, i in enumerate(got)})
+        episodes.append(rl.seal(
+            store, level=1, first_event=got[0], last_event=got[-1],
+            source_range=f"{got[0]}-{got[-1]}", first_ts=f"2025-03-{day:02d}T{said[0][0]}:00.000Z",
+            last_ts=f"2025-03-{day:02d}T{said[-1][0]}:00.000Z", title=f"the {day} March",
+            body=" ".join(t for _, t in said), terms="", method="extractive"))
+    for kids, first in ((episodes[:3], 3), (episodes[3:], 10)):  # the two weeks
+        spans = [rl.get(store, k) for k in kids]
+        rl.seal(store, level=2, first_event=spans[0].first_event, last_event=spans[-1].last_event,
+                source_range=f"{spans[0].first_event}-{spans[-1].last_event}",
+                first_ts=spans[0].first_ts, last_ts=spans[-1].last_ts,
+                title=f"week of {first} March", body=" ".join(s.body for s in spans),
+                terms="", method="extractive", child_ids=kids)
+    ids["fresh"] = ev.append(store, Event(kind="note", body=FRESH[1], actor="coworker",
+                                          author_kind="agent", ts=FRESH[0]))
+    return ids
+
+
+@pytest.fixture
+def days_home(offline_home: Home) -> tuple[Home, dict[str, int]]:
+    with Store.open(offline_home.db_path) as store:
+        ids = build(store)
+    return offline_home, ids
+
+
+def _ids(result) -> list[int]:
+    return [f.event.id for f in result.events]
+
+
+def test_a_day_narrows_the_walk_to_what_was_said_on_it(days_home):
+    home, ids = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        every = walk_result(store, "parser crash")
+        day = walk_result(store, "parser crash on 4 March 2025")
+        again = walk(store, "parser crash on 4 March 2025")
+    parser = {ids[k] for k in ("3.0", "3.2", "4.0", "10.0", "fresh")}
+    assert not every.refused and set(_ids(every)) == parser and every.dates == ()
+    assert not day.refused and _ids(day) == [ids["4.0"]]
+    assert day.dates == ("2025-03-04",) and day.query_tokens == ("parser", "crash")
+    assert day.confidence == 1.0 and day.entry == "lexical"
+    assert again == day.as_dict() and again["dates"] == ["2025-03-04"]  # pure: the same twice
+    assert "dates" not in every.as_dict()
+
+
+def test_nothing_said_on_the_day_is_a_refusal_not_another_days_answer(days_home):
+    home, _ = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, "parser crash on 5 March 2025")
+        nothing = walk_result(store, "parser crash on 20 March 2025")  # a day with no events
+    for r, day in ((got, "2025-03-05"), (nothing, "2025-03-20")):
+        assert r.refused and r.events == () and r.dates == (day,)
+        assert f"said on {day}" in r.reason, r.reason
+
+
+def test_days_named_from_today_weeks_and_months(days_home):
+    home, ids = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        yesterday = walk_result(store, "parser crash yesterday", today=date(2025, 3, 11))
+        week = walk_result(store, "parser crash last week", today=date(2025, 3, 12))
+        month = walk_result(store, "parser crash in March 2025")
+        fresh = walk_result(store, "parser crash on 11 March 2025")  # not under a rollup yet
+    assert _ids(yesterday) == [ids["10.0"]] and yesterday.dates == ("2025-03-10",)
+    assert sorted(_ids(week)) == sorted(ids[k] for k in ("3.0", "3.2", "4.0"))
+    assert len(_ids(month)) == 5 and month.dates == ("2025-03",)
+    assert _ids(fresh) == [ids["fresh"]]
+
+
+def test_the_day_is_the_owners_in_the_time_zone(days_home):
+    home, ids = days_home
+    berlin = ZoneInfo("Europe/Berlin")  # 23:30 UTC on the 3rd is 00:30 on the 4th there
+    with Store.open(home.db_path, readonly=True) as store:
+        utc = walk_result(store, "parser crash on 4 March 2025")
+        local = walk_result(store, "parser crash on 4 March 2025", tz=berlin)
+        third = walk_result(store, "parser crash on 3 March 2025", tz=berlin)
+    assert _ids(utc) == [ids["4.0"]]
+    assert sorted(_ids(local)) == sorted([ids["3.2"], ids["4.0"]])
+    assert _ids(third) == [ids["3.0"]]
+
+
+def test_a_date_alone_keeps_its_words(days_home):
+    home, _ = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, "4 March 2025")
+    # its words ("4", "march", "2025") are its tokens; they match the episodes' titles ("the 4
+    # March"), but no note said that day holds one of them: refused
+    assert got.refused and got.query_tokens == ("4", "march", "2025")
+
+
+def test_the_doors_read_the_day_in_the_owners_time_zone(days_home):
+    home, ids = days_home
+    write_config(home.root, coworker={"timezone": "Europe/Berlin"})
+    out = coworker("walk", "parser", "crash", "on", "4", "March", "2025", "--json",
+                   env={**os.environ, "COWORKER_HOME": str(home.root)})
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["dates"] == ["2025-03-04"]
+    assert sorted(e["id"] for e in got["events"]) == sorted([ids["3.2"], ids["4.0"]])
+    text = coworker("walk", "parser", "crash", "on", "4", "March", "2025",
+                    env={**os.environ, "COWORKER_HOME": str(home.root)})
+    assert "said on 2025-03-04" in text.stdout.splitlines()[0]
+    with Store.open(home.db_path) as store:
+        ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
+                          tick_id=None, live=False)
+        tool = default_registry().get("memory_walk")
+        answer = json.loads(tool.run(ctx, tool.params(query="parser crash on 4 March 2025")))
+    assert sorted(e["id"] for e in answer["events"]) == sorted([ids["3.2"], ids["4.0"]])
+
+
+WORDS = ["parser", "crash", "billing", "Dana", "on", "4", "March", "2025", "yesterday", "last",
+         "week", "month", "the", "day", "before", "3rd", "of", "2025-03-04", "99999999999",
+         "days", "ago", "Monday", "\x00", "ı", "\xa0", "31", "February"]
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(WORDS), max_size=8), tail=st.text(max_size=10),
+       today=st.dates())
+@example(words=["parser", "yesterday"], tail="", today=date(1, 1, 1))
+def test_any_query_naming_days_walks_or_refuses_and_never_answers_from_another_day(
+        days_home, words, tail, today):
+    home, _ = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, " ".join(words) + tail, today=today)
+        ts = {e.id: e.ts for e in ev.span(store, 1, 10**6)}
+    assert got.refused == (got.reason is not None)
+    if got.dates and not got.refused:
+        assert got.events, "entered with nothing to show"
+    for f in got.events:
+        assert f.event.ts == ts[f.event.id]
+
+
+def test_each_rung_prefers_the_nodes_that_reach_into_the_day(days_home):
+    home, ids = days_home
+    one = Caps(per_level=1)  # one node a rung: the day decides which
+    with Store.open(home.db_path, readonly=True) as store:
+        tenth = walk_result(store, "parser crash on 10 March 2025", caps=one)
+        fourth = walk_result(store, "parser crash on 4 March 2025", caps=one)
+        plain = walk_result(store, "parser crash", caps=one)
+    assert _ids(tenth) == [ids["10.0"]], tenth.reason  # the second week's node, not the first's
+    assert _ids(fourth) == [ids["4.0"]], fourth.reason  # the 4th's episode, not the 3rd's
+    assert ids["4.0"] not in _ids(plain)  # without a day, the first of the best stands
+
+
+def test_the_semantic_entry_is_narrowed_to_the_day_too(offline_home: Home):
+    from .test_semantic import (
+        CAR,
+        DISTRACTORS,
+        PARAPHRASED,
+        EmbedServer,
+        backfill_with_settings,
+        seed,
+        semantic_cfg,
+    )
+    from .test_semantic_entry import PARAPHRASE, _semantic
+
+    server = EmbedServer().start()
+    try:
+        write_config(offline_home.root, semantic=semantic_cfg(server.url))
+        ids = seed(offline_home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
+        assert backfill_with_settings(offline_home) == len(ids)
+        with Store.open(offline_home.db_path, readonly=True) as store:
+            got = {}
+            for day in ("1 May 2024", "2 May 2024"):
+                query = f"{PARAPHRASE} On {day}."
+                got[day] = walk_result(store, query, semantic=_semantic(offline_home, store,
+                                                                        query, []))
+    finally:
+        server.stop()
+    on, off = got["1 May 2024"], got["2 May 2024"]
+    assert not on.refused and on.entry == "semantic" and _ids(on)[:1] == [ids[1]], on.reason
+    assert on.dates == ("2024-05-01",)
+    assert off.refused and off.events == () and off.dates == ("2024-05-02",)
+    assert "none of the nearest events by meaning was said on 2024-05-02" in off.reason
