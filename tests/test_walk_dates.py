@@ -99,7 +99,8 @@ def test_nothing_said_on_the_day_is_a_refusal_not_another_days_answer(days_home)
         nothing = walk_result(store, "parser crash on 20 March 2025")  # a day with no events
     for r, day in ((got, "2025-03-05"), (nothing, "2025-03-20")):
         assert r.refused and r.events == () and r.dates == (day,)
-        assert f"said on {day}" in r.reason, r.reason
+        assert r.reason.startswith(f"no confident entry point on {day}: "), r.reason
+        assert r.reason.endswith("what was said then holds none of its words"), r.reason
 
 
 def test_days_named_from_today_weeks_and_months(days_home):
@@ -220,3 +221,80 @@ def test_the_semantic_entry_is_narrowed_to_the_day_too(offline_home: Home):
     assert on.dates == ("2024-05-01",)
     assert off.refused and off.events == () and off.dates == ("2024-05-02",)
     assert "none of the nearest events by meaning was said on 2024-05-02" in off.reason
+
+
+def test_what_was_said_on_the_day_must_hold_the_query_not_only_the_entry(days_home):
+    home, ids = days_home
+    with Store.open(home.db_path, readonly=True) as store:
+        # the entry holds parser, crash and dana (the first week's node), but on the 5th only
+        # "Billing invoice rounding fixed by Dana." was said: 1 of 3, no answer
+        got = walk_result(store, "parser crash Dana on 5 March 2025")
+        fine = walk_result(store, "parser crash on 4 March 2025")
+    assert got.refused and got.events == () and got.confidence < 0.5, got
+    assert got.matched_tokens == ("dana",) and got.dates == ("2025-03-05",)
+    assert got.reason.startswith("no confident entry point on 2025-03-05: the walk entered on "
+                                 "parser, crash, dana (3/3), but what was said then holds at "
+                                 "most dana (1/3)"), got.reason
+    assert not fine.refused and fine.matched_tokens == ("parser", "crash")
+
+
+def test_a_finer_rung_that_reaches_the_day_is_entered_rather_than_a_coarser_one(
+        offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        a, b, c = ev.append_many(store, [
+            Event(kind="note", body=body, actor="coworker", author_kind="agent", ts=ts)
+            for ts, body in (("2025-03-03T09:00:00.000Z", "The parser crashed on unicode."),
+                             ("2025-03-10T09:00:00.000Z", "Parser crash on a long line."),
+                             ("2025-03-10T11:00:00.000Z", "Billing invoices reviewed."))])
+        first = rl.seal(store, level=1, first_event=a, last_event=a, source_range=f"{a}-{a}",
+                        first_ts="2025-03-03T09:00:00.000Z", last_ts="2025-03-03T09:00:00.000Z",
+                        title="parser crash unicode", body="The parser crashed on unicode.",
+                        terms="", method="extractive")
+        second = rl.seal(store, level=1, first_event=b, last_event=c, source_range=f"{b}-{c}",
+                         first_ts="2025-03-10T09:00:00.000Z", last_ts="2025-03-10T11:00:00.000Z",
+                         title="parser crash long line", body="Parser crash on a long line.",
+                         terms="", method="extractive")
+        # on the coarser rung only the first week's node holds both words
+        for kid, first_ts, last_ts, title in (
+                (first, "2025-03-03T09:00:00.000Z", "2025-03-03T09:00:00.000Z", "parser crash"),
+                (second, "2025-03-10T09:00:00.000Z", "2025-03-10T11:00:00.000Z", "billing")):
+            r = rl.get(store, kid)
+            rl.seal(store, level=2, first_event=r.first_event, last_event=r.last_event,
+                    source_range=r.source_range, first_ts=first_ts, last_ts=last_ts,
+                    title=title, body=title, terms="", method="extractive", child_ids=[kid])
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "parser crash on 10 March 2025")
+    assert not got.refused and _ids(got) == [b], got.reason
+    assert got.trace[0].level == 1 and got.trace[0].id == second
+
+
+def test_the_days_nodes_are_read_whatever_their_rank_on_the_rung(days_home):
+    home, ids = days_home
+    tight = Caps(scan=1, per_level=1)  # one node by bm25 a rung: the days' nodes join it
+    with Store.open(home.db_path, readonly=True) as store:
+        got = {d: walk_result(store, f"parser crash on {d} March 2025", caps=tight)
+               for d in (3, 4, 10)}
+    assert _ids(got[4]) == [ids["4.0"]] and _ids(got[10]) == [ids["10.0"]]
+    assert sorted(_ids(got[3])) == sorted([ids["3.0"], ids["3.2"]])
+
+
+def test_relative_words_leave_the_tokens_and_nothing_else_does():
+    from runtime.memory import dates
+    from runtime.memory.walk import query_tokens
+
+    for text in ("İstanbul parser crash", "Frıday parser crash", "ΣΟΦΙΑ parser"):
+        _, topic = dates.windows(text + " yesterday", date(2025, 3, 11),
+                                 words_of_relative=False)
+        assert query_tokens(topic) == query_tokens(text), text
+
+
+def test_a_dated_walk_is_recorded_with_its_days(days_home):
+    home, _ = days_home
+    from runtime.memory.walk import walk_recorded
+
+    with Store.open(home.db_path) as store:
+        walk_recorded(store, "parser crash on 4 March 2025")
+        walk_recorded(store, "parser crash")
+        rows = [json.loads(r[0]) for r in store.query(
+            "SELECT data FROM telemetry WHERE kind = 'walk' ORDER BY id")]
+    assert [r.get("dates") for r in rows] == [["2025-03-04"], None]

@@ -56,8 +56,17 @@ _DIGIT = re.compile(r"\d")
 _RELATIVE_CUES = ("day", "night", "ago", "week", "month", "morning", "afternoon", "evening")
 
 
-def _holds_any(text: str, cues: tuple[str, ...]) -> bool:
+def _lower(text: str) -> str:
+    """`text` lower-cased character by character, so it keeps its length and its places ("İ",
+    whose lower case is two characters, stays as it is: it is no "i" of a date's word)."""
     lower = text.lower()
+    if len(lower) == len(text):
+        return lower
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _holds_any(text: str, cues: tuple[str, ...]) -> bool:
+    lower = _lower(text)
     return any(c in lower for c in cues)
 
 
@@ -230,13 +239,13 @@ def relative(text: str, today: date | None = None, tz: tzinfo | None = None,
     Monday" (the latest before today), "last week" / "this week" (Monday to Sunday), "last
     weekend", "last month" / "this month". Their words stay in the text: a conversation says
     "yesterday" too, and a stored question may have been asked on another day than today.
-    `spans`, when given, gets where each phrase that named a day stands in `text.lower()`."""
+    `spans`, when given, gets where each phrase that named a day stands in `text`."""
     if not _holds_any(text, _RELATIVE_CUES):
         return []
     tz = tz or UTC
     today = today or datetime.now(tz).date()
     out = []
-    for m in _RELATIVE.finditer(text.lower()):
+    for m in _RELATIVE.finditer(_lower(text)):
         if m.group(4) is not None and not 0 < int(m.group(4)) <= 31:
             continue
         try:
@@ -255,15 +264,12 @@ def windows(text: str, today: date | None = None, tz: tzinfo | None = None,
     """The first `at_most` distinct windows a text names (written out first, in the order they
     stand, then relative to today: "on Monday, 1 April 2024" is one day), and the text with the
     written-out dates blanked (a relative date keeps its words, unless `words_of_relative` is
-    False: then they are blanked too, in the text lower-cased)."""
+    False: then they are blanked too)."""
     found, marked = named(text, today, tz, mark=DATE_MARK)
     spans: list[tuple[int, int]] = []
     found += relative(marked, today, tz, spans)
-    if not words_of_relative and spans:
-        lower = marked.lower()
-        for a, b in spans:
-            lower = lower[:a] + DATE_MARK * (b - a) + lower[b:]
-        marked = lower
+    for a, b in spans if not words_of_relative else ():
+        marked = marked[:a] + DATE_MARK * (b - a) + marked[b:]
     seen: set[tuple[str, str]] = set()
     out = []
     for w in found:

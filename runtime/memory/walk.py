@@ -219,16 +219,26 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
         trace, frontier, cut_depth = _descend(store, sc, entry, caps)
-        steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, caps)
-        if found or not days:
+        steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, caps)
+        if not days:
             return WalkResult(refused=False, confidence=_confidence(entry.best, n),
                               query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
                               trace=(*trace, *steps), events=tuple(found),
                               truncated=cut_depth or cut_gather, query_truncated=cut,
+                              entry="lexical")
+        # a day named: what was said on it must hold the query as the entry did (the entry's
+        # own words may have been said on another day)
+        if held and sc.share(held) >= threshold and _weighted(store, sc, held) >= threshold:
+            return WalkResult(refused=False, confidence=_confidence(held, n),
+                              query_tokens=tuple(tokens), matched_tokens=tuple(held),
+                              trace=(*trace, *steps), events=tuple(found),
+                              truncated=cut_depth or cut_gather, query_truncated=cut,
                               entry="lexical", dates=days)
-        return _refusal(f"no confident entry point: nothing matching {', '.join(entry.best)} "
-                        f"that the walk reached was said on {sc.names()}", tokens, entry.best,
-                        n, cut, days=days)
+        said = (f"holds at most {', '.join(held)} ({sc.ratio(held)})" if held else
+                "holds none of its words")
+        return _refusal(f"no confident entry point on {sc.names()}: the walk entered on "
+                        f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but what was said "
+                        f"then {said}", tokens, held, n, cut, days=days)
     seen = entry.best_seen if entry else []
     lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
                "the query has no words to match (only stopwords or punctuation); best lexical "
@@ -316,12 +326,23 @@ def _enter(store: Store, sc: _Scorer, threshold: float, caps: Caps,
 def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
                   ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
-    and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`)."""
+    and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`).
+    When the query names days, the coarsest rung with a confident node reaching into one
+    (those nodes first; a rung without one is passed, and is the answer only when no rung has
+    one), and each rung's scan also reads the nodes spanning the days' events."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
+    spans = [s for w in sc.days if (s := ev.window_ids(store, w.start, w.end)) is not None]
+    fallback: tuple[list[tuple[rl.Rollup, list[str]]], int] | None = None
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
                   for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
+        seen = {r.id for r, _, _ in scored}
+        for lo, hi in spans:  # the day's nodes, whatever their bm25 rank (scored as the worst)
+            for r in rl.spanning(store, level, lo, hi, caps.scan):
+                if r.id not in seen:
+                    seen.add(r.id)
+                    scored.append((r, sc.matched(_node_text(r)), 0.0))
         scored = [t for t in scored if t[1]]
         if not scored:
             continue
@@ -329,10 +350,16 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
         if len(scored[0][1]) > len(best_seen):
             best_seen = scored[0][1]
         confident = [(r, m) for r, m, _ in scored if sc.share(m) >= threshold]
-        if sc.days:  # the nodes reaching into a day the query names first (a stable sort)
-            confident.sort(key=lambda t: not sc.reaches(t[0].first_ts, t[0].last_ts))
-        if confident:
+        if not confident:
+            continue
+        if not sc.days:
             return confident[: caps.per_level], level, best_seen
+        confident.sort(key=lambda t: not sc.reaches(t[0].first_ts, t[0].last_ts))  # stable
+        if sc.reaches(confident[0][0].first_ts, confident[0][0].last_ts):
+            return confident[: caps.per_level], level, best_seen
+        fallback = fallback or (confident[: caps.per_level], level)
+    if fallback is not None:
+        return fallback[0], fallback[1], best_seen
     return [], 0, best_seen
 
 
@@ -397,8 +424,9 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
 
 def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
             fresh: list[tuple[Event, list[str]]], caps: Caps
-            ) -> tuple[list[Step], list[Found], bool]:
-    """The events' trace lines, the events (capped, bodies cut), and whether a cap cut them."""
+            ) -> tuple[list[Step], list[Found], bool, list[str]]:
+    """The events' trace lines, the events (capped, bodies cut), whether a cap cut them, and
+    the query words the best of them holds."""
     found: list[tuple[Event, list[str], str]] = []
     for r in frontier:
         for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
@@ -416,6 +444,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
     truncated = len(unique) > caps.events
     unique = unique[: caps.events]
     stale = dec.stale_events(store) if unique else {}
+    held = list(unique[0][1]) if unique else []
     steps, rows = [], []
     for e, m, why in unique:
         steps.append(Step(0, int(e.id or 0), f"{why}: {sc.ratio(m)} tokens"))
@@ -423,7 +452,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
         if len(body) > caps.payload_chars:
             body, truncated = body[: caps.payload_chars - 1] + "…", True
         rows.append(Found(e, body, stale.get(int(e.id or 0))))
-    return steps, rows, truncated
+    return steps, rows, truncated, held
 
 
 def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
@@ -441,7 +470,8 @@ def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = 
             "door": door, "query_tokens": list(result.query_tokens),
             "confidence": result.confidence, "refused": result.refused, "entry": result.entry,
             "nodes": len(result.trace), "events": len(result.events), "ms": round(ms, 3),
-            **({"query_truncated": True} if result.query_truncated else {})})
+            **({"query_truncated": True} if result.query_truncated else {}),
+            **({"dates": list(result.dates)} if result.dates else {})})
     except Exception as e:
         log.warning("walk telemetry not recorded (%s: %s); the walk result stands",
                     type(e).__name__, e)

@@ -611,6 +611,16 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
 WINDOW_SCAN = 10_000  # matches of a window's id range read at most, in it or not
 
 
+def window_ids(store: Store, start: str, end: str) -> tuple[int, int] | None:
+    """The lowest and highest id of the events (hot or archived) with start <= ts < end
+    (None: none): min/max over the window's entries in each table's ts index. Between them
+    may lie events of other days, where an import put them."""
+    spans = [store.query(f"SELECT min(id), max(id) FROM {table} WHERE ts >= ? AND ts < ?",
+                         (start, end))[0] for table in ("events", "events_archive")]
+    got = [(int(a), int(b)) for a, b in spans if a is not None]
+    return (min(a for a, _ in got), max(b for _, b in got)) if got else None
+
+
 def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limit: int
                   ) -> list[tuple[int, float]]:
     """(rowid, bm25) of the matches said in `start <= ts < end` with rowid <= top, newest
@@ -622,12 +632,10 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
     among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
     window whose range is mostly other days (an import of days the log already holds) costs
     no more than that, and its older matches are left out."""
-    spans = [store.query(f"SELECT min(id), max(id) FROM {table} WHERE ts >= ? AND ts < ?",
-                         (start, end))[0] for table in ("events", "events_archive")]
-    spans = [(int(a), int(b)) for a, b in spans if a is not None]
-    if not spans or limit <= 0:
+    span = window_ids(store, start, end)
+    if span is None or limit <= 0:
         return []
-    lo, hi = min(a for a, _ in spans), min(top, max(b for _, b in spans))
+    lo, hi = span[0], min(top, span[1])
     skip = sorted(BOOKKEEPING_KINDS)
     out: list[tuple[int, float]] = []
     for _ in range(WINDOW_SCAN // IDS_PER_READ):

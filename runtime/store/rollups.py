@@ -126,6 +126,14 @@ def counts_per_level(store: Store) -> dict[int, int]:
         "SELECT level, COUNT(*) FROM rollups GROUP BY level ORDER BY level")}
 
 
+def spanning(store: Store, level: int, first_id: int, last_id: int, limit: int) -> list[Rollup]:
+    """The linked rollups of `level` whose spans reach into the event ids first_id..last_id,
+    at most `limit`, by their last event (the (level, last_event) index)."""
+    return [_from_row(r) for r in store.query(
+        "SELECT * FROM rollups WHERE level = ? AND last_event >= ? AND first_event <= ? "
+        "ORDER BY last_event LIMIT ?", (level, first_id, last_id, limit))]
+
+
 def episodes_cover_up_to(store: Store) -> int:
     """The highest event id under a level-1 rollup (0 when none): sealing resumes after it."""
     return int(store.scalar(
