@@ -317,3 +317,12 @@ def test_a_fused_page_keeps_the_days_matches_first(offline_home: Home):
             assert {h.id for h in page[:3]} == set(on), (exhaustive, [h.id for h in page])
             assert [h.id for h in page[3:]] and set(h.id for h in page[3:]) <= set(off)
             assert page.dates == ("2024-04-08",)
+
+
+def test_a_cursor_knows_whether_its_words_named_a_day(dated):
+    home, _ = dated  # "March 3" names a day (with its capital), "march 3" does not
+    with Store.open(home.db_path, readonly=True) as store:
+        first = search(store, "deploy March 3", 2, today=date(2025, 3, 20))
+        assert first.dates == ("2025-03-03",)
+        with pytest.raises(CursorError, match="another query"):
+            search(store, "deploy march 3", 2, after=first.next_cursor, today=date(2025, 3, 20))

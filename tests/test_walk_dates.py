@@ -298,3 +298,65 @@ def test_a_dated_walk_is_recorded_with_its_days(days_home):
         rows = [json.loads(r[0]) for r in store.query(
             "SELECT data FROM telemetry WHERE kind = 'walk' ORDER BY id")]
     assert [r.get("dates") for r in rows] == [["2025-03-04"], None]
+
+
+def _note(body: str, ts: str) -> Event:
+    return Event(kind="note", body=body, actor="coworker", author_kind="agent", ts=ts)
+
+
+def _episode(store: Store, said: list[Event], title: str) -> int:
+    ids = ev.append_many(store, said)
+    return rl.seal(store, level=1, first_event=ids[0], last_event=ids[-1],
+                   source_range=f"{ids[0]}-{ids[-1]}", first_ts=said[0].ts, last_ts=said[-1].ts,
+                   title=title, body=" ".join(e.body for e in said), terms="",
+                   method="extractive")
+
+
+def test_any_of_the_days_events_that_holds_the_query_answers_it(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        for day in (1, 2, 3, 4):  # "alpha" and "beta" are common, "zeta" is rare
+            _episode(store, [_note(f"Alpha beta filler {day}-{i}.",
+                                   f"2025-03-0{day}T{8 + i // 6:02d}:{i % 6 * 10:02d}:00.000Z")
+                             for i in range(40)], f"day {day}")
+        _episode(store, [_note("Alpha beta sync with the team.", "2025-03-05T09:00:00.000Z"),
+                         _note("Zeta alpha restart after the outage.", "2025-03-05T10:00:00.000Z")],
+                 "day 5")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "zeta alpha beta on 5 March 2025")
+    # the first of the day's events holds 2 of 3 words but little of their weight; the second
+    # holds 2 of 3 with the rare one: it answers
+    assert not got.refused, got.reason
+    assert got.matched_tokens == ("zeta", "alpha") and got.confidence == pytest.approx(0.6667)
+    assert any("Zeta" in f.body for f in got.events)
+
+
+def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        _episode(store, [_note("Good morning, standup at ten.", "2025-03-05T08:00:00.000Z")],
+                 "5 March morning")
+        for k in range(120):  # later days, all about parser crashes: they fill any scan
+            _episode(store, [_note(f"Parser crash {k}: parser crash again.",
+                                   f"2025-04-{1 + k // 6:02d}T{8 + k % 6:02d}:00:00.000Z")],
+                     f"episode {k}")
+        said = [_note(f"Imported log line {i} about the dashboard and the roadmap.",
+                      f"2025-03-05T{9 + i // 10:02d}:{i % 10 * 5:02d}:00.000Z") for i in range(30)]
+        said[17] = _note("The parser crash in the importer was a null byte.", said[17].ts)
+        _episode(store, said, "imported 5 March")  # the 5th's ids now span every episode
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "parser crash on 5 March 2025")
+    assert not got.refused, got.reason
+    assert [f.body for f in got.events] == ["The parser crash in the importer was a null byte."]
+
+
+def test_a_node_spanning_the_whole_day_is_read_as_one_that_reaches_it(days_home):
+    home, ids = days_home
+    start, end = "2025-03-04T00:00:00.000Z", "2025-03-05T00:00:00.000Z"
+    with Store.open(home.db_path, readonly=True) as store:
+        lo, hi = ev.window_ids(store, start, end)
+        weeks = rl.spanning(store, 2, lo, hi, start, end, 10)  # the first week: 3 to 5 March
+        days = rl.spanning(store, 1, lo, hi, start, end, 10)
+        none = rl.spanning(store, 1, lo, hi, "2025-03-06", "2025-03-07", 10)
+    assert (lo, hi) == (ids["4.0"], ids["4.1"])
+    assert [(w.first_event, w.last_event) for w in weeks] == [(ids["3.0"], ids["5.1"])]
+    assert [(d.first_event, d.last_event) for d in days] == [(ids["4.0"], ids["4.1"])]
+    assert none == []

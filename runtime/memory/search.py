@@ -141,7 +141,9 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         words = query_words(text)
     phrases = ev.fts_terms(words)
     windows = tuple((w.start, w.end, w.name) for w in found)
-    asked = _fingerprint(ev.fts_terms(query_words(text)))  # "on 8 April" is not "on 12 April"
+    # the whole query's words ("on 8 April" is not "on 12 April") and those searched for
+    # ("March 3" names a day, "march 3" does not)
+    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e", *phrases])
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
@@ -393,8 +395,13 @@ class _Page:
         return out
 
     def _more(self) -> bool:
-        """Whether a later page would show anything: one step further on, undone (a candidate
-        not yet passed may be bookkeeping, which shows nothing)."""
+        """Whether a later page would show anything: a candidate not yet passed that is no
+        bookkeeping (which shows nothing), else one step further on, undone."""
+        if self.phase == 0 and ev.any_shown(
+                self.store, [i for kind, i in self.order if kind == 0 and not self._is_shown(
+                    (kind, i))], [i for kind, i in self.order if kind == 1 and
+                                  not self._is_shown((kind, i))]):
+            return True
         saved = bytes(self.shown), self.phase, self.before
         try:
             return bool(self.take(1))

@@ -227,18 +227,24 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
                               truncated=cut_depth or cut_gather, query_truncated=cut,
                               entry="lexical")
         # a day named: what was said on it must hold the query as the entry did (the entry's
-        # own words may have been said on another day)
-        if held and sc.share(held) >= threshold and _weighted(store, sc, held) >= threshold:
-            return WalkResult(refused=False, confidence=_confidence(held, n),
-                              query_tokens=tuple(tokens), matched_tokens=tuple(held),
+        # own words may have been said on another day): the first of the day's events that
+        # holds the threshold's share of the words and of their weight
+        weights = [(m, _weighted(store, sc, m)) for m in dict.fromkeys(map(tuple, held))]
+        ok = next((m for m, w in weights if sc.share(m) >= threshold and w >= threshold), None)
+        if ok is not None:
+            return WalkResult(refused=False, confidence=_confidence(ok, n),
+                              query_tokens=tuple(tokens), matched_tokens=tuple(ok),
                               trace=(*trace, *steps), events=tuple(found),
                               truncated=cut_depth or cut_gather, query_truncated=cut,
                               entry="lexical", dates=days)
-        said = (f"holds at most {', '.join(held)} ({sc.ratio(held)})" if held else
-                "holds none of its words")
+        best, w = weights[0] if weights else ((), 0.0)
+        said = ("holds none of its words" if not best else
+                f"holds at most {', '.join(best)} ({sc.ratio(best)})" if sc.share(best) < threshold
+                else f"holds {', '.join(best)} ({sc.ratio(best)}), only "
+                     f"{math.floor(w * 100) / 100:.2f} of the query's weight")
         return _refusal(f"no confident entry point on {sc.names()}: the walk entered on "
                         f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but what was said "
-                        f"then {said}", tokens, held, n, cut, days=days)
+                        f"then {said}", tokens, list(best), n, cut, days=days)
     seen = entry.best_seen if entry else []
     lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
                "the query has no words to match (only stopwords or punctuation); best lexical "
@@ -332,14 +338,14 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
     one), and each rung's scan also reads the nodes spanning the days' events."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
-    spans = [s for w in sc.days if (s := ev.window_ids(store, w.start, w.end)) is not None]
+    spans = [(*s, w) for w in sc.days if (s := ev.window_ids(store, w.start, w.end)) is not None]
     fallback: tuple[list[tuple[rl.Rollup, list[str]]], int] | None = None
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
                   for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
         seen = {r.id for r, _, _ in scored}
-        for lo, hi in spans:  # the day's nodes, whatever their bm25 rank (scored as the worst)
-            for r in rl.spanning(store, level, lo, hi, caps.scan):
+        for lo, hi, w in spans:  # the day's nodes, whatever their bm25 rank (scored worst)
+            for r in rl.spanning(store, level, lo, hi, w.start, w.end, caps.scan):
                 if r.id not in seen:
                     seen.add(r.id)
                     scored.append((r, sc.matched(_node_text(r)), 0.0))
@@ -424,9 +430,9 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
 
 def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
             fresh: list[tuple[Event, list[str]]], caps: Caps
-            ) -> tuple[list[Step], list[Found], bool, list[str]]:
+            ) -> tuple[list[Step], list[Found], bool, list[list[str]]]:
     """The events' trace lines, the events (capped, bodies cut), whether a cap cut them, and
-    the query words the best of them holds."""
+    the query words each of them holds, in their order."""
     found: list[tuple[Event, list[str], str]] = []
     for r in frontier:
         for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
@@ -444,7 +450,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
     truncated = len(unique) > caps.events
     unique = unique[: caps.events]
     stale = dec.stale_events(store) if unique else {}
-    held = list(unique[0][1]) if unique else []
+    held = [list(m) for _, m, _ in unique]
     steps, rows = [], []
     for e, m, why in unique:
         steps.append(Step(0, int(e.id or 0), f"{why}: {sc.ratio(m)} tokens"))

@@ -656,6 +656,21 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
     return out[:limit]
 
 
+def any_shown(store: Store, event_ids: Sequence[int], rollup_ids: Sequence[int]) -> bool:
+    """Whether any of these events is there and no bookkeeping, or any of these rollups is
+    there (what a search page would show), read IDS_PER_READ ids at a time."""
+    skip = sorted(BOOKKEEPING_KINDS)
+    for ids, sql in ((event_ids, "SELECT 1 FROM history WHERE id IN ({}) AND kind NOT IN "
+                      f"({','.join('?' * len(skip))}) LIMIT 1"),
+                     (rollup_ids, "SELECT 1 FROM rollups WHERE id IN ({}) LIMIT 1")):
+        for n in range(0, len(ids), IDS_PER_READ):
+            part = tuple(ids[n:n + IDS_PER_READ])
+            params = (*part, *skip) if ids is event_ids else part
+            if store.query(sql.format(",".join("?" * len(part))), params):
+                return True
+    return False
+
+
 def fts_ids(store: Store, match: str, top: int, limit: int = -1,
             index: str = "events_fts") -> list[int]:
     """The rowids of the matches with rowid <= top, newest first, at most `limit` (-1: all),

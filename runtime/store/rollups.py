@@ -126,12 +126,27 @@ def counts_per_level(store: Store) -> dict[int, int]:
         "SELECT level, COUNT(*) FROM rollups GROUP BY level ORDER BY level")}
 
 
-def spanning(store: Store, level: int, first_id: int, last_id: int, limit: int) -> list[Rollup]:
-    """The linked rollups of `level` whose spans reach into the event ids first_id..last_id,
-    at most `limit`, by their last event (the (level, last_event) index)."""
-    return [_from_row(r) for r in store.query(
-        "SELECT * FROM rollups WHERE level = ? AND last_event >= ? AND first_event <= ? "
-        "ORDER BY last_event LIMIT ?", (level, first_id, last_id, limit))]
+def spanning(store: Store, level: int, first_id: int, last_id: int, start: str, end: str,
+             limit: int) -> list[Rollup]:
+    """The linked rollups of `level` whose spans reach into the event ids first_id..last_id
+    and whose times reach into start..end (a window: `start <= ts < end`), at most `limit`, by
+    their last event. A rung's spans do not overlap, so these are the ones ending inside the
+    ids (a bounded range of the (level, last_event) index) and the one after, if it began
+    inside them."""
+    rows = store.query(
+        "SELECT * FROM rollups WHERE level = ? AND last_event BETWEEN ? AND ? AND "
+        "first_ts < ? AND last_ts >= ? ORDER BY last_event LIMIT ?",
+        (level, first_id, last_id, end, start, limit))
+    after = store.query(
+        "SELECT * FROM rollups WHERE level = ? AND last_event > ? ORDER BY last_event LIMIT 1",
+        (level, last_id))
+    got = [_from_row(r) for r in rows]
+    for r in map(_from_row, after):
+        if (len(got) < limit and r.first_event is not None and r.first_event <= last_id
+                and r.first_ts is not None and r.last_ts is not None
+                and r.first_ts < end and r.last_ts >= start):
+            got.append(r)
+    return got
 
 
 def episodes_cover_up_to(store: Store) -> int:
