@@ -326,3 +326,7 @@ def test_a_cursor_knows_whether_its_words_named_a_day(dated):
         assert first.dates == ("2025-03-03",)
         with pytest.raises(CursorError, match="another query"):
             search(store, "deploy march 3", 2, after=first.next_cursor, today=date(2025, 3, 20))
+        alone = search(store, "March 3", 2, today=date(2025, 3, 20))  # a date alone, too
+        assert alone.dates == ("2025-03-03",) and alone.next_cursor
+        with pytest.raises(CursorError, match="another query"):
+            search(store, "march 3", 2, after=alone.next_cursor, today=date(2025, 3, 20))

@@ -348,15 +348,54 @@ def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):
     assert [f.body for f in got.events] == ["The parser crash in the importer was a null byte."]
 
 
-def test_a_node_spanning_the_whole_day_is_read_as_one_that_reaches_it(days_home):
+def test_the_nodes_holding_the_days_events_are_read_one_look_up_each(days_home):
     home, ids = days_home
-    start, end = "2025-03-04T00:00:00.000Z", "2025-03-05T00:00:00.000Z"
     with Store.open(home.db_path, readonly=True) as store:
-        lo, hi = ev.window_ids(store, start, end)
-        weeks = rl.spanning(store, 2, lo, hi, start, end, 10)  # the first week: 3 to 5 March
-        days = rl.spanning(store, 1, lo, hi, start, end, 10)
-        none = rl.spanning(store, 1, lo, hi, "2025-03-06", "2025-03-07", 10)
-    assert (lo, hi) == (ids["4.0"], ids["4.1"])
+        day = ev.window_id_list(store, "2025-03-04T00:00:00.000Z", "2025-03-05T00:00:00.000Z",
+                                100)
+        weeks = rl.holding(store, 2, day, 10)  # the first week: 3 to 5 March
+        days = rl.holding(store, 1, day, 10)
+        both = rl.holding(store, 1, sorted([ids["3.1"], ids["4.0"], ids["10.1"], ids["fresh"]]),
+                          10)
+        first = rl.holding(store, 1, sorted([ids["3.1"], ids["4.0"], ids["10.1"]]), 1)
+    assert day == [ids["4.0"], ids["4.1"]]
     assert [(w.first_event, w.last_event) for w in weeks] == [(ids["3.0"], ids["5.1"])]
     assert [(d.first_event, d.last_event) for d in days] == [(ids["4.0"], ids["4.1"])]
-    assert none == []
+    # the 3rd's, the 4th's and the 10th's episodes; the fresh event is under none
+    assert [d.first_event for d in both] == [ids["3.0"], ids["4.0"], ids["10.0"]]
+    assert [d.first_event for d in first] == [ids["3.0"]]
+
+
+def test_nodes_whose_times_cover_the_day_but_hold_none_of_it_do_not_crowd_it_out(
+        offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        _episode(store, [_note("Good morning, standup at ten.", "2025-03-05T08:00:00.000Z")],
+                 "5 March morning")
+        for k in range(60):  # an import out of time order: each episode "covers" the 5th
+            _episode(store, [_note(f"Parser crash {k}: parser crash again.",
+                                   "2025-03-01T09:00:00.000Z"),
+                             _note(f"Notes {k}.", "2025-03-09T09:00:00.000Z")],
+                     f"episode {k}")
+        said = [_note(f"Imported log line {i} about the dashboard.",
+                      f"2025-03-05T{9 + i // 10:02d}:{i % 10 * 5:02d}:00.000Z") for i in range(30)]
+        said[17] = _note("The parser crash in the importer was a null byte.", said[17].ts)
+        _episode(store, said, "imported 5 March")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "parser crash on 5 March 2025")
+    assert not got.refused, got.reason
+    assert [f.body for f in got.events] == ["The parser crash in the importer was a null byte."]
+
+
+def test_a_refusal_on_weight_quotes_the_days_weightiest_event(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        for day in (1, 2, 3, 4):  # "alpha" and "beta" are common, "gamma" rarer, "zeta" unsaid
+            _episode(store, [_note(f"Alpha beta filler {day}-{i}.",
+                                   f"2025-03-0{day}T{8 + i // 6:02d}:{i % 6 * 10:02d}:00.000Z")
+                             for i in range(40)], f"day {day}")
+        _episode(store, [_note("Alpha beta sync with the team.", "2025-03-05T09:00:00.000Z"),
+                         _note("Gamma alpha restart after the outage.",
+                               "2025-03-05T10:00:00.000Z")], "day 5")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "zeta gamma alpha beta on 5 March 2025")
+    assert got.refused and got.matched_tokens == ("gamma", "alpha"), got
+    assert "but what was said then holds gamma, alpha (2/4), only 0." in got.reason, got.reason

@@ -141,9 +141,10 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         words = query_words(text)
     phrases = ev.fts_terms(words)
     windows = tuple((w.start, w.end, w.name) for w in found)
-    # the whole query's words ("on 8 April" is not "on 12 April") and those searched for
-    # ("March 3" names a day, "march 3" does not)
-    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e", *phrases])
+    # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
+    # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
+    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
+                          *ev.fts_terms(query_words(topic))])
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "

@@ -26,6 +26,7 @@ query words are de-duplicated in linear time, so a pasted book costs what 2,000 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import time
@@ -47,6 +48,7 @@ from .tokens import query_words, stem, words
 log = logging.getLogger(__name__)
 
 UNLINKED = "; unlinked (no provenance), not drilled into"
+DAY_EVENTS = 20_000  # of a day (week, month) the query names, events whose nodes a rung reads
 
 
 @dataclass(frozen=True)
@@ -137,11 +139,21 @@ class _Scorer:
     def __post_init__(self) -> None:
         self.stems = {t: stem(t) for t in self.tokens}
 
+    day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
+
     def reaches(self, first_ts: str | None, last_ts: str | None) -> bool:
         """Whether the span first_ts..last_ts (inclusive; an event's ts twice) reaches into a
         day the query names (False when it names none, or the span has no time)."""
         return first_ts is not None and last_ts is not None and any(
             first_ts < w.end and w.start <= last_ts for w in self.days)
+
+    def holds_day(self, r: rl.Rollup) -> bool:
+        """Whether a node's span holds an event said on a day the query names (its times alone
+        may cover the day and hold none of it: an import out of time order)."""
+        if r.first_event is None or r.last_event is None:
+            return False
+        i = bisect.bisect_left(self.day_ids, r.first_event)
+        return i < len(self.day_ids) and self.day_ids[i] <= r.last_event
 
     def names(self) -> str:
         return ", ".join(w.name for w in self.days)
@@ -198,9 +210,10 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     A day, week or month the query names (`memory.dates`, read as recall and search read it:
     the owner's days in `tz`, default UTC; a day without its year placed by `today`) narrows
     the walk (ADR-0029): its words ("8 April 2024", "yesterday") are not words to match (unless
-    the query is nothing but a date), the nodes whose spans reach into the day are preferred on each
-    rung, only events said on it are returned, and when none of the events reached was, the
-    walk refuses (an answer from another day is a wrong answer).
+    the query is nothing but a date), the nodes whose spans hold an event of the day are
+    preferred on each rung, only events said on it are returned, and one of them must hold the
+    query as an entry would, else the walk refuses (an answer from another day is a wrong
+    answer).
 
     With the semantic channel on, the caller passes `semantic`: a function that returns the
     query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
@@ -215,6 +228,9 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     days = tuple(w.name for w in windows)
     n = len(tokens)
     sc = _Scorer(tokens, windows) if n else None
+    if sc and windows:
+        sc.day_ids = sorted({i for w in windows
+                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)})
     entry = _enter(store, sc, threshold, caps, before_id) if sc else None
     weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
@@ -229,19 +245,22 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
         # a day named: what was said on it must hold the query as the entry did (the entry's
         # own words may have been said on another day): the first of the day's events that
         # holds the threshold's share of the words and of their weight
-        weights = [(m, _weighted(store, sc, m)) for m in dict.fromkeys(map(tuple, held))]
-        ok = next((m for m, w in weights if sc.share(m) >= threshold and w >= threshold), None)
+        lists = list(dict.fromkeys(map(tuple, held)))  # most words first
+        enough = [m for m in lists if sc.share(m) >= threshold]
+        weights = {m: _weighted(store, sc, m) for m in enough}
+        ok = next((m for m in enough if weights[m] >= threshold), None)
         if ok is not None:
             return WalkResult(refused=False, confidence=_confidence(ok, n),
                               query_tokens=tuple(tokens), matched_tokens=tuple(ok),
                               trace=(*trace, *steps), events=tuple(found),
                               truncated=cut_depth or cut_gather, query_truncated=cut,
                               entry="lexical", dates=days)
-        best, w = weights[0] if weights else ((), 0.0)
+        # quoted: the day's best by weight among those with the words, else its first
+        best = max(enough, key=lambda m: weights[m]) if enough else (lists[0] if lists else ())
         said = ("holds none of its words" if not best else
-                f"holds at most {', '.join(best)} ({sc.ratio(best)})" if sc.share(best) < threshold
+                f"holds at most {', '.join(best)} ({sc.ratio(best)})" if not enough
                 else f"holds {', '.join(best)} ({sc.ratio(best)}), only "
-                     f"{math.floor(w * 100) / 100:.2f} of the query's weight")
+                     f"{math.floor(weights[best] * 100) / 100:.2f} of the query's weight")
         return _refusal(f"no confident entry point on {sc.names()}: the walk entered on "
                         f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but what was said "
                         f"then {said}", tokens, list(best), n, cut, days=days)
@@ -333,22 +352,21 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
                   ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
     and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`).
-    When the query names days, the coarsest rung with a confident node reaching into one
+    When the query names days, the coarsest rung with a confident node holding one
     (those nodes first; a rung without one is passed, and is the answer only when no rung has
-    one), and each rung's scan also reads the nodes spanning the days' events."""
+    one), and each rung's scan also reads the nodes holding the days' events."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
-    spans = [(*s, w) for w in sc.days if (s := ev.window_ids(store, w.start, w.end)) is not None]
     fallback: tuple[list[tuple[rl.Rollup, list[str]]], int] | None = None
     for level in range(rl.top_level(store), 0, -1):
         scored = [(r, sc.matched(_node_text(r)), s)
                   for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
         seen = {r.id for r, _, _ in scored}
-        for lo, hi, w in spans:  # the day's nodes, whatever their bm25 rank (scored worst)
-            for r in rl.spanning(store, level, lo, hi, w.start, w.end, caps.scan):
-                if r.id not in seen:
-                    seen.add(r.id)
-                    scored.append((r, sc.matched(_node_text(r)), 0.0))
+        # the nodes holding the days' events, whatever their bm25 rank (scored as the worst)
+        for r in rl.holding(store, level, sc.day_ids, caps.scan) if sc.day_ids else ():
+            if r.id not in seen:
+                seen.add(r.id)
+                scored.append((r, sc.matched(_node_text(r)), 0.0))
         scored = [t for t in scored if t[1]]
         if not scored:
             continue
@@ -360,8 +378,8 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
             continue
         if not sc.days:
             return confident[: caps.per_level], level, best_seen
-        confident.sort(key=lambda t: not sc.reaches(t[0].first_ts, t[0].last_ts))  # stable
-        if sc.reaches(confident[0][0].first_ts, confident[0][0].last_ts):
+        confident.sort(key=lambda t: not sc.holds_day(t[0]))  # stable
+        if sc.holds_day(confident[0][0]):
             return confident[: caps.per_level], level, best_seen
         fallback = fallback or (confident[: caps.per_level], level)
     if fallback is not None:
@@ -421,7 +439,7 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
             m = sc.matched(_node_text(c))
             if m:
                 kids.append((c, m, parent.id))
-    kids.sort(key=lambda t: (not sc.reaches(t[0].first_ts, t[0].last_ts) if sc.days else False,
+    kids.sort(key=lambda t: (not sc.holds_day(t[0]) if sc.days else False,
                              -len(t[1]), t[0].id))
     return kids[:keep]
 

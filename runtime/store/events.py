@@ -611,6 +611,14 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
 WINDOW_SCAN = 10_000  # matches of a window's id range read at most, in it or not
 
 
+def window_id_list(store: Store, start: str, end: str, limit: int) -> list[int]:
+    """The ids of the events (hot or archived) with start <= ts < end, sorted: the first
+    `limit` of each table by ts (its ts index)."""
+    return sorted(int(r[0]) for table in ("events", "events_archive") for r in store.query(
+        f"SELECT id FROM {table} WHERE ts >= ? AND ts < ? ORDER BY ts LIMIT ?",
+        (start, end, limit)))
+
+
 def window_ids(store: Store, start: str, end: str) -> tuple[int, int] | None:
     """The lowest and highest id of the events (hot or archived) with start <= ts < end
     (None: none): min/max over the window's entries in each table's ts index. Between them
@@ -659,14 +667,14 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
 def any_shown(store: Store, event_ids: Sequence[int], rollup_ids: Sequence[int]) -> bool:
     """Whether any of these events is there and no bookkeeping, or any of these rollups is
     there (what a search page would show), read IDS_PER_READ ids at a time."""
-    skip = sorted(BOOKKEEPING_KINDS)
-    for ids, sql in ((event_ids, "SELECT 1 FROM history WHERE id IN ({}) AND kind NOT IN "
-                      f"({','.join('?' * len(skip))}) LIMIT 1"),
-                     (rollup_ids, "SELECT 1 FROM rollups WHERE id IN ({}) LIMIT 1")):
+    skip = tuple(sorted(BOOKKEEPING_KINDS))
+    reads = ((event_ids, f"SELECT 1 FROM history WHERE id IN ({{}}) AND kind NOT IN "
+              f"({','.join('?' * len(skip))}) LIMIT 1", skip),
+             (rollup_ids, "SELECT 1 FROM rollups WHERE id IN ({}) LIMIT 1", ()))
+    for ids, sql, more in reads:
         for n in range(0, len(ids), IDS_PER_READ):
             part = tuple(ids[n:n + IDS_PER_READ])
-            params = (*part, *skip) if ids is event_ids else part
-            if store.query(sql.format(",".join("?" * len(part))), params):
+            if store.query(sql.format(",".join("?" * len(part))), (*part, *more)):
                 return True
     return False
 
