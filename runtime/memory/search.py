@@ -114,7 +114,7 @@ class Plan:
     tops: tuple[int, int]  # highest event id, highest rollup id
     rare: tuple[int, int]  # per index: bitmask of the groups ranked in full; -1: every match
     windows: tuple[tuple[str, str, str], ...] = ()  # the days named: (start, end, name)
-    asked: int = 0  # the fingerprint of the whole query's words, its dates' too
+    asked: int = 0  # the fingerprint of the query's words, and of those its dates leave
 
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
@@ -398,10 +398,9 @@ class _Page:
     def _more(self) -> bool:
         """Whether a later page would show anything: a candidate not yet passed that is no
         bookkeeping (which shows nothing), else one step further on, undone."""
-        if self.phase == 0 and ev.any_shown(
-                self.store, [i for kind, i in self.order if kind == 0 and not self._is_shown(
-                    (kind, i))], [i for kind, i in self.order if kind == 1 and
-                                  not self._is_shown((kind, i))]):
+        left = [k for k in self.order if not self._is_shown(k)] if self.phase == 0 else []
+        if left and ev.any_shown(self.store, [i for kind, i in left if kind == 0],
+                                 [i for kind, i in left if kind == 1]):
             return True
         saved = bytes(self.shown), self.phase, self.before
         try:

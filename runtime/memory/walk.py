@@ -134,12 +134,11 @@ def query_tokens(query: str) -> list[str]:
 class _Scorer:
     tokens: list[str]
     days: Sequence[dates.Window] = ()  # the days the query names: they narrow the walk
+    day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
     stems: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.stems = {t: stem(t) for t in self.tokens}
-
-    day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
 
     def reaches(self, first_ts: str | None, last_ts: str | None) -> bool:
         """Whether the span first_ts..last_ts (inclusive; an event's ts twice) reaches into a
