@@ -24,7 +24,11 @@ from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.tools import ToolContext, default_registry
 
+from . import test_semantic_entry as semantic_entry
 from .conftest import coworker, write_config
+
+# the semantic entry's history and embedding server (tests/test_semantic_entry.py), as fixtures
+embed_server, sem_home = semantic_entry.embed_server, semantic_entry.sem_home
 
 DAYS = {  # day of March 2025: (time, text) said that day
     3: [("09:00", "The parser crashed on unicode input in the importer."),
@@ -191,31 +195,14 @@ def test_each_rung_prefers_the_nodes_that_reach_into_the_day(days_home):
     assert ids["4.0"] not in _ids(plain)  # without a day, the first of the best stands
 
 
-def test_the_semantic_entry_is_narrowed_to_the_day_too(offline_home: Home):
-    from .test_semantic import (
-        CAR,
-        DISTRACTORS,
-        PARAPHRASED,
-        EmbedServer,
-        backfill_with_settings,
-        seed,
-        semantic_cfg,
-    )
-    from .test_semantic_entry import PARAPHRASE, _semantic
-
-    server = EmbedServer().start()
-    try:
-        write_config(offline_home.root, semantic=semantic_cfg(server.url))
-        ids = seed(offline_home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
-        assert backfill_with_settings(offline_home) == len(ids)
-        with Store.open(offline_home.db_path, readonly=True) as store:
-            got = {}
-            for day in ("1 May 2024", "2 May 2024"):
-                query = f"{PARAPHRASE} On {day}."
-                got[day] = walk_result(store, query, semantic=_semantic(offline_home, store,
-                                                                        query, []))
-    finally:
-        server.stop()
+def test_the_semantic_entry_is_narrowed_to_the_day_too(sem_home):
+    home, ids = sem_home  # the car and its paraphrase, said on 1 May 2024 (test_semantic_entry)
+    with Store.open(home.db_path, readonly=True) as store:
+        got = {}
+        for day in ("1 May 2024", "2 May 2024"):
+            query = f"{semantic_entry.PARAPHRASE} On {day}."
+            got[day] = walk_result(store, query,
+                                   semantic=semantic_entry._semantic(home, store, query, []))
     on, off = got["1 May 2024"], got["2 May 2024"]
     assert not on.refused and on.entry == "semantic" and _ids(on)[:1] == [ids[1]], on.reason
     assert on.dates == ("2024-05-01",)
