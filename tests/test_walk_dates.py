@@ -386,3 +386,14 @@ def test_a_refusal_on_weight_quotes_the_days_weightiest_event(offline_home: Home
         got = walk_result(store, "zeta gamma alpha beta on 5 March 2025")
     assert got.refused and got.matched_tokens == ("gamma", "alpha"), got
     assert "but what was said then holds gamma, alpha (2/4), only 0." in got.reason, got.reason
+
+
+def test_the_read_of_a_days_nodes_jumps_over_ids_no_node_holds(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        loose = ev.append_many(store, [_note(f"Loose note {i}.", "2025-03-05T08:00:00.000Z")
+                                       for i in range(10)])  # under no node of the rung
+        held = _episode(store, [_note("Parser crash, held.", "2025-03-05T09:00:00.000Z")],
+                        "held")
+        first = rl.get(store, held).first_event
+        got = rl.holding(store, 1, [*loose, first], 1)  # one node wanted: two look-ups at most
+    assert [r.id for r in got] == [held]
