@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from . import process
 from .errors import Refused, StoreBusy, UsageError
@@ -212,7 +211,7 @@ class Actions:
             return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
                                         door=str(self.door), log_to=rw,
                                         semantic=self._semantic(ro, settings, query),
-                                        tz=ZoneInfo(settings.coworker.timezone))
+                                        tz=settings.coworker.zone)
 
     def search(self, query: str, limit: int = 10, after: str | None = None,
                exhaustive: bool = False) -> Any:
@@ -231,7 +230,7 @@ class Actions:
                         if after is None else None)
             return search(store, query, limit, gate=settings.semantic.gate, semantic=semantic,
                           after=after, exhaustive=exhaustive,
-                          tz=ZoneInfo(settings.coworker.timezone))  # "on 3 March": the owner's
+                          tz=settings.coworker.zone)
 
     def _semantic(self, store: Any, settings: Any, query: str) -> Any:
         """The semantic channel for one query (None when it is off). The embedder and vectors
@@ -251,7 +250,7 @@ class Actions:
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         with self._store(readonly=True) as store:  # a named day is the owner's, as in the loop
             found = recall(store, text, max_terms=cfg.max_terms,
-                           tz=ZoneInfo(settings.coworker.timezone))
+                           tz=settings.coworker.zone)
         items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
                   "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
                  for h in found.hits[: budget.max_items]]

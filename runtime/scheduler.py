@@ -85,7 +85,7 @@ class Scheduler:
         self._sched: AsyncIOScheduler | None = None
 
     def start(self) -> None:
-        self._sched = AsyncIOScheduler(timezone=ZoneInfo(self.settings.coworker.timezone))
+        self._sched = AsyncIOScheduler(timezone=self.settings.coworker.zone)
         self._add_jobs()
         self._sched.start()
 

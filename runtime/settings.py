@@ -84,6 +84,11 @@ class CoworkerSection(Section):
         "the rest wait for the next tick")
     timezone: str = Field("UTC", description="IANA time zone for rituals, e.g. Europe/Berlin")
 
+    @property
+    def zone(self) -> ZoneInfo:
+        """The owner's time zone: the days memory reads ("on 3 March", "yesterday") are its."""
+        return ZoneInfo(self.timezone)
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, v: str) -> str:

@@ -18,7 +18,6 @@ import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from .. import context as ctx
 from ..errors import ModelError
@@ -319,7 +318,7 @@ class Turn:
         try:
             before = self.first_input or self.tick_id
             semantic = tc.semantic.get(tc.store, tc.settings.semantic)
-            tz = ZoneInfo(tc.settings.coworker.timezone)  # "on 3 March" is the owner's day
+            tz = tc.settings.coworker.zone  # "on 3 March" is the owner's day
             if semantic is None:
                 found = recall(tc.store, text, before_id=before, k=cfg.max_items,
                                max_terms=cfg.max_terms, tz=tz)

@@ -635,9 +635,8 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
     (highest id) first, at most `limit`, the loop's bookkeeping left out. The window's ids are
     bounded by the ts indexes of both tables (min/max over the window's entries: a scan of the
     window's events in the index, cheap for a day, milliseconds for a month); the matches
-    between them are read newest first
-    and each is kept only if its own ts is inside (an import can put an older day's events
-    among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
+    between them are read newest first and each is kept only if its own ts is inside (an
+    import can put an older day's events among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
     window whose range is mostly other days (an import of days the log already holds) costs
     no more than that, and its older matches are left out."""
     span = window_ids(store, start, end)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
@@ -42,7 +41,7 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     query, cut = cap_query(p.query)
     semantic = _semantic(ctx, query) if p.after is None else None
     hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after,
-                  tz=ZoneInfo(ctx.settings.coworker.timezone))
+                  tz=ctx.settings.coworker.zone)
     note = [QUERY_NOTE] if cut else []
     if hits.dates:
         note.append(f"(said on {', '.join(hits.dates)}: those matches come first)")
@@ -75,7 +74,7 @@ def _walk(ctx: ToolContext, p: WalkInput) -> str:
     result = walker.walk_recorded(ctx.store, p.query, ctx.settings.memory.walk_threshold,
                                   door="tool", before_id=ctx.first_input_id or ctx.tick_id,
                                   semantic=_semantic(ctx, p.query),
-                                  tz=ZoneInfo(ctx.settings.coworker.timezone))
+                                  tz=ctx.settings.coworker.zone)
     return json.dumps(result, ensure_ascii=False)
 
 
