@@ -399,7 +399,7 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     """Lexical search over events, the archive and rollups (BM25, best first), a page at a
     time: when there is more, the last line is the command for the next page. A day the query
     names ("on 3 March 2025", "yesterday", "last week") is read as that day, in [coworker]
-    timezone: the matches said on it come first.
+    timezone: the matches said on it, or about it in the week after ("yesterday"), come first.
 
     \b
     Example:
@@ -421,7 +421,7 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
         out.print("no more matches" if after else "no matches")
         raise click.exceptions.Exit(1)
     if hits.dates:
-        out.print(f"said on {', '.join(hits.dates)}: those matches come first")
+        out.print(f"said on or about {', '.join(hits.dates)}: those matches come first")
     out.print(render.table(["what", "id", "date", "kind", "excerpt"],
                            [(h.kind, h.id, (h.ts or "")[:10], h.label, h.excerpt) for h in hits]))
     if hits.next_cursor:

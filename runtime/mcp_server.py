@@ -162,9 +162,10 @@ def build(home: Home) -> MCPServer:
         null when nothing is left, else pass it as `after` (with the same query) for the next
         page; paging on reaches every match once. `limit`: 1 to 200. A day, week or month the
         query names ("deploy on 8 April 2024", "parser yesterday", "last week") is read as that
-        time in the owner's time zone, not as words: the matches said then come first, then
-        every other match, and `dates` lists the days read. At most 2000 characters of the
-        query are read; a longer one is cut and the result has "query_truncated": true."""
+        time in the owner's time zone, not as words: the matches said then, or about it in the
+        week after ("yesterday"), come first, then every other match, and `dates` lists the
+        days read. At most 2000 characters of the query are read; a longer one is cut and the
+        result has "query_truncated": true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 

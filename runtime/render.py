@@ -204,7 +204,7 @@ def walk(store: Store, query: str, result: dict[str, Any]) -> None:
     if result["refused"]:
         out.print(f"refused: {result['reason']}")
         return
-    said = f'; said on {", ".join(result["dates"])}' if result.get("dates") else ""
+    said = f'; said on or about {", ".join(result["dates"])}' if result.get("dates") else ""
     out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
               f'({len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
               f'{", ".join(result["matched_tokens"])}{said})')

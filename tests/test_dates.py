@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, timedelta
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from runtime.memory import dates
 from runtime.memory.dates import MONTHS, named
 from runtime.memory.recall import extract_terms
 
@@ -281,3 +282,11 @@ def test_reading_a_stored_text_never_fails(text: str, ts: str):
 
     for w in said(text, ts):
         assert w.start < w.end, (text, ts, w)
+
+
+def test_a_window_before_the_year_1000_and_the_week_after_the_calendars_end():
+    # "%Y" writes 999, which no stored ts sorts beside; "later" read it back and raised
+    monday = dates.windows("deploy on Monday", date(1000, 1, 1), UTC)[0][0]
+    assert monday.start == "0999-12-30T00:00:00.000Z" and monday.end == "0999-12-31T00:00:00.000Z"
+    assert dates.later(monday.end, 7, UTC) == "1000-01-07T00:00:00.000Z"
+    assert dates.later("9999-12-30T00:00:00.000Z", 7, UTC) == dates.END_OF_TIME

@@ -204,7 +204,7 @@ def test_the_doors_say_which_days_came_first(dated):
     out = coworker("search", "deploy", "on", "3", "March", "2025", "-n", "3",
                    env=_env(home))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0] == "said on 2025-03-03: those matches come first"
+    assert out.stdout.splitlines()[0] == "said on or about 2025-03-03: those matches come first"
     plain = coworker("search", "deploy", "-n", "3", env=_env(home))
     assert "said on" not in plain.stdout
     write_config(home.root, coworker={"timezone": "Europe/Berlin"})  # the agent's tool too
@@ -215,7 +215,7 @@ def test_the_doors_say_which_days_came_first(dated):
         answer = tool.run(ctx, tool.params(query="deploy on 5 March 2025", limit=3))
         want = _expected(_flat(store, "deploy"), ts, "2025-03-04T23:00", "2025-03-05T23:00")
     lines = answer.splitlines()
-    assert lines[0] == "(said on 2025-03-05: those matches come first)"
+    assert lines[0] == "(said on or about 2025-03-05: those matches come first)"
     assert [int(line.split(" · ")[0].split()[1]) for line in lines[1:1 + len(want)]] == want
     as_json = coworker("search", "deploy", "3", "March", "2025", "--json", "-n", "2",
                        env=_env(home))
@@ -330,3 +330,51 @@ def test_a_cursor_knows_whether_its_words_named_a_day(dated):
         assert alone.dates == ("2025-03-03",) and alone.next_cursor
         with pytest.raises(CursorError, match="another query"):
             search(store, "march 3", 2, after=alone.next_cursor, today=date(2025, 3, 20))
+
+
+def _told(store: Store) -> dict[str, int]:
+    """Notes said after 3 March about it, and two that are not about it (ADR-0027)."""
+    rows = {
+        "yesterday": ("Yesterday the deploy of the gateway went out late.", "2025-03-04T08:00"),
+        "written": ("Looking back: on 3 March the deploy was rolled back.", "2025-03-09T12:00"),
+        "too_late": ("On 3 March we did a deploy, for the record.", "2025-03-14T12:00"),
+        "other_day": ("Yesterday's deploy went well.", "2025-03-07T08:00"),
+        "said_on_the_day": ("Tomorrow the deploy goes on.", "2025-03-03T18:00"),
+    }
+    ids = ev.append_many(store, [Event(kind="note", body=b, actor="coworker",
+                                       author_kind="agent", ts=f"{t}:00.000Z")
+                                 for b, t in rows.values()])
+    return dict(zip(rows, ids, strict=True))
+
+
+def test_what_was_said_about_the_day_in_the_week_after_comes_first_too(dated):
+    home, ts = dated
+    with Store.open(home.db_path) as store:
+        told = _told(store)
+    ts |= {i: "2025-03-03T18:00:00.000Z" if k == "said_on_the_day" else "later"
+           for k, i in told.items()}
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        # said on the day, or in the seven days after about it ("yesterday", "on 3 March")
+        about = {i for i in flat if "2025-03-03" <= ts[i] < "2025-03-04"}
+        about |= {told["yesterday"], told["written"]}
+        first = sorted(about, key=lambda i: (flat[i], i))
+        for exhaustive in (False, True):
+            page = search(store, "deploy on 3 March 2025", 20, exhaustive=exhaustive)
+            assert [h.id for h in page][:len(first)] == first, exhaustive
+        _first_then_every(_pages(store, "deploy on 3 March 2025", 3), first, flat)
+        # a mention of another day, or one said more than a week after, is not about it
+        assert told["other_day"] in flat and told["too_late"] in flat
+
+
+def test_fts_among_scores_only_the_ids_asked_as_the_flat_ranking_does(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        ids = sorted(ts)[::3]  # every third note: matches and not, with matches between them
+        got = dict(ev.fts_among(store, '"deploy"', ids))
+        assert ev.fts_among(store, '"deploy"', []) == []
+    want = {i: flat[i] for i in ids if i in flat}
+    assert got.keys() == want.keys() and 0 < len(want) < len(ids)
+    assert all(abs(got[i] - want[i]) < 1e-9 for i in want)
+    assert any(min(ids) < i < max(ids) and i not in ids for i in flat)  # the test can tell

@@ -152,7 +152,7 @@ def test_the_doors_read_the_day_in_the_owners_time_zone(days_home):
     assert sorted(e["id"] for e in got["events"]) == sorted([ids["3.2"], ids["4.0"]])
     text = coworker("walk", "parser", "crash", "on", "4", "March", "2025",
                     env={**os.environ, "COWORKER_HOME": str(home.root)})
-    assert "said on 2025-03-04" in text.stdout.splitlines()[0]
+    assert "said on or about 2025-03-04" in text.stdout.splitlines()[0]
     with Store.open(home.db_path) as store:
         ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
                           tick_id=None, live=False)
@@ -397,3 +397,39 @@ def test_the_read_of_a_days_nodes_jumps_over_ids_no_node_holds(offline_home: Hom
         first = rl.get(store, held).first_event
         got = rl.holding(store, 1, [*loose, first], 1)  # one node wanted: two look-ups at most
     assert [r.id for r in got] == [held]
+
+
+def test_what_was_said_about_the_day_in_the_week_after_answers_for_it(offline_home: Home):
+    """ADR-0027: "yesterday", said on the 6th, is the 5th. The 6th's own crash is not. The
+    episodes of the 1st to the 4th match better; the one that holds what was said about the
+    5th is preferred all the same."""
+    said = {d: [("09:00", "Parser crash, parser crash: the parser crash log of the day."),
+                ("12:00", "Parser crash triage.")] for d in (1, 2, 3, 4)}
+    said |= {5: [("10:00", "Billing invoice rounding fixed by Dana."),
+                ("16:00", "Standup notes, nothing new.")],
+            6: [("08:00", "Yesterday the parser crash came back after lunch."),
+                ("15:00", "Parser crash again today, on a long line.")],
+            20: [("09:00", "The parser crash of 5 March was a null byte.")]}  # too late
+    with Store.open(offline_home.db_path) as store:
+        ids = {}
+        for day, rows in said.items():
+            got = ev.append_many(store, [
+                Event(kind="note", body=t, actor="coworker", author_kind="agent",
+                      ts=f"2025-03-{day:02d}T{hm}:00.000Z") for hm, t in rows])
+            ids.update({f"{day}.{n}": i for n, i in enumerate(got)})
+            if day != 20:  # the 20th is not under a rollup yet
+                rl.seal(store, level=1, first_event=got[0], last_event=got[-1],
+                        source_range=f"{got[0]}-{got[-1]}",
+                        first_ts=f"2025-03-{day:02d}T{rows[0][0]}:00.000Z",
+                        last_ts=f"2025-03-{day:02d}T{rows[-1][0]}:00.000Z",
+                        title=f"the {day} March", body=" ".join(t for _, t in rows), terms="",
+                        method="extractive")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        fifth = walk_result(store, "parser crash on 5 March 2025")
+        sixth = walk_result(store, "parser crash on 6 March 2025")
+        told = walk(store, "parser crash yesterday", today=date(2025, 3, 6))
+    assert not fifth.refused and _ids(fifth) == [ids["6.0"]], fifth.reason
+    assert fifth.dates == ("2025-03-05",) and fifth.confidence == 1.0
+    # said on the 6th, it is the 6th's too: what was said that day, about any day
+    assert sorted(_ids(sixth)) == [ids["6.0"], ids["6.1"]]
+    assert told["events"][0]["id"] == ids["6.0"] and len(told["events"]) == 1

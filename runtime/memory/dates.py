@@ -88,10 +88,14 @@ class Window:
         return other.start <= self.start and self.end <= other.end
 
 
+END_OF_TIME = "9999-12-31T23:59:59.999Z"  # no ts is written after it
+
+
 def _utc(day: date, tz: tzinfo) -> str:
     """Midnight starting `day` in `tz`, as an event's UTC `ts` is written."""
     at = datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    # isoformat, not strftime: "%Y" writes the year 999 as "999", which no ts sorts beside
+    return at.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def _month(text: str) -> int | None:
@@ -107,8 +111,12 @@ def day_of(ts: str, tz: tzinfo) -> date:
 
 def later(ts: str, days: int, tz: tzinfo) -> str:
     """The owner's midnight `days` days after the day of `ts` (a window's end is a midnight:
-    seven of the owner's days, not 168 hours, across a change of clocks)."""
-    return _utc(day_of(ts, tz) + timedelta(days=days), tz)
+    seven of the owner's days, not 168 hours, across a change of clocks); past the calendar's
+    last day, its end."""
+    try:
+        return _utc(day_of(ts, tz) + timedelta(days=days), tz)
+    except OverflowError:
+        return END_OF_TIME
 
 
 def _latest(month: int, day: int, today: date) -> date | None:

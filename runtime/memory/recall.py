@@ -321,16 +321,10 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
         for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
-        after, budget = dates.later(w.end, TOLD_WITHIN, tz or UTC), TOLD_CHARS
-        for e, meta in ev.in_window_meta_unread(store, w.end, after, DATED, before_id,
-                                                newest=False):
-            budget -= min(len(e.body), dates.SAID_CHARS)
-            if budget < 0:  # a week of long, date-dense logs: the nearest days are read
-                break
-            if any(m.within(w) for m in dates.said(e.body, e.ts, tz)):
-                told.add(int(e.id or 0))
-                if int(e.id or 0) not in cands:
-                    cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
+        for e, meta in told_about(store, w, before_id, tz):
+            told.add(int(e.id or 0))
+            if int(e.id or 0) not in cands:
+                cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
     # the reply to a question, where nothing read holds it (the question ends its episode or
     # a day's reading, or no episode holds it yet): its words are often not the question's
     replies = [i + 1 for e, _ in cands.values() if _asks(e) and (i := int(e.id or 0)) + 1
@@ -338,6 +332,29 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
     for i, e in ev.history_of(store, replies).items():
         cands.setdefault(i, (e, None))
     return cands, ep_score, unread, told
+
+
+def told_about(store: Store, w: dates.Window, before_id: int | None = None,
+               tz: tzinfo | None = None,
+               only: Callable[[list[Event]], Collection[int]] | None = None
+               ) -> list[tuple[Event, Any]]:
+    """The events said in the TOLD_WITHIN days after window `w` whose text names a day inside
+    it ("yesterday", said the morning after: ADR-0027), with their meta unread: the oldest
+    DATED of those days (ids below `before_id` only), their first TOLD_CHARS characters in
+    all, nearest days first. Recall, search and the walk read a window's later mentions
+    through this one reading. `only`: given the events read, the ids worth parsing (search
+    parses only its matches); what is read, and so the budget, is the same either way."""
+    after, budget = dates.later(w.end, TOLD_WITHIN, tz or UTC), TOLD_CHARS
+    read: list[tuple[Event, Any]] = []
+    for e, meta in ev.in_window_meta_unread(store, w.end, after, DATED, before_id,
+                                            newest=False):
+        budget -= min(len(e.body), dates.SAID_CHARS)
+        if budget < 0:  # a week of long, date-dense logs: the nearest days are read
+            break
+        read.append((e, meta))
+    keep = None if only is None else only([e for e, _ in read])
+    return [(e, meta) for e, meta in read if (keep is None or int(e.id or 0) in keep)
+            and any(m.within(w) for m in dates.said(e.body, e.ts, tz))]
 
 
 def _asks(e: Event) -> bool:

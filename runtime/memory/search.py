@@ -32,7 +32,8 @@ Only the first page is fused with the semantic channel; later pages are lexical.
 
 Days. A day, week or month the query names (`memory.dates`, read as recall reads it, in the
 owner's time zone) is a time, not words (ADR-0028): the newest WINDOW_MATCHES matches said in
-each window join the candidates and come first, then everything else as above. It ranks; it
+each window, and those said in the week after about a day of it (ADR-0027, as recall reads
+them), join the candidates and come first, then everything else as above. It ranks; it
 never filters, so paging on still reaches every match once. The windows ride in the cursor.
 """
 
@@ -44,7 +45,7 @@ import heapq
 import json
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from datetime import date, tzinfo
 from typing import Any
@@ -59,7 +60,7 @@ from . import dates
 from .cards import cap_query
 from .nearest import Semantic
 from .recall import coverage as covered
-from .recall import rrf
+from .recall import rrf, told_about
 from .tokens import query_words, stem
 
 
@@ -149,7 +150,8 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
                               "drop --after, or drop --exhaustive to page on")
-        return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows)
+        return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows,
+                           tz)
     if not phrases:  # nothing to match: only the semantic channel can answer
         if after is not None:
             raise CursorError("this cursor belongs to another query: search again without it")
@@ -158,7 +160,7 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         plan, shown, phase, membership = _plan(store, phrases, windows, asked), None, (0, 0), None
     else:
         plan, shown, phase, membership = _read_cursor(after, phrases, asked)
-    cands, on_day = _candidates(store, plan)
+    cands, on_day = _candidates(store, plan, tz)
     if membership is not None and membership != _membership(sorted(cands)):
         raise _stale_cursor()
     page = _Page(store, plan, cands, on_day, shown, phase)
@@ -223,21 +225,40 @@ def _rare_mask(counts: list[int]) -> int:
     return mask
 
 
-def _candidates(store: Store, plan: Plan) -> tuple[dict[Key, float], set[Key]]:
+def _candidates(store: Store, plan: Plan, tz: tzinfo | None = None
+                ) -> tuple[dict[Key, float], set[Key]]:
     """Every candidate of both indexes with its bm25 for the whole query, and those said on a
-    day the query names (the newest WINDOW_MATCHES matches of each), which come first."""
+    day the query names (the newest WINDOW_MATCHES matches of each) or about it in the days
+    after, which come first."""
     out: dict[Key, float] = {}
     for (index, k), top, rare in zip(INDEXES, plan.tops, plan.rare, strict=True):
         for expr, limit in _exprs(plan.groups, rare):
             for i, score in ev.fts_scored(store, _wrap(index, expr), top, limit, index=index):
                 out[(k, i)] = score
     on_day: set[Key] = set()
-    for start, end, _ in plan.windows:  # the whole query's phrases: the same bm25 as above
-        for i, score in ev.fts_in_window(store, _or(plan.groups), start, end, plan.tops[0],
-                                         WINDOW_MATCHES):
-            out[(0, i)] = score
-            on_day.add((0, i))
+    for i, score in _on_days(store, _or(plan.groups), plan.windows, plan.tops[0], tz):
+        out[(0, i)] = score  # the whole query's phrases: the same bm25 as above
+        on_day.add((0, i))
     return out, on_day
+
+
+def _on_days(store: Store, match: str, windows: tuple[tuple[str, str, str], ...], top: int,
+             tz: tzinfo | None) -> list[tuple[int, float]]:
+    """(id, bm25) of the matches up to event `top` said on the days named (the newest
+    WINDOW_MATCHES of each), and of those said in the week after that name a day of them
+    ("yesterday", the morning after: ADR-0027, read as recall reads it)."""
+    out: list[tuple[int, float]] = []
+    for start, end, name in windows:
+        out += ev.fts_in_window(store, match, start, end, top, WINDOW_MATCHES)
+        scored: dict[int, float] = {}
+
+        def matching(read: list[Event], scored: dict[int, float] = scored) -> Collection[int]:
+            scored.update(ev.fts_among(store, match, [int(e.id or 0) for e in read]))
+            return scored.keys()  # only the matches' texts are parsed for the days they name
+
+        told = told_about(store, dates.Window(start, end, "", name), top + 1, tz, matching)
+        out += [(int(e.id or 0), scored[int(e.id or 0)]) for e, _ in told]
+    return out
 
 
 def _exprs(groups: tuple[tuple[str, ...], ...], rare: int) -> list[tuple[str, int]]:
@@ -468,7 +489,7 @@ def _stale_cursor() -> CursorError:
 
 def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
                 semantic: Semantic | None, gate: float,
-                windows: tuple[tuple[str, str, str], ...]) -> Hits:
+                windows: tuple[tuple[str, str, str], ...], tz: tzinfo | None = None) -> Hits:
     """Every match ranked (bm25 over both indexes, the top `limit` of each, best first; the
     matches said on a day the query names first), fused as the first page is when lexical
     coverage falls short."""
@@ -485,9 +506,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
             text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body
             hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
                             text[:240], score, "ladder"))
-        top, scored = ev.fts_top_id(store), dict[int, float]()
-        for start, end, _ in windows:
-            scored.update(ev.fts_in_window(store, match, start, end, top, WINDOW_MATCHES))
+        scored = dict(_on_days(store, match, windows, ev.fts_top_id(store), tz))
         if scored:  # they come first: only the best `limit` of them can be shown
             on_day.update(scored)
             new = sorted((i for i in scored if i not in bodies), key=lambda i: (scored[i], i))

@@ -43,6 +43,7 @@ from ..store.events import BOOKKEEPING_KINDS
 from . import dates, docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
+from .recall import told_about
 from .tokens import query_words, stem, words
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ class _Scorer:
     tokens: list[str]
     days: Sequence[dates.Window] = ()  # the days the query names: they narrow the walk
     day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
+    told: set[int] = field(default_factory=set)  # said in the week after, about one of them
     stems: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -146,9 +148,19 @@ class _Scorer:
         return first_ts is not None and last_ts is not None and any(
             first_ts < w.end and w.start <= last_ts for w in self.days)
 
+    def about_day(self, e: Event) -> bool:
+        """Whether an event was said on a day the query names, or in the week after about it
+        ("yesterday", the morning after: ADR-0027)."""
+        return self.reaches(e.ts, e.ts) or int(e.id or 0) in self.told
+
+    def worded(self, read: Sequence[Event]) -> set[int]:
+        """The ids of the events holding a query word: only those can be returned, or lead the
+        walk to a node (the days' later mentions are parsed for only these)."""
+        return {int(e.id or 0) for e in read if self.matched(e.body)}
+
     def holds_day(self, r: rl.Rollup) -> bool:
-        """Whether a node's span holds an event said on a day the query names (its times alone
-        may cover the day and hold none of it: an import out of time order)."""
+        """Whether a node's span holds an event said on or about a day the query names (its
+        times alone may cover the day and hold none of it: an import out of time order)."""
         if r.first_event is None or r.last_event is None:
             return False
         i = bisect.bisect_left(self.day_ids, r.first_event)
@@ -210,7 +222,8 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     the owner's days in `tz`, default UTC; a day without its year placed by `today`) narrows
     the walk (ADR-0029): its words ("8 April 2024", "yesterday") are not words to match (unless
     the query is nothing but a date), the nodes whose spans hold an event of the day are
-    preferred on each rung, only events said on it are returned, and one of them must hold the
+    preferred on each rung, only events said on it (or in the week after about it: "yesterday",
+    the morning after, read as recall reads it, ADR-0027) are returned, and one of them must hold the
     query as an entry would, else the walk refuses (an answer from another day is a wrong
     answer).
 
@@ -228,8 +241,11 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     n = len(tokens)
     sc = _Scorer(tokens, windows) if n else None
     if sc and windows:
+        sc.told = {int(e.id or 0) for w in windows
+                   for e, _ in told_about(store, w, before_id, tz, sc.worded)}
         sc.day_ids = sorted({i for w in windows
-                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)})
+                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)}
+                            | sc.told)
     entry = _enter(store, sc, threshold, caps, before_id) if sc else None
     weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
@@ -300,7 +316,7 @@ def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexic
     truncated = False
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
-        if e is None or (sc is not None and sc.days and not sc.reaches(e.ts, e.ts)):
+        if e is None or (sc is not None and sc.days and not sc.about_day(e)):
             continue
         trace.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
         body = e.body
@@ -458,7 +474,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
                 found.append((e, m, f"event in span {r.source_range}"))
     found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
     if sc.days:  # only what was said on a day the query names
-        found = [t for t in found if sc.reaches(t[0].ts, t[0].ts)]
+        found = [t for t in found if sc.about_day(t[0])]
     found.sort(key=lambda t: (-len(t[1]), t[0].id or 0))
     first: dict[int, tuple[Event, list[str], str]] = {}
     for t in found:  # an event reached twice keeps its best reason

@@ -608,6 +608,21 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+def fts_among(store: Store, match: str, ids: Sequence[int]) -> list[tuple[int, float]]:
+    """(rowid, bm25) of those of `ids` that match. One statement over their id range (FTS5
+    takes a rowid range, not a list: with `rowid IN (...)` it scores every match first), so
+    it costs what the range holds; bounded: the newest WINDOW_SCAN matches of the range are
+    read, so ids scattered across the history (an import among them) cost no more than
+    that, and the older of them may be left out."""
+    if not ids:
+        return []
+    want = set(ids)
+    rows = store.query("SELECT rowid, bm25(events_fts) FROM events_fts WHERE events_fts MATCH ? "
+                       "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                       (match, min(want), max(want), WINDOW_SCAN))
+    return [(int(r[0]), float(r[1])) for r in rows if int(r[0]) in want]
+
+
 WINDOW_SCAN = 10_000  # matches of a window's id range read at most, in it or not
 
 
@@ -636,9 +651,10 @@ def fts_in_window(store: Store, match: str, start: str, end: str, top: int, limi
     bounded by the ts indexes of both tables (min/max over the window's entries: a scan of the
     window's events in the index, cheap for a day, milliseconds for a month); the matches
     between them are read newest first and each is kept only if its own ts is inside (an
-    import can put an older day's events among newer ids). Bounded: at most WINDOW_SCAN matches of that id range are read, so a
-    window whose range is mostly other days (an import of days the log already holds) costs
-    no more than that, and its older matches are left out."""
+    import can put an older day's events among newer ids). Bounded: at most WINDOW_SCAN
+    matches of that id range are read, so a window whose range is mostly other days (an
+    import of days the log already holds) costs no more than that, and its older matches are
+    left out."""
     span = window_ids(store, start, end)
     if span is None or limit <= 0:
         return []

@@ -44,7 +44,7 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
                   tz=ctx.settings.coworker.zone)
     note = [QUERY_NOTE] if cut else []
     if hits.dates:
-        note.append(f"(said on {', '.join(hits.dates)}: those matches come first)")
+        note.append(f"(said on or about {', '.join(hits.dates)}: those matches come first)")
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])
