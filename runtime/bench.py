@@ -113,6 +113,7 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
         dated = dated_queries(qs, *store.query("SELECT min(ts), max(ts) FROM history")[0])
         dated_ms, _ = _time(lambda q: search(store, q, 10), dated)
+        walk_dated_ms, dated_walks = _time(walked, dated)
         cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
         next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
         # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
@@ -146,6 +147,9 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
         "search": stats(search_ms),
         "search_next_page": stats(next_ms) if next_ms else None,
         "search_dated": stats(dated_ms) if dated_ms else None,
+        # the same queries walked: narrowed to the day, or refused (ADR-0029)
+        "walk_dated": stats(walk_dated_ms) if walk_dated_ms else None,
+        "walk_dated_entered": sum(1 for w in dated_walks if not w["refused"]),
         "recall": stats(recall_ms),
         "bare_fts5": stats(bare_ms),
     }

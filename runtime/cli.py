@@ -607,7 +607,8 @@ def bench(n_events: int, n_queries: int, semantic: bool, as_json: bool) -> None:
     out.print(f"{result['events']:,} events: import {result['import_s']} s "
               f"({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
               f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
-    for name in ("walk", "recall", "search", "search_next_page", "search_dated", "bare_fts5"):
+    for name in ("walk", "walk_dated", "recall", "search", "search_next_page", "search_dated",
+                 "bare_fts5"):
         r = result.get(name)
         if r is None:  # no query had a second page
             continue

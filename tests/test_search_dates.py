@@ -295,6 +295,13 @@ def test_a_cursor_belongs_to_its_days_too(dated):
             zlib.compress(json.dumps(state).encode())).decode().rstrip("=")
         with pytest.raises(CursorError, match="is not a search cursor"):
             search(store, "deploy on 3 March 2025", 2, after=forged)
+        # nor one whose day is not a time (the week after it would be read from it)
+        for start in ("not-a-time", "999-12-31T00:00:00.000Z"):
+            state["w"] = [[start, "2025-03-04T00:00:00.000Z", "2025-03-03"]]
+            forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
+                zlib.compress(json.dumps(state).encode())).decode().rstrip("=")
+            with pytest.raises(CursorError, match="is not a search cursor"):
+                search(store, "deploy on 3 March 2025", 2, after=forged)
 
 
 def test_a_fused_page_keeps_the_days_matches_first(offline_home: Home):
@@ -378,3 +385,16 @@ def test_fts_among_scores_only_the_ids_asked_as_the_flat_ranking_does(dated):
     assert got.keys() == want.keys() and 0 < len(want) < len(ids)
     assert all(abs(got[i] - want[i]) < 1e-9 for i in want)
     assert any(min(ids) < i < max(ids) and i not in ids for i in flat)  # the test can tell
+
+
+def test_fts_among_reads_ids_by_stretches_so_none_is_cut_by_the_range(dated, monkeypatch):
+    home, ts = dated  # an import can put one of the week's ids far from the others
+    monkeypatch.setattr(ev, "IDS_PER_READ", 2)
+    monkeypatch.setattr(ev, "WINDOW_SCAN", 2)  # a range over every id would keep two matches
+    with Store.open(home.db_path, readonly=True) as store:
+        flat = _flat(store, "deploy")
+        ids = sorted(i for i in flat if i in ts)
+        asked = [ids[0], ids[1], ids[-1]]  # two stretches, many matches between them
+        assert dict(ev.fts_among(store, '"deploy"', asked)).keys() == set(asked)
+        monkeypatch.setattr(ev, "AMONG_STRETCHES", 1)  # bounded: the first-asked stretch only
+        assert dict(ev.fts_among(store, '"deploy"', asked[::-1])).keys() == {ids[-1]}

@@ -13,11 +13,13 @@ import os
 from datetime import date
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime.home import Home
+from runtime.memory.embed import Matrix
 from runtime.memory.walk import Caps, walk, walk_result
 from runtime.store import Event, Store
 from runtime.store import events as ev
@@ -433,3 +435,39 @@ def test_what_was_said_about_the_day_in_the_week_after_answers_for_it(offline_ho
     # said on the 6th, it is the 6th's too: what was said that day, about any day
     assert sorted(_ids(sixth)) == [ids["6.0"], ids["6.1"]]
     assert told["events"][0]["id"] == ids["6.0"] and len(told["events"]) == 1
+
+
+def test_a_later_note_about_another_day_too_is_not_the_days_answer(days_home):
+    """It names the 5th ("yesterday") and the 4th: not about the 5th alone, so a question about
+    the 5th's parser crash is still refused, not answered from the 4th's."""
+    home, _ = days_home
+    with Store.open(home.db_path) as store:
+        ev.append(store, Event(kind="note", body="Yesterday was quiet. The parser crash of "
+                               "4 March is still open.", actor="coworker", author_kind="agent",
+                               ts="2025-03-06T08:00:00.000Z"))
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, "parser crash on 5 March 2025")
+    assert got.refused and got.events == () and got.dates == ("2025-03-05",), got.events
+
+
+def test_the_semantic_entry_returns_what_was_said_about_the_day_in_other_words(
+        offline_home: Home):
+    """By meaning, the note said the next morning about the 5th is the 5th's, though it holds
+    no word of the query (the lexical side reads only texts holding one)."""
+    with Store.open(offline_home.db_path) as store:
+        other = ev.append_many(store, [
+            Event(kind="note", body=f"Standup notes {i}, nothing new.", actor="coworker",
+                  author_kind="agent", ts=f"2025-03-0{i}T10:00:00.000Z") for i in range(1, 5)])
+        told = ev.append(store, Event(kind="note", body="Yesterday my car broke down on the "
+                                      "motorway.", actor="coworker", author_kind="agent",
+                                      ts="2025-03-06T08:00:00.000Z"))
+    ids = np.array([*other, told], dtype=np.int64)
+    rows = np.array([[0.0, 1.0, 0.0]] * len(other) + [[1.0, 0.0, 0.0]], dtype=np.float32)
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        fifth = walk_result(store, "vehicle failure on 5 March 2025",
+                            semantic=lambda: (query, Matrix(ids, rows)))
+        fourth = walk_result(store, "vehicle failure on 4 March 2025",
+                             semantic=lambda: (query, Matrix(ids, rows)))
+    assert not fifth.refused and fifth.entry == "semantic" and _ids(fifth) == [told]
+    assert fourth.refused and fourth.events == ()

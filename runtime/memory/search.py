@@ -47,7 +47,7 @@ import zlib
 from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
-from datetime import date, tzinfo
+from datetime import UTC, date, tzinfo
 from typing import Any
 
 from ..errors import UsageError
@@ -464,12 +464,15 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
         body = cursor[len(CURSOR_PREFIX):]
         state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
         windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
+        for start, end, _ in windows:  # times, as a search writes them: the week after is read
+            dates.day_of(start, UTC), dates.day_of(end, UTC)
         plan = Plan(_groups(phrases), (int(state["t"][0]), int(state["t"][1])),
                     (int(state["r"][0]), int(state["r"][1])), windows, asked)
         phase = (int(state["p"]), int(state["b"]))
         shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
         fingerprint, membership = int(state["q"]), int(state["h"])
-    except (ValueError, KeyError, IndexError, TypeError, zlib.error, binascii.Error):
+    except (ValueError, OverflowError, KeyError, IndexError, TypeError, zlib.error,
+            binascii.Error):
         raise bad from None
     if fingerprint != asked:
         raise CursorError("this cursor belongs to another query: page on with the same words, "

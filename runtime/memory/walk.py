@@ -30,7 +30,7 @@ import bisect
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import date, tzinfo
 from typing import Any
@@ -137,6 +137,8 @@ class _Scorer:
     days: Sequence[dates.Window] = ()  # the days the query names: they narrow the walk
     day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
     told: set[int] = field(default_factory=set)  # said in the week after, about one of them
+    before_id: int | None = None  # the walk's: events from this id on are not read
+    tz: tzinfo | None = None  # the owner's days
     stems: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +154,13 @@ class _Scorer:
         """Whether an event was said on a day the query names, or in the week after about it
         ("yesterday", the morning after: ADR-0027)."""
         return self.reaches(e.ts, e.ts) or int(e.id or 0) in self.told
+
+    def told_of(self, store: Store, only: Callable[[list[Event]], Collection[int]]
+                ) -> set[int]:
+        """The ids of the events said in the week after a named day about it alone (every day
+        a text names inside it: ADR-0027, read as recall reads it), among those `only` keeps."""
+        return {int(e.id or 0) for w in self.days
+                for e, _ in told_about(store, w, self.before_id, self.tz, only, every=True)}
 
     def worded(self, read: Sequence[Event]) -> set[int]:
         """The ids of the events holding a query word: only those can be returned, or lead the
@@ -239,10 +248,9 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     tokens = query_tokens(topic) or query_tokens(query)  # a date alone keeps its words
     days = tuple(w.name for w in windows)
     n = len(tokens)
-    sc = _Scorer(tokens, windows) if n else None
+    sc = _Scorer(tokens, windows, before_id=before_id, tz=tz) if n else None
     if sc and windows:
-        sc.told = {int(e.id or 0) for w in windows
-                   for e, _ in told_about(store, w, before_id, tz, sc.worded)}
+        sc.told = sc.told_of(store, sc.worded)
         sc.day_ids = sorted({i for w in windows
                              for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)}
                             | sc.told)
@@ -314,6 +322,9 @@ def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexic
     stale = dec.stale_events(store)
     rows: list[Found] = []
     truncated = False
+    if sc is not None and sc.days:  # by meaning: what was said about the day, worded or not
+        near = {eid for eid, _ in pr.events}
+        sc.told |= sc.told_of(store, lambda _: near)
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
         if e is None or (sc is not None and sc.days and not sc.about_day(e)):

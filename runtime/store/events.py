@@ -608,19 +608,33 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
+AMONG_STRETCHES = 8  # id stretches `fts_among` reads at most (one statement each)
+
+
 def fts_among(store: Store, match: str, ids: Sequence[int]) -> list[tuple[int, float]]:
-    """(rowid, bm25) of those of `ids` that match. One statement over their id range (FTS5
-    takes a rowid range, not a list: with `rowid IN (...)` it scores every match first), so
-    it costs what the range holds; bounded: the newest WINDOW_SCAN matches of the range are
-    read, so ids scattered across the history (an import among them) cost no more than
-    that, and the older of them may be left out."""
+    """(rowid, bm25) of those of `ids` that match. FTS5 takes a rowid range, not a list (with
+    `rowid IN (...)` it scores every match of `match` first), so the ids are read by stretches
+    (split where IDS_PER_READ ids or more lie between two), one statement a stretch, each
+    costing what it holds and at most WINDOW_SCAN matches. Bounded: the first AMONG_STRETCHES
+    stretches, in the order `ids` gives their ids (ids scattered by an import cost no more)."""
     if not ids:
         return []
     want = set(ids)
-    rows = store.query("SELECT rowid, bm25(events_fts) FROM events_fts WHERE events_fts MATCH ? "
-                       "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-                       (match, min(want), max(want), WINDOW_SCAN))
-    return [(int(r[0]), float(r[1])) for r in rows if int(r[0]) in want]
+    stretches: list[list[int]] = []  # [lo, hi], ascending
+    of: dict[int, int] = {}  # id -> its stretch
+    for i in sorted(want):
+        if not stretches or i - stretches[-1][1] >= IDS_PER_READ:
+            stretches.append([i, i])
+        stretches[-1][1] = i
+        of[i] = len(stretches) - 1
+    read = list(dict.fromkeys(of[int(i)] for i in ids))[:AMONG_STRETCHES]  # as asked
+    out: list[tuple[int, float]] = []
+    for lo, hi in (stretches[n] for n in read):
+        rows = store.query("SELECT rowid, bm25(events_fts) FROM events_fts WHERE events_fts "
+                           "MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                           (match, lo, hi, WINDOW_SCAN))
+        out += [(int(r[0]), float(r[1])) for r in rows if int(r[0]) in want]
+    return out
 
 
 WINDOW_SCAN = 10_000  # matches of a window's id range read at most, in it or not
