@@ -409,24 +409,34 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     """
     import shlex
 
-    hits = Actions(_home(), Door.CLI).search(" ".join(query), n, after=after,
-                                             exhaustive=exhaustive)
+    from .memory.cards import MAX_QUERY_CHARS, cap_query
+    from .memory.search import days_line
+
+    home = _home()
+    text, cut = cap_query(" ".join(query))
+    hits = Actions(home, Door.CLI).search(text, n, after=after, exhaustive=exhaustive)
     if as_json:
         for h in hits:
             render.json_line(h.as_dict())
         if hits.next_cursor:
             render.json_line({"next_cursor": hits.next_cursor})
         return
+    if cut:
+        out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)")
     if not hits:
         out.print("no more matches" if after else "no matches")
         raise click.exceptions.Exit(1)
     if hits.dates:
-        out.print(f"said on or about {', '.join(hits.dates)}: those matches come first")
+        out.print(days_line(hits))
+    zone = home.settings().coworker.zone  # the owner's days, as the query's were read
     out.print(render.table(["what", "id", "date", "kind", "excerpt"],
-                           [(h.kind, h.id, (h.ts or "")[:10], h.label, h.excerpt) for h in hits]))
+                           [(h.kind, h.id, render.day(h.ts, zone), h.label, h.excerpt)
+                            for h in hits]))
     if hits.next_cursor:
-        out.print(f"more: coworker search {shlex.join(query)} -n {n} --after "
-                  f"{hits.next_cursor}")
+        words = shlex.join(text.split()) if cut else shlex.join(query)
+        out.print(f"more: coworker search {words} -n {n} --after {hits.next_cursor}")
+    elif exhaustive and len(hits) == n:
+        out.print(f"(--exhaustive shows the best {n}: -n up to 200 may show more)")
 
 
 @cli.command(name="import")
@@ -1162,7 +1172,8 @@ def _main(argv: list[str] | None) -> int:
         return e.exit_code
     except click.UsageError as e:  # one line, with where to look
         where = e.ctx.command_path if e.ctx is not None else "coworker"
-        err.print(redact(f"error: {e.format_message()}; see `{where} --help`"), markup=False)
+        said = e.format_message().rstrip(".")  # click ends some with a full stop
+        err.print(redact(f"error: {said}; see `{where} --help`"), markup=False)
         return 2
     except click.ClickException as e:
         err.print(redact(f"error: {e.format_message()}"), markup=False)

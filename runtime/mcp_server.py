@@ -163,9 +163,10 @@ def build(home: Home) -> MCPServer:
         page; paging on reaches every match once. `limit`: 1 to 200. A day, week or month the
         query names ("deploy on 8 April 2024", "parser yesterday", "last week") is read as that
         time in the owner's time zone, not as words: the matches said then, or about it in the
-        week after ("yesterday"), come first, then every other match, and `dates` lists the
-        days read. At most 2000 characters of the query are read; a longer one is cut and the
-        result has "query_truncated": true."""
+        week after ("yesterday"), come first, then every other match; `dates` lists the
+        days read and `day_matches` how many matches were said on or about them (0: the hits
+        are all other matches). At most 2000 characters of the query are read; a longer one is
+        cut and the result has "query_truncated": true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
@@ -175,6 +176,7 @@ def build(home: Home) -> MCPServer:
                                      "next_cursor": hits.next_cursor}
             if hits.dates:
                 found["dates"] = list(hits.dates)
+                found["day_matches"] = hits.day_matches
             if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found

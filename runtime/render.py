@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import click
@@ -59,6 +59,17 @@ def ago(iso: str | None, now: datetime | None = None) -> str:
     if delta >= 0:
         return f"{iso[:19]}Z ({duration(delta)} ago)"
     return f"{iso[:19]}Z (in {duration(-delta)})"
+
+
+def day(ts: str | None, zone: tzinfo) -> str:
+    """The owner's day of a stored UTC `ts` ("2025-03-05"), as `[coworker] timezone` reads
+    days; a ts that is no time is shown as stored (ADR-0008)."""
+    if not ts:
+        return ""
+    try:
+        return datetime.fromisoformat(ts).astimezone(zone).date().isoformat()
+    except (ValueError, OverflowError):
+        return ts[:10]
 
 
 def one_line(text: str, limit: int) -> str:

@@ -82,7 +82,9 @@ class CoworkerSection(Section):
     max_inputs_per_turn: int = Field(
         10, ge=1, le=1000, description="inputs (messages, due promises, rituals) one turn takes; "
         "the rest wait for the next tick")
-    timezone: str = Field("UTC", description="IANA time zone for rituals, e.g. Europe/Berlin")
+    timezone: str = Field("UTC", description=(
+        "IANA time zone of the owner's days (recall, search, walk), rituals and imported "
+        "times without an offset, e.g. Europe/Berlin"))
 
     @property
     def zone(self) -> ZoneInfo:

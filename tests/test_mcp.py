@@ -149,10 +149,14 @@ def test_search_reads_a_day_in_the_owners_time_zone(offline_home: Home):
 
     async def body(s: ClientSession):
         return (await s.call_tool("memory_search", {"query": "gateway deploy on 5 March 2025"}),
-                await s.call_tool("memory_search", {"query": "gateway deploy"}))
-    dated, plain = talk(offline_home, body)
+                await s.call_tool("memory_search", {"query": "gateway deploy"}),
+                await s.call_tool("memory_search", {"query": "gateway deploy on 9 March 2025"}))
+    dated, plain, quiet = talk(offline_home, body)
     got = dated.structured_content
     assert got["dates"] == ["2025-03-05"] and "dates" not in plain.structured_content
+    assert got["day_matches"] == 2 and "day_matches" not in plain.structured_content
+    # a day nothing matching was said on: the hits are the other matches, and it says so
+    assert quiet.structured_content["day_matches"] == 0 and quiet.structured_content["hits"]
     assert {h["id"] for h in got["hits"][:2]} == {late, morning}
     assert [h["id"] for h in got["hits"]][2:] == [other]
 

@@ -217,6 +217,9 @@ def test_the_doors_say_which_days_came_first(dated):
     lines = answer.splitlines()
     assert lines[0] == "(said on or about 2025-03-05: those matches come first)"
     assert [int(line.split(" · ")[0].split()[1]) for line in lines[1:1 + len(want)]] == want
+    none = coworker("search", "deploy", "on", "20", "March", "2025", "-n", "3", env=_env(home))
+    assert none.stdout.splitlines()[0] == ("nothing said on or about 2025-03-20 matches: these "
+                                           "are the other matches"), none.stdout
     as_json = coworker("search", "deploy", "3", "March", "2025", "--json", "-n", "2",
                        env=_env(home))
     assert all("id" in json.loads(line) or "next_cursor" in json.loads(line)
@@ -295,6 +298,12 @@ def test_a_cursor_belongs_to_its_days_too(dated):
             zlib.compress(json.dumps(state).encode())).decode().rstrip("=")
         with pytest.raises(CursorError, match="is not a search cursor"):
             search(store, "deploy on 3 March 2025", 2, after=forged)
+        # nor one that decodes to something else, or numbers SQLite cannot hold
+        for other in ([1, 2], {**state, "t": [10**30, -5]}, {**state, "p": -1}):
+            forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
+                zlib.compress(json.dumps(other).encode())).decode().rstrip("=")
+            with pytest.raises(CursorError, match="is not a search cursor"):
+                search(store, "deploy on 3 March 2025", 2, after=forged)
         # nor one whose day is not a time (the week after it would be read from it)
         for start in ("not-a-time", "999-12-31T00:00:00.000Z"):
             state["w"] = [[start, "2025-03-04T00:00:00.000Z", "2025-03-03"]]
@@ -398,3 +407,45 @@ def test_fts_among_reads_ids_by_stretches_so_none_is_cut_by_the_range(dated, mon
         assert dict(ev.fts_among(store, '"deploy"', asked)).keys() == set(asked)
         monkeypatch.setattr(ev, "AMONG_STRETCHES", 1)  # bounded: the first-asked stretch only
         assert dict(ev.fts_among(store, '"deploy"', asked[::-1])).keys() == {ids[-1]}
+
+
+def test_a_cursor_belongs_to_its_time_zone(dated):
+    home, _ = dated  # "yesterday" said at 23:30 UTC is another day's in Auckland
+    auckland = ZoneInfo("Pacific/Auckland")
+    with Store.open(home.db_path, readonly=True) as store:
+        first = search(store, "deploy on 3 March 2025", 2)
+        assert search(store, "deploy on 3 March 2025", 2, after=first.next_cursor)
+        with pytest.raises(CursorError, match="another query"):
+            search(store, "deploy on 3 March 2025", 2, after=first.next_cursor, tz=auckland)
+        there = search(store, "deploy on 3 March 2025", 2, tz=auckland)
+        assert search(store, "deploy on 3 March 2025", 2, after=there.next_cursor, tz=auckland)
+
+
+def test_the_cli_shows_the_owners_days_and_says_what_it_cut(dated):
+    home, ts = dated
+    write_config(home.root, coworker={"timezone": "Pacific/Auckland"})  # UTC+13 in March
+    out = coworker("search", "deploy", "-n", "200", env=_env(home))
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["event"]]
+    late = [i for i, t in ts.items() if t.endswith("T15:00:00.000Z")]  # 04:00 the next day
+    shown = {int(r[1]): r[2] for r in rows}
+    assert late and all(shown[i] > ts[i][:10] for i in late if i in shown), shown
+    assert all(shown[i] == ts[i][:10] for i in shown if ts[i].endswith("T09:00:00.000Z"))
+    long = coworker("search", "deploy", "x" * 5000, "-n", "2", env=_env(home))
+    lines = long.stdout.splitlines()
+    assert lines[0] == "(only the first 2000 characters of the query were read)", long.stdout
+    more = [line for line in lines if line.startswith("more: ")]
+    assert more and len(more[0]) < 2200
+    flat = coworker("search", "deploy", "-n", "3", "--exhaustive", env=_env(home))
+    assert flat.stdout.splitlines()[-1] == ("(--exhaustive shows the best 3: -n up to 200 may "
+                                            "show more)")
+
+
+def test_both_rankings_count_the_days_matches(dated):
+    home, ts = dated
+    with Store.open(home.db_path, readonly=True) as store:
+        want = len(_expected(_flat(store, "deploy"), ts, "2025-03-03", "2025-03-04"))
+        for exhaustive in (False, True):
+            on = search(store, "deploy on 3 March 2025", 2, exhaustive=exhaustive)
+            off = search(store, "deploy on 20 March 2025", 2, exhaustive=exhaustive)
+            assert (on.day_matches, off.day_matches) == (want, 0) and off, exhaustive

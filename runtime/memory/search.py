@@ -79,11 +79,23 @@ class Hit:
 
 
 class Hits(list):
-    """A page of hits, best first, the cursor to the next page (None when none is left), and
-    the days the query named, whose matches come first ("2025-03-03", "2025-03")."""
+    """A page of hits, best first, the cursor to the next page (None when none is left), the
+    days the query named, whose matches come first ("2025-03-03", "2025-03"), and how many
+    matches were said on or about them (0: none; the page then holds only the other matches)."""
 
     next_cursor: str | None = None
     dates: tuple[str, ...] = ()
+    day_matches: int = 0
+
+
+def days_line(hits: Hits) -> str | None:
+    """What a door says of the days the query named (None: it named none)."""
+    if not hits.dates:
+        return None
+    days = ", ".join(hits.dates)
+    if hits.day_matches:
+        return f"said on or about {days}: those matches come first"
+    return f"nothing said on or about {days} matches: these are the other matches"
 
 
 class CursorError(UsageError):
@@ -145,7 +157,7 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
     # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
     asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
-                          *ev.fts_terms(query_words(topic))])
+                          *ev.fts_terms(query_words(topic)), "\x1e", _zone_name(tz)])
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
@@ -412,6 +424,7 @@ class _Page:
         """The page, with a cursor when a match is left to show."""
         out = Hits(hits)
         out.dates = tuple(name for _, _, name in self.plan.windows)
+        out.day_matches = len(self.on_day)
         if not done and self._more():
             out.next_cursor = _write_cursor(self)
         return out
@@ -431,6 +444,12 @@ class _Page:
 
 
 # -- the cursor ----------------------------------------------------------------------------------
+
+
+def _zone_name(tz: tzinfo | None) -> str:
+    """The owner's time zone as a cursor remembers it: a later page read in another zone would
+    read other days' later mentions ("yesterday" at 23:30 UTC is another day in Auckland)."""
+    return str(getattr(tz, "key", None) or tz or "UTC")
 
 
 def _fingerprint(phrases: list[str]) -> int:
@@ -463,6 +482,9 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
     try:
         body = cursor[len(CURSOR_PREFIX):]
         state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
+        if not isinstance(state, dict) or not all(
+                0 <= int(x) < 2**63 for x in (*state["t"], state["p"], state["b"])):
+            raise ValueError("not a cursor's state")
         windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
         for start, end, _ in windows:  # times, as a search writes them: the week after is read
             dates.day_of(start, UTC), dates.day_of(end, UTC)
@@ -530,6 +552,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
                               coverage / gate if gate else 1.0,
                               [h for h in hits if h.kind == "event" and h.id in on_day]))
     out.dates = tuple(name for _, _, name in windows)
+    out.day_matches = len(on_day)
     return out
 
 

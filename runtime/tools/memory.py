@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
-from ..memory.search import search
+from ..memory.search import days_line, search
 from .registry import Tool, ToolContext
 
 QUERY_NOTE = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read; "
@@ -44,7 +44,7 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
                   tz=ctx.settings.coworker.zone)
     note = [QUERY_NOTE] if cut else []
     if hits.dates:
-        note.append(f"(said on or about {', '.join(hits.dates)}: those matches come first)")
+        note.append(f"({days_line(hits)})")
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])
