@@ -581,7 +581,7 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
         click.echo(json.dumps(result, ensure_ascii=False, indent=1))
     else:
         with _store(home, readonly=True) as store:
-            render.walk(store, text, result)
+            render.walk(store, text, result, home.settings().coworker.zone)
     if result["refused"]:
         raise click.exceptions.Exit(1)
 

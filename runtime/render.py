@@ -64,12 +64,18 @@ def ago(iso: str | None, now: datetime | None = None) -> str:
 def day(ts: str | None, zone: tzinfo) -> str:
     """The owner's day of a stored UTC `ts` ("2025-03-05"), as `[coworker] timezone` reads
     days; a ts that is no time is shown as stored (ADR-0008)."""
+    return when(ts, zone)[:10]
+
+
+def when(ts: str | None, zone: tzinfo) -> str:
+    """The owner's time of a stored UTC `ts`, to the minute ("2025-03-05 12:30"); a ts that is
+    no time is shown as stored (ADR-0008)."""
     if not ts:
         return ""
     try:
-        return datetime.fromisoformat(ts).astimezone(zone).date().isoformat()
+        return datetime.fromisoformat(ts).astimezone(zone).strftime("%Y-%m-%d %H:%M")
     except (ValueError, OverflowError):
-        return ts[:10]
+        return ts[:16]
 
 
 def one_line(text: str, limit: int) -> str:
@@ -208,8 +214,9 @@ def mcp_tools(reports: Sequence[Any], live: bool) -> None:
                       "config.toml, then run `coworker mcp-tools` again")
 
 
-def walk(store: Store, query: str, result: dict[str, Any]) -> None:
-    """A walk as a tree: rollups from the coarsest the walk kept down to the raw events."""
+def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -> None:
+    """A walk as a tree: rollups from the coarsest the walk kept down to the raw events, their
+    times the owner's (`zone`, as the days the query named were read)."""
     from .store import rollups as rl
 
     if result["refused"]:
@@ -225,13 +232,13 @@ def walk(store: Store, query: str, result: dict[str, Any]) -> None:
     shown: set[int] = set()
 
     def event_line(indent: str, e: dict[str, Any]) -> None:
-        out.print(f"{indent}#{e['id']} {e['ts'][:16]} {e['kind']} {e['actor']}: "
+        out.print(f"{indent}#{e['id']} {when(e['ts'], zone)} {e['kind']} {e['actor']}: "
                   f"{one_line(e['body'], 160)}")
 
     def show(rid: int, depth: int) -> None:
         r = rollups[rid]
         pad = "  " * depth
-        out.print(f"{pad}L{r.level} #{r.id} {(r.first_ts or '')[:10]}..{(r.last_ts or '')[:10]} "
+        out.print(f"{pad}L{r.level} #{r.id} {day(r.first_ts, zone)}..{day(r.last_ts, zone)} "
                   f"{r.title}: {one_line(r.body, 100)}")
         out.print(f"{pad}  ({nodes[rid]['why']})", style="dim")
         for cid in [c for c in nodes if rollups[c].parent_id == rid]:

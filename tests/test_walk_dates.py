@@ -155,6 +155,8 @@ def test_the_doors_read_the_day_in_the_owners_time_zone(days_home):
     text = coworker("walk", "parser", "crash", "on", "4", "March", "2025",
                     env={**os.environ, "COWORKER_HOME": str(home.root)})
     assert "said on or about 2025-03-04" in text.stdout.splitlines()[0]
+    # the events' times are Berlin's too: 23:30 UTC on the 3rd is half past midnight on the 4th
+    assert f"#{ids['3.2']} 2025-03-04 00:30 note" in text.stdout, text.stdout
     with Store.open(home.db_path) as store:
         ctx = ToolContext(store=store, home_root=home.root, settings=home.settings(),
                           tick_id=None, live=False)
