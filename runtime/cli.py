@@ -433,9 +433,14 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
                            [(h.kind, h.id, render.day(h.ts, zone), h.label, h.excerpt)
                             for h in hits]))
     if hits.next_cursor:
-        words = shlex.join(text.split()) if cut else shlex.join(query)
-        out.print(f"more: coworker search {words} -n {n} --after {hits.next_cursor}")
-    elif exhaustive and len(hits) == n:
+        words = text.split() if cut else list(query)
+        if any(w.startswith("-") for w in words):  # "-gateway" is a word, not an option
+            out.print(f"more: coworker search -n {n} --after {hits.next_cursor} -- "
+                      f"{shlex.join(words)}")
+        else:
+            out.print(f"more: coworker search {shlex.join(words)} -n {n} --after "
+                      f"{hits.next_cursor}")
+    elif exhaustive and len(hits) == n < 200:
         out.print(f"(--exhaustive shows the best {n}: -n up to 200 may show more)")
 
 

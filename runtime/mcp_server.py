@@ -164,8 +164,8 @@ def build(home: Home) -> MCPServer:
         query names ("deploy on 8 April 2024", "parser yesterday", "last week") is read as that
         time in the owner's time zone, not as words: the matches said then, or about it in the
         week after ("yesterday"), come first, then every other match; `dates` lists the
-        days read and `day_matches` how many matches were said on or about them (0: the hits
-        are all other matches). At most 2000 characters of the query are read; a longer one is
+        days read and `day_matches` how many of these hits were said on or about them (0: none
+        of them). At most 2000 characters of the query are read; a longer one is
         cut and the result has "query_truncated": true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")

@@ -68,14 +68,17 @@ def day(ts: str | None, zone: tzinfo) -> str:
 
 
 def when(ts: str | None, zone: tzinfo) -> str:
-    """The owner's time of a stored UTC `ts`, to the minute ("2025-03-05 12:30"); a ts that is
-    no time is shown as stored (ADR-0008)."""
+    """The owner's time of a stored `ts` (UTC when it names no offset, as the store writes
+    it), to the minute ("2025-03-05 12:30"); a ts that is no time is shown as stored
+    (ADR-0008)."""
     if not ts:
         return ""
     try:
-        return datetime.fromisoformat(ts).astimezone(zone).strftime("%Y-%m-%d %H:%M")
+        at = datetime.fromisoformat(ts)
+        at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(zone)
+        return at.replace(tzinfo=None).isoformat(sep=" ", timespec="minutes")
     except (ValueError, OverflowError):
-        return ts[:16]
+        return ts[:16].replace("T", " ")
 
 
 def one_line(text: str, limit: int) -> str:

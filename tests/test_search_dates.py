@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
+import time
 import zlib
-from datetime import date
+from datetime import UTC, date
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -19,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from runtime import render
 from runtime.home import Home
 from runtime.memory import search as sr
 from runtime.memory.embed import Matrix
@@ -213,13 +216,21 @@ def test_the_doors_say_which_days_came_first(dated):
                           tick_id=None, live=False)
         tool = default_registry().get("memory_search")
         answer = tool.run(ctx, tool.params(query="deploy on 5 March 2025", limit=3))
+        nothing = tool.run(ctx, tool.params(query="zeppelin on 5 March 2025"))
         want = _expected(_flat(store, "deploy"), ts, "2025-03-04T23:00", "2025-03-05T23:00")
     lines = answer.splitlines()
-    assert lines[0] == "(said on or about 2025-03-05: those matches come first)"
+    assert lines[0] == ("(said on or about 2025-03-05: those matches come first; days in "
+                        "Europe/Berlin, times below in UTC)")
+    assert nothing.splitlines() == ["no memory matches 'zeppelin on 5 March 2025'"]
     assert [int(line.split(" · ")[0].split()[1]) for line in lines[1:1 + len(want)]] == want
     none = coworker("search", "deploy", "on", "20", "March", "2025", "-n", "3", env=_env(home))
-    assert none.stdout.splitlines()[0] == ("nothing said on or about 2025-03-20 matches: these "
-                                           "are the other matches"), none.stdout
+    assert none.stdout.splitlines()[0] == "none of these was said on or about 2025-03-20"
+    # a later page says of its own hits, not of the first page's
+    first = coworker("search", "deploy", "on", "3", "March", "2025", "-n", "2", env=_env(home))
+    cursor = first.stdout.splitlines()[-1].split("--after ")[1]
+    later = coworker("search", "deploy", "on", "3", "March", "2025", "-n", "2", "--after",
+                     cursor, env=_env(home))
+    assert later.stdout.splitlines()[0] == "none of these was said on or about 2025-03-03"
     as_json = coworker("search", "deploy", "3", "March", "2025", "--json", "-n", "2",
                        env=_env(home))
     assert all("id" in json.loads(line) or "next_cursor" in json.loads(line)
@@ -293,15 +304,22 @@ def test_a_cursor_belongs_to_its_days_too(dated):
         # a cursor made by hand with more days than a query may name is no cursor
         body = third.next_cursor[len(sr.CURSOR_PREFIX):]
         state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
-        state["w"] = state["w"] * 300
-        forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
-            zlib.compress(json.dumps(state).encode())).decode().rstrip("=")
+        forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(zlib.compress(json.dumps(
+            {**state, "w": state["w"] * 300}).encode())).decode().rstrip("=")
         with pytest.raises(CursorError, match="is not a search cursor"):
             search(store, "deploy on 3 March 2025", 2, after=forged)
         # nor one that decodes to something else, or numbers SQLite cannot hold
-        for other in ([1, 2], {**state, "t": [10**30, -5]}, {**state, "p": -1}):
+        for other in ([1, 2], {**state, "t": [10**30, -5]}, {**state, "p": -1},
+                      {**state, "t": [2**63 - 1, state["t"][1]]}, {**state, "p": 1.5},
+                      [[]] * 3):
             forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
                 zlib.compress(json.dumps(other).encode())).decode().rstrip("=")
+            with pytest.raises(CursorError, match="is not a search cursor"):
+                search(store, "deploy on 3 March 2025", 2, after=forged)
+        # nor JSON nested past Python's recursion, nor a state that inflates past a cursor's
+        for raw in (b"[" * 100_000, json.dumps({**state, "pad": "x" * sr.CURSOR_BYTES}).encode()):
+            forged = sr.CURSOR_PREFIX + base64.urlsafe_b64encode(
+                zlib.compress(raw)).decode().rstrip("=")
             with pytest.raises(CursorError, match="is not a search cursor"):
                 search(store, "deploy on 3 March 2025", 2, after=forged)
         # nor one whose day is not a time (the week after it would be read from it)
@@ -419,6 +437,9 @@ def test_a_cursor_belongs_to_its_time_zone(dated):
             search(store, "deploy on 3 March 2025", 2, after=first.next_cursor, tz=auckland)
         there = search(store, "deploy on 3 March 2025", 2, tz=auckland)
         assert search(store, "deploy on 3 March 2025", 2, after=there.next_cursor, tz=auckland)
+        # a query naming no day reads no day: its cursor pages on in any zone
+        plain = search(store, "deploy", 2)
+        assert search(store, "deploy", 2, after=plain.next_cursor, tz=auckland)
 
 
 def test_the_cli_shows_the_owners_days_and_says_what_it_cut(dated):
@@ -439,6 +460,35 @@ def test_the_cli_shows_the_owners_days_and_says_what_it_cut(dated):
     flat = coworker("search", "deploy", "-n", "3", "--exhaustive", env=_env(home))
     assert flat.stdout.splitlines()[-1] == ("(--exhaustive shows the best 3: -n up to 200 may "
                                             "show more)")
+    with Store.open(home.db_path) as store:  # 200 matches and more: a full page of 200
+        ev.append_many(store, [Event(kind="note", body=f"deploy extra {i}", actor="coworker",
+                                     author_kind="agent", ts="2025-03-20T09:00:00.000Z")
+                               for i in range(200)])
+    every = coworker("search", "deploy", "-n", "200", "--exhaustive", env=_env(home))
+    assert every.returncode == 0 and "may show more" not in every.stdout
+    # a word that looks like an option comes after "--" in the next page's command, which runs
+    dash = coworker("search", "-n", "2", "--", "-gateway", "deploy", env=_env(home))
+    more = dash.stdout.splitlines()[-1]
+    assert more.startswith("more: coworker search -n 2 --after ") and " -- -gateway deploy" in more
+    again = coworker(*shlex.split(more[len("more: coworker "):]), env=_env(home))
+    assert again.returncode == 0 and "event" in again.stdout, again.stderr
+
+
+def test_times_shown_are_the_owners_and_any_year_reads_as_written(monkeypatch):
+    berlin = ZoneInfo("Europe/Berlin")
+    assert render.when("2025-03-04T23:30:00.000Z", berlin) == "2025-03-05 00:30"
+    assert render.day("2025-03-04T23:30:00.000Z", berlin) == "2025-03-05"
+    assert render.when("0500-06-01T07:03:00.000Z", UTC) == "0500-06-01 07:03"
+    # no offset: UTC, as the store writes it, whatever the machine's own zone
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        assert render.when("2025-03-05T12:00:00", berlin) == "2025-03-05 13:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert render.when("not a time", berlin) == "not a time"
+    assert render.day(None, berlin) == ""
 
 
 def test_both_rankings_count_the_days_matches(dated):

@@ -81,7 +81,7 @@ class Hit:
 class Hits(list):
     """A page of hits, best first, the cursor to the next page (None when none is left), the
     days the query named, whose matches come first ("2025-03-03", "2025-03"), and how many
-    matches were said on or about them (0: none; the page then holds only the other matches)."""
+    of this page's events were said on or about them (0: none of these)."""
 
     next_cursor: str | None = None
     dates: tuple[str, ...] = ()
@@ -95,7 +95,15 @@ def days_line(hits: Hits) -> str | None:
     days = ", ".join(hits.dates)
     if hits.day_matches:
         return f"said on or about {days}: those matches come first"
-    return f"nothing said on or about {days} matches: these are the other matches"
+    return f"none of these was said on or about {days}"
+
+
+def _on_page(hits: list[Hit], windows: tuple[tuple[str, str, str], ...],
+             told: set[int]) -> int:
+    """How many of a page's events were said on a day the query named (by their own times),
+    or about it in the week after (`told`, the day's matches as read)."""
+    return sum(1 for h in hits if h.kind == "event" and (
+        h.id in told or any(a <= (h.ts or "") < b for a, b, _ in windows)))
 
 
 class CursorError(UsageError):
@@ -114,6 +122,7 @@ RECENT = 200          # the newest matches
 WINDOW_MATCHES = 1000  # per day (week, month) the query names: its newest matches, ranked first
 ROLLUP_COLUMNS = "{title body terms tags}"  # what rl.fts_search reads by default
 CURSOR_PREFIX = "s1."
+CURSOR_BYTES = 1 << 20  # a cursor's state inflates to at most this (a bitmap of the candidates)
 
 Key = tuple[int, int]  # (0 event | 1 rollup, id)
 INDEXES = (("events_fts", 0), ("rollups_fts", 1))
@@ -157,7 +166,8 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
     # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
     asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
-                          *ev.fts_terms(query_words(topic)), "\x1e", _zone_name(tz)])
+                          *ev.fts_terms(query_words(topic)),
+                          *(("\x1e", _zone_name(tz)) if windows else ())])
     if exhaustive:
         if after is not None:
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
@@ -424,7 +434,7 @@ class _Page:
         """The page, with a cursor when a match is left to show."""
         out = Hits(hits)
         out.dates = tuple(name for _, _, name in self.plan.windows)
-        out.day_matches = len(self.on_day)
+        out.day_matches = _on_page(out, self.plan.windows, {i for k, i in self.on_day if k == 0})
         if not done and self._more():
             out.next_cursor = _write_cursor(self)
         return out
@@ -481,9 +491,15 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
         raise bad
     try:
         body = cursor[len(CURSOR_PREFIX):]
-        state = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
-        if not isinstance(state, dict) or not all(
-                0 <= int(x) < 2**63 for x in (*state["t"], state["p"], state["b"])):
+        inflate = zlib.decompressobj()  # a cursor's state is small: a bomb is no cursor
+        raw = inflate.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)),
+                                 CURSOR_BYTES)
+        if inflate.unconsumed_tail or not inflate.eof:  # past the cap, or cut short
+            raise ValueError("not a whole cursor's state")
+        state = json.loads(raw)
+        if not isinstance(state, dict) or not all(  # ids SQLite holds, one past them too
+                isinstance(x, int) and 0 <= x < 2**63 - 1
+                for x in (*state["t"], state["p"], state["b"])):
             raise ValueError("not a cursor's state")
         windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
         for start, end, _ in windows:  # times, as a search writes them: the week after is read
@@ -493,12 +509,13 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
         phase = (int(state["p"]), int(state["b"]))
         shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
         fingerprint, membership = int(state["q"]), int(state["h"])
-    except (ValueError, OverflowError, KeyError, IndexError, TypeError, zlib.error,
-            binascii.Error):
+    except (ValueError, OverflowError, RecursionError, KeyError, IndexError, TypeError,
+            zlib.error, binascii.Error):
         raise bad from None
     if fingerprint != asked:
-        raise CursorError("this cursor belongs to another query: page on with the same words, "
-                          "or search again without it")
+        raise CursorError("this cursor belongs to another query (other words, or for a dated "
+                          "query other days or another time zone): page on with the same "
+                          "words, or search again without it")
     if phase[0] not in (0, 1, 2, 3) or len(plan.windows) > dates.QUERY_WINDOWS:
         raise bad
     return plan, shown, phase, membership
@@ -552,7 +569,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
                               coverage / gate if gate else 1.0,
                               [h for h in hits if h.kind == "event" and h.id in on_day]))
     out.dates = tuple(name for _, _, name in windows)
-    out.day_matches = len(on_day)
+    out.day_matches = _on_page(out, windows, on_day)
     return out
 
 

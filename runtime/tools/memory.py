@@ -43,11 +43,13 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after,
                   tz=ctx.settings.coworker.zone)
     note = [QUERY_NOTE] if cut else []
-    if hits.dates:
-        note.append(f"({days_line(hits)})")
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])
+    if hits.dates:
+        zone = ctx.settings.coworker.timezone  # the days are the owner's; the times below UTC
+        note.append(f"({days_line(hits)}" + ("" if zone == "UTC" else
+                                             f"; days in {zone}, times below in UTC") + ")")
     lines = [
         f"[{h.kind} {h.id} · {(h.ts or '')[:16]} · {h.label} · {h.source}] {h.excerpt}"
         for h in hits
