@@ -290,3 +290,13 @@ def test_a_window_before_the_year_1000_and_the_week_after_the_calendars_end():
     assert monday.start == "0999-12-30T00:00:00.000Z" and monday.end == "0999-12-31T00:00:00.000Z"
     assert dates.later(monday.end, 7, UTC) == "1000-01-07T00:00:00.000Z"
     assert dates.later("9999-12-30T00:00:00.000Z", 7, UTC) == dates.END_OF_TIME
+
+
+def test_a_day_at_the_calendars_edge_names_no_window_rather_than_raising():
+    from zoneinfo import ZoneInfo
+
+    auckland = ZoneInfo("Pacific/Auckland")  # midnight of 1 January of year 1 is before UTC's
+    assert dates.windows("crash on 31 December", date(9999, 12, 31))[0] == []
+    assert dates.windows("crash on 1 January", date(1, 1, 1), auckland)[0] == []
+    assert [w.name for w in dates.windows("crash on 1 January", date(9999, 12, 31))[0]] == [
+        "9999-01-01"]

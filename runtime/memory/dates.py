@@ -151,9 +151,11 @@ def _window(kind: str, year: int | None, month: int, day: int | None,
             first = date(year or today.year, month, 1)
             return _span(first, _next_month(first), kind, tz)
         got = date(year, month, day) if year is not None else _latest(month, day, today)
+        return None if got is None else _span(got, got + timedelta(days=1), kind, tz)
     except ValueError:  # 31 February, month 13: not a date
         return None
-    return None if got is None else _span(got, got + timedelta(days=1), kind, tz)
+    except OverflowError:  # the calendar's first or last day, in the owner's zone: no window
+        return None
 
 
 def named(text: str, today: date | None = None, tz: tzinfo | None = None, mark: str = " "
@@ -287,6 +289,14 @@ def windows(text: str, today: date | None = None, tz: tzinfo | None = None,
     return out[:at_most], marked.replace(DATE_MARK, " ")
 
 
+def head(text: str) -> str:
+    """The part of a text read for the days it names: its first SAID_CHARS characters, cut at
+    a space ("Sept 21, 2023" is not clipped to "Sept 2"; all blank: nothing)."""
+    if len(text) <= SAID_CHARS:
+        return text
+    return (text[:SAID_CHARS].rsplit(None, 1) or [""])[0]
+
+
 def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
     """The windows a text names, read from the day it was said (an event's UTC `ts`):
     "yesterday", said on 2 May, is 1 May; "on 3 March", said in April, is this year's."""
@@ -295,9 +305,7 @@ def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
         day = day_of(ts, tz)
     except (ValueError, OverflowError):  # a stored ts that is not a time: no day (ADR-0008)
         return []
-    if len(text) > SAID_CHARS:  # cut at a space: "Sept 21, 2023" is not clipped to "Sept 2"
-        text = (text[:SAID_CHARS].rsplit(None, 1) or [""])[0]  # (all blank: nothing)
     try:
-        return windows(text, day, tz, at_most=WINDOWS_SAID)[0]
+        return windows(head(text), day, tz, at_most=WINDOWS_SAID)[0]
     except OverflowError:  # "yesterday", said on the calendar's first day
         return []

@@ -336,28 +336,28 @@ def _candidates(store: Store, match: str, words: list[str], windows: Sequence[da
 
 def told_about(store: Store, w: dates.Window, before_id: int | None = None,
                tz: tzinfo | None = None,
-               only: Callable[[list[Event]], Collection[int]] | None = None,
-               every: bool = False) -> list[tuple[Event, Any]]:
+               only: Callable[[list[Event]], Collection[int]] | None = None
+               ) -> list[tuple[Event, Any]]:
     """The events said in the TOLD_WITHIN days after window `w` whose text names a day inside
     it ("yesterday", said the morning after: ADR-0027), with their meta unread: the oldest
     DATED of those days (ids below `before_id` only), their first TOLD_CHARS characters in
-    all, nearest days first. Recall, search and the walk read a window's later mentions
-    through this one reading. `only`: given the events read, the ids worth parsing (search
-    parses only its matches); what is read, and so the budget, is the same either way.
-    `every`: only a text whose every named day lies inside `w` ("Yesterday was quiet. The
-    crash of 1 March is still open" is not about yesterday's crash: the walk asks this)."""
+    all, nearest days first. Only the part of each text read for days (`dates.head`) is read
+    from the store; the events kept are then read whole. Recall, search and the walk read a
+    window's later mentions through this one reading. `only`: given the events read (each
+    body that part), the ids worth parsing (search parses only its matches); what is read,
+    and so the budget, is the same either way."""
     after, budget = dates.later(w.end, TOLD_WITHIN, tz or UTC), TOLD_CHARS
-    read: list[tuple[Event, Any]] = []
-    for e, meta in ev.in_window_meta_unread(store, w.end, after, DATED, before_id,
-                                            newest=False):
-        budget -= min(len(e.body), dates.SAID_CHARS)
+    read: list[Event] = []
+    for e, length in ev.in_window_heads(store, w.end, after, DATED, dates.SAID_CHARS + 1,
+                                        before_id):
+        budget -= min(length, dates.SAID_CHARS)
         if budget < 0:  # a week of long, date-dense logs: the nearest days are read
             break
-        read.append((e, meta))
-    keep = None if only is None else only([e for e, _ in read])
-    inside = all if every else any
-    return [(e, meta) for e, meta in read if (keep is None or int(e.id or 0) in keep)
-            and (named := dates.said(e.body, e.ts, tz)) and inside(m.within(w) for m in named)]
+        read.append(e)
+    keep = None if only is None else only(read)
+    told = [int(e.id or 0) for e in read if (keep is None or int(e.id or 0) in keep)
+            and any(m.within(w) for m in dates.said(e.body, e.ts, tz))]
+    return ev.meta_unread_of(store, told)
 
 
 def _asks(e: Event) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ from .tokens import query_words, stem, words
 log = logging.getLogger(__name__)
 
 UNLINKED = "; unlinked (no provenance), not drilled into"
+# a sentence's end: ";", "!", "?", or "." before a capital ("Sept. 21" is one date)
+_CLAUSE = re.compile(r"(?<=[;!?])\s+|(?<=\.)\s+(?=[A-Z])")
 DAY_EVENTS = 20_000  # of a day (week, month) the query names, events whose nodes a rung reads
 
 
@@ -155,12 +158,28 @@ class _Scorer:
         ("yesterday", the morning after: ADR-0027)."""
         return self.reaches(e.ts, e.ts) or int(e.id or 0) in self.told
 
-    def told_of(self, store: Store, only: Callable[[list[Event]], Collection[int]]
-                ) -> set[int]:
-        """The ids of the events said in the week after a named day about it alone (every day
-        a text names inside it: ADR-0027, read as recall reads it), among those `only` keeps."""
+    def told_of(self, store: Store, only: Callable[[list[Event]], Collection[int]],
+                by_words: bool = True) -> set[int]:
+        """The ids of the events said in the week after a named day about it (ADR-0027, read
+        as recall reads them), among those `only` keeps, that are about the named days alone
+        (`about_alone`)."""
         return {int(e.id or 0) for w in self.days
-                for e, _ in told_about(store, w, self.before_id, self.tz, only, every=True)}
+                for e, _ in told_about(store, w, self.before_id, self.tz, only)
+                if self.about_alone(e, by_words)}
+
+    def about_alone(self, e: Event, by_words: bool = True) -> bool:
+        """Whether a later text speaks of the named days alone: one of its sentences (in the
+        part read for days, `dates.head`) that holds a query word (`by_words`; else any, for
+        an entry by meaning) names days, each inside a named one. "Yesterday was quiet. The
+        parser crash of 1 March is still open" is no answer for yesterday's parser crash,
+        nor is "... from two days ago", a day no sentence of it names as the query's."""
+        for clause in _CLAUSE.split(dates.head(e.body)):
+            if by_words and not self.matched(clause):
+                continue
+            named = dates.said(clause, e.ts, self.tz)
+            if named and all(any(m.within(w) for w in self.days) for m in named):
+                return True
+        return False
 
     def worded(self, read: Sequence[Event]) -> set[int]:
         """The ids of the events holding a query word: only those can be returned, or lead the
@@ -301,8 +320,10 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
         got_sem = _semantic(store, pr, tokens, seen, lexical, caps, cut, sc)
         if got_sem is not None:
             return got_sem
-        lexical += f"; none of the nearest events by meaning was said on {sc.names()}"
     semantic = f"; {pr.why()}" if pr is not None else ""
+    if pr is not None and pr.confidence >= threshold:  # confident, but not of the day
+        semantic += (f", but none of its nearest events was said on or about {sc.names()}"
+                     if sc is not None else "")
     # refuse: no query runs past the entry scan
     return _refusal(f"no confident entry point: {lexical} is below the {threshold} threshold"
                     f"{semantic}", tokens, seen, n, cut, pr, days)
@@ -324,7 +345,7 @@ def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexic
     truncated = False
     if sc is not None and sc.days:  # by meaning: what was said about the day, worded or not
         near = {eid for eid, _ in pr.events}
-        sc.told |= sc.told_of(store, lambda _: near)
+        sc.told |= sc.told_of(store, lambda _: near, by_words=False)
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
         if e is None or (sc is not None and sc.days and not sc.about_day(e)):

@@ -470,17 +470,47 @@ def in_window_meta_unread(store: Store, start: str, end: str, limit: int,
     start <= ts < end, bookkeeping left out (a busy day's ticks would fill the limit) and ids
     below `before_id` only, as `span_meta_unread` gives them: each table read by its ts
     index."""
+    return _meta_unread(_in_window(store, start, end, limit, before_id, newest, "body"))
+
+
+def in_window_heads(store: Store, start: str, end: str, limit: int, chars: int,
+                    before_id: int | None = None) -> list[tuple[Event, int]]:
+    """As `in_window_meta_unread(..., newest=False)`, oldest first, but each body only its
+    first `chars` characters, beside its whole length: for a reader of the days a text names
+    (it reads a few hundred characters), so a week of megabyte logs is not read whole."""
+    rows = _in_window(store, start, end, limit, before_id, False,
+                      f"substr(body, 1, {int(chars)}), length(body)")
+    return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
+                   tick_id=r[8], source=r[9]), int(r[6] or 0)) for r in rows]
+
+
+def _in_window(store: Store, start: str, end: str, limit: int, before_id: int | None,
+               newest: bool, body: str) -> list[Any]:
     skip = sorted(BOOKKEEPING_KINDS)
     below = -1 if before_id is None else before_id
     order = "DESC" if newest else "ASC"
+    columns = COLUMNS.replace("body", body)
     rows = [r for table, source in (("events", "hot"), ("events_archive", "archive"))
             for r in store.query(
-                f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE ts >= ? AND ts < ? AND "
+                f"SELECT {columns}, '{source}' FROM {table} WHERE ts >= ? AND ts < ? AND "
                 f"kind NOT IN ({','.join('?' * len(skip))}) AND (? < 0 OR id < ?) "
                 f"ORDER BY ts {order}, id {order} LIMIT ?",
                 (start, end, *skip, below, below, limit))]
     rows.sort(key=lambda r: (r[1], r[0]), reverse=newest)
-    return _meta_unread(rows[:limit])
+    return rows[:limit]
+
+
+def meta_unread_of(store: Store, ids: Sequence[int]) -> list[tuple[Event, Any]]:
+    """The events (hot or archived) with these ids, in the order asked, as
+    `span_meta_unread` gives them (ids not there are left out)."""
+    got: dict[int, Any] = {}
+    for n in range(0, len(ids), IDS_PER_READ):
+        part = tuple(ids[n:n + IDS_PER_READ])
+        for table, source in (("events", "hot"), ("events_archive", "archive")):
+            got.update((int(r[0]), r) for r in store.query(
+                f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE id IN "
+                f"({','.join('?' * len(part))})", part))
+    return _meta_unread([got[i] for i in ids if i in got])
 
 
 def meta_read(e: Event, raw: Any) -> Event:
