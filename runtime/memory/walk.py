@@ -250,10 +250,10 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     the owner's days in `tz`, default UTC; a day without its year placed by `today`) narrows
     the walk (ADR-0029): its words ("8 April 2024", "yesterday") are not words to match (unless
     the query is nothing but a date), the nodes whose spans hold an event of the day are
-    preferred on each rung, only events said on it (or in the week after about it: "yesterday",
-    the morning after, read as recall reads it, ADR-0027) are returned, and one of them must hold the
-    query as an entry would, else the walk refuses (an answer from another day is a wrong
-    answer).
+    preferred on each rung, only events said on it are returned (or said in the week after
+    about it alone: a sentence holding the query's words names that day and no other,
+    "yesterday the parser crashed", ADR-0027), and one of them must hold the query as an entry
+    would, else the walk refuses (an answer from another day is a wrong answer).
 
     With the semantic channel on, the caller passes `semantic`: a function that returns the
     query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
