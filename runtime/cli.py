@@ -586,7 +586,9 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
         click.echo(json.dumps(result, ensure_ascii=False, indent=1))
     else:
         with _store(home, readonly=True) as store:
-            render.walk(store, text, result, home.settings().coworker.zone)
+            from .memory.cards import cap_query  # a pasted book is not echoed back whole
+
+            render.walk(store, cap_query(text)[0], result, home.settings().coworker.zone)
     if result["refused"]:
         raise click.exceptions.Exit(1)
 

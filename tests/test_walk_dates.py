@@ -515,3 +515,10 @@ def test_a_long_later_text_is_read_in_part_for_its_days_and_returned_whole(offli
     assert _ids(got) == [told] and got.events[0].body == body
     assert [h.event.body for h in recalled.hits if h.event.id == told] == [body]
     assert [(e.id, e.body) for e, _ in read] == [(told, body)]  # whole, though read in part
+
+
+def test_the_cli_walk_does_not_echo_a_pasted_book(days_home):
+    home, _ = days_home
+    out = coworker("walk", "parser", "crash", "x" * 5000,
+                   env={**os.environ, "COWORKER_HOME": str(home.root)})
+    assert out.returncode in (0, 1) and len(out.stdout.splitlines()[0]) < 2200, out.stdout[:300]
