@@ -522,3 +522,31 @@ def test_the_cli_walk_does_not_echo_a_pasted_book(days_home):
     out = coworker("walk", "parser", "crash", "x" * 5000,
                    env={**os.environ, "COWORKER_HOME": str(home.root)})
     assert out.returncode in (0, 1) and len(out.stdout.splitlines()[0]) < 2200, out.stdout[:300]
+
+
+def test_the_turns_own_input_is_not_found_even_once_sealed(offline_home: Home):
+    """`before_id` (the tool door passes the turn's first input) holds inside sealed spans too;
+    a walk whose words were only there refuses rather than enter with nothing to show."""
+    with Store.open(offline_home.db_path) as store:
+        older = ev.append(store, Event(kind="note", body="Billing export ran.", actor="coworker",
+                                       author_kind="agent", ts="2025-03-05T09:00:00.000Z"))
+        ask, more = ev.append_many(store, [
+            Event(kind="message", body="Why did the parser crash?", actor="owner",
+                  author_kind="user", ts="2025-03-05T12:00:00.000Z"),
+            Event(kind="note", body="The parser crashed.", actor="coworker",
+                  author_kind="agent", ts="2025-03-05T12:01:00.000Z")])
+        rl.seal(store, level=1, first_event=older, last_event=more,
+                source_range=f"{older}-{more}", first_ts="2025-03-05T09:00:00.000Z",
+                last_ts="2025-03-05T12:01:00.000Z", title="parser crash",
+                body="Billing export ran. Why did the parser crash? The parser crashed.",
+                terms="parser crash", method="extractive")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        every = walk_result(store, "parser crash")
+        undated = walk_result(store, "parser crash", before_id=ask)
+        dated = walk_result(store, "parser crash on 5 March 2025", before_id=ask)
+    assert not every.refused and set(_ids(every)) == {ask, more}
+    for got in (undated, dated):
+        assert got.refused and got.events == (), _ids(got)
+    assert undated.reason == ("no confident entry point: the walk entered on parser, crash "
+                              "(2/2), but no event it reached holds them"), undated.reason
+    assert dated.reason.startswith("no confident entry point on 2025-03-05"), dated.reason

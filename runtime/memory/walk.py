@@ -271,13 +271,17 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     if sc and windows:
         sc.told = sc.told_of(store, sc.worded)
         sc.day_ids = sorted({i for w in windows
-                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)}
-                            | sc.told)
+                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)
+                             if before_id is None or i < before_id} | sc.told)
     entry = _enter(store, sc, threshold, caps, before_id) if sc else None
     weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
         trace, frontier, cut_depth = _descend(store, sc, entry, caps)
         steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, caps)
+        if not found and not cut_depth and not days:  # in a summary, in no event it reaches
+            return _refusal(f"no confident entry point: the walk entered on "
+                            f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but no event "
+                            "it reached holds them", tokens, list(entry.best), n, cut)
         if not days:
             return WalkResult(refused=False, confidence=_confidence(entry.best, n),
                               query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
@@ -501,6 +505,8 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
     found: list[tuple[Event, list[str], str]] = []
     for r in frontier:
         for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
+            if sc.before_id is not None and (e.id or 0) >= sc.before_id:
+                continue  # the turn's own input, sealed already: a question never finds itself
             m = sc.matched(e.body)
             if m:
                 found.append((e, m, f"event in span {r.source_range}"))
