@@ -506,10 +506,9 @@ def meta_unread_of(store: Store, ids: Sequence[int]) -> list[tuple[Event, Any]]:
     got: dict[int, Any] = {}
     for n in range(0, len(ids), IDS_PER_READ):
         part = tuple(ids[n:n + IDS_PER_READ])
-        for table, source in (("events", "hot"), ("events_archive", "archive")):
-            got.update((int(r[0]), r) for r in store.query(
-                f"SELECT {COLUMNS}, '{source}' FROM {table} WHERE id IN "
-                f"({','.join('?' * len(part))})", part))
+        got.update((int(r[0]), r) for r in store.query(
+            f"SELECT {COLUMNS}, source FROM history WHERE id IN "
+            f"({','.join('?' * len(part))})", part))
     return _meta_unread([got[i] for i in ids if i in got])
 
 
