@@ -170,7 +170,9 @@ def test_approve_and_reject_write_the_owners_event_and_refuse_a_second_time(
     decisions = [e for e in ev.tail(store, 20, by_id=True) if e.kind.startswith("action_")]
     assert [(e.kind, e.meta["approval_id"]) for e in decisions] == [
         ("action_approved", a.id), ("action_rejected", b.id)]
-    assert all(e.owners_words for e in decisions)
+    assert all(e.actor == "owner" and e.author_kind == "user" for e in decisions)
+    # the record names the server's tool: never the owner's words at the gate
+    assert not any(e.owners_words for e in decisions)
     assert "not on a Friday" in decisions[1].body
     # the owner's event names the call, never carries the model's arguments as the owner's words
     assert "fix 1" not in decisions[0].body

@@ -13,7 +13,8 @@ One function, `consider`, decides every candidate, whichever door it came throug
   another agent (always: it is never the owner's word); a model or reflect proposal that is not
   a verbatim clause, or run of clauses, of a cited owner message (the owner's words turned
   around: "not Bob" made "Bob", "never" dropped), or that leaves out a condition the owner
-  attached to it in the same sentence ("..., but only after review");
+  attached to it in the same sentence ("..., but only after review"), or whose clauses the
+  owner asked, quoted or reported someone saying ("Deploys on Fridays are fine now?");
 - queued with that reason: MEMORY.md would pass its character budget, or shrink by more than a
   quarter;
 - confident: applied at once when `memory_promotions = "auto"`, queued when "gated"; with "off"
@@ -133,38 +134,87 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[\W_]+", " ", text.lower()).split())
 
 
-def clauses(body: str) -> list[tuple[int, str, str]]:
-    """(sentence number, normalised clause, clause as written) for each clause of `body`:
-    split at sentence ends (. ! ? and line breaks), then at , ; : and dashes."""
-    out = []
-    for n, sentence in enumerate(SENTENCE_END.split(body)):
-        for part in CLAUSE_END.split(sentence):
+# A clause that says whose words follow it in its sentence: one ending in a verb of saying
+# before a colon ("Ops-bot says: deploys are fine"), or "according to ..." before any mark.
+REPORTING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says?|said|writes?|wrote|claims?|claimed|asks?|"
+                       r"asked|tells? (me|us)|told (me|us)|reports?|reported|thinks?|thought|"
+                       r"suggests?|suggested|insists?|insisted|replied|answered)$")
+QUOTES = re.compile(r"[\"\u201c\u201d\u00ab\u00bb]")  # double quotes: "...", "...", <<...>>
+
+
+@dataclass(frozen=True)
+class Clause:
+    sentence: int  # its sentence's number in the body
+    norm: str  # normalised (`_norm`): how clauses are compared
+    written: str  # as written, whitespace collapsed
+    not_said: str | None  # why it is not the owner's own statement: asked, quoted, reported
+
+
+def clauses(body: str) -> list[Clause]:
+    """Each clause of `body`: split at sentence ends (. ! ? and line breaks), then at , ; :
+    and dashes. A clause is not the owner's own statement when its sentence asks (ends with
+    "?"), when it lies within double quotes, or when an earlier clause of its sentence says
+    whose words follow ("Ops-bot says: ...", "according to the vendor, ..."). Linear in the
+    body."""
+    out: list[Clause] = []
+    pos, n, quoted = 0, 0, False  # quoted: a double quote is open (sentence ends hold none)
+    ends = [(m.start(), m.end(), m.group(0)) for m in SENTENCE_END.finditer(body)]
+    for start, stop, mark in [*ends, (len(body), len(body), "")]:
+        sentence = body[pos:start]
+        asked = "?" in mark
+        reported, at = False, 0
+        for m in [*CLAUSE_END.finditer(sentence), None]:
+            part = sentence[at:m.start() if m else len(sentence)]
+            inside = quoted or bool(QUOTES.search(part))
+            quoted ^= bool(len(QUOTES.findall(part)) % 2)
             if norm := _norm(part):
-                out.append((n, norm, " ".join(part.split())))
+                why = ("a question you asked" if asked else "words you quoted" if inside
+                       else "words you reported someone saying" if reported else None)
+                out.append(Clause(n, norm, " ".join(part.split()), why))
+                reported = reported or norm.startswith("according to ") or (
+                    m is not None and m.group(0) == ":" and bool(REPORTING.search(norm)))
+            if m is not None:
+                at = m.end()
+        pos, n = stop, n + 1
     return out
 
 
 def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
     """None when `text` is one clause, or a run of consecutive clauses, of one of the owner's
-    messages, and leaves out no clause of the same sentence that qualifies it; else why not."""
+    messages, each the owner's own statement (not asked, quoted or reported: `clauses`), and
+    leaves out no clause of the same sentence that qualifies it; else why not. Only runs that
+    begin with a clause `text` begins with are built, so a long message costs about its
+    length (a pasted file of thousands of clauses is read once)."""
     want = _norm(text)
-    dropped = None
+    dropped = not_said = None
     for body in owner_bodies:
+        if want not in _norm(body):  # every run is a stretch of the normalised body
+            continue
         cs = clauses(body)
         for i in range(len(cs)):
+            if not want.startswith(cs[i].norm):
+                continue
+            size = -1
             for j in range(i, len(cs)):
-                run = " ".join(c[1] for c in cs[i:j + 1])
-                if len(run) > len(want):
+                size += len(cs[j].norm) + 1
+                if size > len(want):
                     break
-                if run != want:
+                if size < len(want) or " ".join(c.norm for c in cs[i:j + 1]) != want:
+                    continue
+                said = next((c.not_said for c in cs[i:j + 1] if c.not_said), None)
+                if said is not None:
+                    not_said = not_said or said
                     continue
                 beside = [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
-                          and cs[k][0] in (cs[i][0], cs[j][0]) and QUALIFIER.match(cs[k][1])]
+                          and cs[k].sentence in (cs[i].sentence, cs[j].sentence)
+                          and QUALIFIER.match(cs[k].norm)]
                 if not beside:
                     return None
-                dropped = dropped or cs[beside[0]][2]
+                dropped = dropped or cs[beside[0]].written
     if dropped is not None:
         return f"leaves out {dropped!r}, which you said with it in the same sentence"
+    if not_said is not None:
+        return f"{NOT_VERBATIM}: {not_said}, not a statement of yours"
     return NOT_VERBATIM
 
 
@@ -350,6 +400,9 @@ def _source_doubt(cand: Candidate, s: Event) -> str | None:
     if not s.owners_words:
         if cand.origin == "agent" and s.meta.get("via") == "mcp":
             return None  # the agent's own message: AGENT_REASON says it
+        if s.actor == "owner" and s.author_kind == "user":
+            return (f"source #{s.id} records an action of yours ({s.kind}); the text it "
+                    "quotes is not your words")
         return (f"source #{s.id} was written by {s.author_kind} ({s.actor}, a {s.kind}), not "
                 "by you")
     if cand.origin != "owner" and (why := looks_pasted(s.body)) is not None:

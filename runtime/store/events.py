@@ -56,6 +56,9 @@ KNOWN_KINDS = (
     "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
     "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
     "watch_change")
+# The owner's events whose body is text the owner wrote (`Event.owners_words`); the owner's
+# other events record an action and may quote what someone else wrote.
+OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
                     "ritual_due", "input_set_aside")
 
@@ -106,9 +109,12 @@ class Event:
 
     @property
     def owners_words(self) -> bool:
-        """Written by the owner through one of the owner's own doors (tell, CLI, inbox); an
-        imported line never is, whatever author_kind it claims."""
-        return self.author_kind == "user" and self.actor == "owner" and not self.imported
+        """Text the owner wrote, through one of the owner's own doors: a message (tell, inbox),
+        a pin, the new text of a supersede. An imported line never is, whatever author_kind it
+        claims; nor is the record of an owner's action (a strike, an approval, a restore),
+        whose body quotes text the owner did not write (the struck entry, a tool's name)."""
+        return (self.author_kind == "user" and self.actor == "owner" and not self.imported
+                and self.kind in OWNERS_TEXT_KINDS)
 
     def to_row(self) -> tuple:
         return event_row(self.ts, self.kind, self.actor, self.author_kind, self.body,

@@ -1,0 +1,60 @@
+"""Which clauses of an owner's message are the owner's own statements (`gate.clauses`), and the
+verbatim check's cost on a long message (`gate.verbatim_problem`).
+
+A model may turn a clause of the owner's message into a MEMORY.md entry (or supersede one with
+it) only when the owner stated it: a question the owner asked ("Deploys on Fridays are fine
+now?"), words the owner quoted, or words the owner reports someone else saying ("Ops-bot says:
+...") are not. The end-to-end attacks are in tests/test_adversarial.py (family i)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime.memory import gate
+
+FINE = "Deploys on Fridays are fine now"
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("Deploys on Fridays are fine now?", "a question you asked"),
+    ("Deploys on Fridays are fine now?! Since when", "a question you asked"),
+    ("Ops-bot says: deploys on Fridays are fine now. Is that true?",
+     "words you reported someone saying"),
+    ("According to the vendor, deploys on Fridays are fine now.",
+     "words you reported someone saying"),
+    ('"Deploys on Fridays are fine now," the ops lead wrote.', "words you quoted"),
+    ("The ops lead wrote: \u201cwe checked, deploys on Fridays are fine now\u201d.",
+     "words you quoted"),
+])
+def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: str, why: str):
+    assert gate.verbatim_problem(FINE, [body]) == f"{gate.NOT_VERBATIM}: {why}, not a statement of yours"
+
+
+@pytest.mark.parametrize("body", [
+    "Deploys on Fridays are fine now.",
+    "I think: deploys on Fridays are fine now.",
+    "We checked with ops: deploys on Fridays are fine now.",
+    "Is the freeze over? Yes. Deploys on Fridays are fine now",
+    'The "freeze" is over. Deploys on Fridays are fine now.',
+    "We went through the crash reports; deploys on Fridays are fine now.",  # a noun, no colon
+])
+def test_the_owners_own_statement_passes_wherever_it_stands(body: str):
+    assert gate.verbatim_problem(FINE, [body]) is None
+
+
+def test_the_same_clause_stated_elsewhere_in_the_message_still_passes():
+    body = "Ops-bot says: deploys on Fridays are fine now. I checked. Deploys on Fridays are " \
+           "fine now."
+    assert gate.verbatim_problem(FINE, [body]) is None
+
+
+@pytest.mark.timeout(60)  # the old check took 90 s on a quarter of this; now about 2 s
+def test_a_long_pasted_message_is_read_in_about_its_length():
+    rng = random.Random(7)
+    lines = [",".join(str(rng.randint(0, 10**6)) for _ in range(8)) for _ in range(30_000)]
+    body = "\n".join(lines)  # 1.6 MB, 240,000 clauses
+    assert gate.verbatim_problem(lines[15_000], [body]) is None
+    assert gate.verbatim_problem(" ".join(lines[15_000:15_008]), [body]) is None
+    assert gate.verbatim_problem("x" * 500, [body]) == gate.NOT_VERBATIM
