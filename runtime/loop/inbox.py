@@ -1,10 +1,16 @@
 """The inbox folder: files the owner drops into state/inbox/ become owner messages.
 
-Owns reading each regular file owned by this user as one message (an input) and filing it in
-inbox/done/, moving anything else (a link, a folder, another user's file, a name that is not
-UTF-8, an unreadable file) aside to inbox/rejected/ (a link itself moves, never what it points
-at), and names for filed entries that never overwrite one and fit NAME_MAX. It adds the
-message through store.inputs; it never decides what a message means and never calls a model.
+Owns reading each regular file owned by this user, of at most MAX_BYTES, as one message (an
+input) and filing it in inbox/done/, moving anything else (a link, a folder, another user's
+file, a name that is not UTF-8, an unreadable file, a file over MAX_BYTES, which is never read)
+aside to inbox/rejected/ with a WARNING (a link itself moves, never what it points at), and
+names for filed entries that never overwrite one and fit NAME_MAX. Each entry is taken on its
+own: one that fails in a way nobody foresaw is logged at ERROR with its name and stays for the
+next tick, and after MAX_FAILURES failures in a row it moves to rejected/; the rest of the
+inbox and the tick go on, and `take` never raises. An entry squatting the name of done/ or
+rejected/ (a file, a link) is renamed aside in the inbox, under a name that overwrites nothing,
+and read like any other file. It adds the message through store.inputs; it never decides what
+a message means and never calls a model.
 """
 
 from __future__ import annotations
@@ -25,40 +31,82 @@ log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as bef
 
 FOLDERS = ("done", "rejected")
 NAME_MAX = 255  # bytes in one file name (ext4, APFS and NTFS alike)
+# The largest file read as one message (4 MiB, about a million words: more than a model's
+# context holds, so nothing a turn could take whole is refused). A bigger one is never read
+# (its size comes from lstat), so it costs no memory, and never reaches SQLite, whose 1 GB
+# string limit once failed every tick; it moves to rejected/ with a WARNING saying what to do.
+MAX_BYTES = 4 << 20
+# Unexpected failures in a row of one file (the same name and identity) before it moves to
+# rejected/: a passing fault gets two more ticks, a lasting one is set aside, not retried forever.
+MAX_FAILURES = 3
+
+_failures: dict[str, dict[tuple[str, str | None], int]] = {}  # per inbox: failures in a row
 
 
 def files(inbox: Path) -> list[os.DirEntry[str]]:
-    """What waits in the inbox, by name: no hidden entry, not done/ or rejected/."""
+    """What waits in the inbox, by name: no hidden entry, not the done/ and rejected/ folders
+    (a file or link of either name is an entry like any other)."""
     try:
         with os.scandir(inbox) as it:
-            return sorted((e for e in it if not e.name.startswith(".")
-                           and e.name not in FOLDERS), key=lambda e: e.name)
+            return sorted((e for e in it if not e.name.startswith(".") and not _is_folder(e)),
+                          key=lambda e: e.name)
     except FileNotFoundError:
         return []
 
 
 def take(inbox: Path, store: Store) -> None:
-    """Each entry fit to read becomes an owner message (once per content and name), then
-    moves to done/; anything else moves to rejected/."""
-    done = inbox / "done"
-    done.mkdir(parents=True, exist_ok=True)
-    for entry in files(inbox):
-        raw = _read(inbox, entry)
-        if raw is None:
-            continue
-        digest = hashlib.sha256(raw).hexdigest()[:16]
-        text = raw.decode("utf-8", errors="replace").strip()
-        if text and not ev.inbox_file_seen(store, digest, entry.name):
-            inputs_store.add_message(store, Event.owner_message(
-                text, "inbox", file=entry.name, inbox_sha=digest))
+    """Each entry fit to read becomes an owner message, then moves to done/; anything else
+    moves to rejected/. One entry's failure never stops the others, and this never raises."""
+    try:
+        done = _folder(inbox, "done")
+        _clear(inbox, "rejected")
+        waiting = files(inbox)
+    except OSError as e:
+        log.error("the inbox %s cannot be taken in (%s); its files wait for the next tick",
+                  inbox, e)
+        return
+    before, failed = _failures.pop(str(inbox), {}), {}
+    for entry in waiting:
         try:
-            os.replace(inbox / entry.name, _filed_path(done, entry.name, stamped=False))
-        except OSError as e:  # it was read; it must not be read again next tick
-            _reject(inbox, entry, f"could not be moved to done/ ({e.strerror or e})")
+            _take(inbox, done, entry, store)
+        except Exception as e:  # noqa: BLE001 - one entry must never stop the inbox or the tick
+            _failed(inbox, entry, e, before, failed)
+    if failed:
+        _failures[str(inbox)] = failed
 
 
-def _read(inbox: Path, entry: os.DirEntry[str]) -> bytes | None:
-    """The bytes of an entry fit to read as a message; None when it is gone or was moved aside."""
+def _take(inbox: Path, done: Path, entry: os.DirEntry[str], store: Store) -> None:
+    """One entry: recorded as a message (once for the very same file) and filed in done/, or
+    moved to rejected/."""
+    read = _read(inbox, entry)
+    if read is None:
+        return
+    raw, identity = read
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    text = raw.decode("utf-8", errors="replace").strip()
+    recorded = None
+    if text:
+        recorded = ev.inbox_file_seen(store, digest, entry.name, identity)
+        if recorded is None:
+            inputs_store.add_message(store, Event.owner_message(
+                text, "inbox", file=entry.name, inbox_sha=digest, inbox_stat=identity))
+    try:
+        target = _filed_path(done, entry.name, stamped=False)
+        os.replace(inbox / entry.name, target)
+    except OSError as e:  # it was read; it must not be read again next tick
+        _reject(inbox, entry, f"could not be moved to done/ ({e.strerror or e})")
+        return
+    if not text:
+        log.warning("inbox file %r is empty (or only blank space): no message; filed as %s",
+                    entry.name, target)
+    elif recorded is not None:
+        log.info("inbox file %r was already recorded as event %s (the coworker stopped before "
+                 "filing it); filed as %s", entry.name, recorded, target)
+
+
+def _read(inbox: Path, entry: os.DirEntry[str]) -> tuple[bytes, str] | None:
+    """The bytes of an entry fit to read as a message and the identity of the file read; None
+    when it is gone or was moved aside."""
     if _printable(entry.name) != entry.name:
         _reject(inbox, entry, "its name is not UTF-8 text")
         return None
@@ -73,28 +121,109 @@ def _read(inbox: Path, entry: os.DirEntry[str]) -> bytes | None:
     if st.st_uid != os.geteuid():
         _reject(inbox, entry, f"owned by uid {st.st_uid}, not by you")
         return None
+    if st.st_size > MAX_BYTES:
+        _reject(inbox, entry, _too_big(st.st_size))
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
-            return f.read()
+            raw = f.read(MAX_BYTES + 1)
+            st = os.fstat(f.fileno())
     except OSError as e:
         _reject(inbox, entry, f"unreadable ({e.strerror or e})")
         return None
+    if len(raw) > MAX_BYTES:  # it grew after the lstat
+        _reject(inbox, entry, _too_big(st.st_size))
+        return None
+    return raw, _identity(st)
 
 
-def _reject(inbox: Path, entry: os.DirEntry[str], why: str) -> None:
-    """Move a bad inbox entry aside (the entry itself, never what a link points at)."""
-    rejected = inbox / "rejected"
-    rejected.mkdir(parents=True, exist_ok=True)
+def _identity(st: os.stat_result) -> str:
+    """Which file this is, not only what it holds: device, inode, size, modification and
+    change times. The same file after a crash has the same; the same text dropped again (a
+    new file, or one moved back from done/, which changes its ctime) has another."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _too_big(size: int) -> str:
+    return (f"it is {size:,} bytes, over the {MAX_BYTES:,}-byte ({MAX_BYTES >> 20} MiB) limit "
+            "of one inbox message, and was not read; split it into smaller files, or bring "
+            "past history in with `coworker import` (JSON lines)")
+
+
+def _failed(inbox: Path, entry: os.DirEntry[str], error: Exception,
+            before: dict[tuple[str, str | None], int],
+            failed: dict[tuple[str, str | None], int]) -> None:
+    """An entry whose taking-in raised: logged at ERROR and left for the next tick, or moved to
+    rejected/ once it failed MAX_FAILURES times in a row."""
     shown = _printable(entry.name)
-    target = _filed_path(rejected, shown, stamped=True)
     try:
+        key = (entry.name, _identity(os.lstat(entry.path)))
+    except OSError:
+        key = (entry.name, None)
+    n = before.get(key, 0) + 1
+    what = f"{type(error).__name__}: {error}"
+    if n < MAX_FAILURES:
+        failed[key] = n
+        log.error("inbox entry %r could not be taken in (%s); it stays in the inbox and is "
+                  "tried again at the next tick (failure %d of %d)", shown, what, n,
+                  MAX_FAILURES, exc_info=error)
+        return
+    log.error("inbox entry %r could not be taken in (%s), %d times in a row; moving it to "
+              "rejected/", shown, what, n, exc_info=error)
+    if not _reject(inbox, entry, f"taking it in failed {n} times in a row ({what}); move it "
+                   "back into the inbox to try again"):
+        failed[key] = n  # still there: try to move it aside again next tick
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """done/ or rejected/ itself (a real folder, not a link to one)."""
+    try:
+        return entry.name in FOLDERS and entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _folder(inbox: Path, name: str) -> Path:
+    """The inbox's folder `name`, made when missing (whatever squatted its name moved aside)."""
+    _clear(inbox, name)
+    folder = inbox / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _clear(inbox: Path, name: str) -> None:
+    """An entry that holds the name of the inbox's folder `name` but is no folder (a file, a
+    link) is renamed aside in the inbox, under a name that overwrites nothing, so that it is
+    read (or set aside) like any other entry and the folder can be made."""
+    path = inbox / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        return
+    target = _filed_path(inbox, name, stamped=True)
+    os.replace(path, target)
+    log.warning("inbox entry %r is not a folder, but the inbox files entries in a folder of "
+                "that name; renamed it to %r, which is read like any other inbox file, and "
+                "made the folder %s/", name, target.name, name)
+
+
+def _reject(inbox: Path, entry: os.DirEntry[str], why: str) -> bool:
+    """Move a bad inbox entry aside (the entry itself, never what a link points at); whether
+    it moved."""
+    shown = _printable(entry.name)
+    try:
+        rejected = _folder(inbox, "rejected")
+        target = _filed_path(rejected, shown, stamped=True)
         os.replace(entry.path, target)
     except OSError as e:
         log.error("inbox entry %r is not readable as a message (%s) and could not be moved "
                   "aside (%s); remove it by hand", shown, why, e)
-        return
+        return False
     log.warning("inbox entry %r is not read as a message: %s; moved to %s", shown, why, target)
+    return True
 
 
 def _filed_path(folder: Path, name: str, stamped: bool) -> Path:

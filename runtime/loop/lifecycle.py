@@ -325,7 +325,11 @@ class Loop:
             try:
                 await asyncio.wait_for(self._wakeup.wait(), min(remaining, POLL_S))
             except TimeoutError:
-                if inbox.files(self.home.inbox):
+                try:
+                    waiting = inbox.files(self.home.inbox)
+                except OSError:  # an unreadable inbox: the tick's take logs why, this waits on
+                    waiting = []
+                if waiting:
                     return
                 continue
             self._wakeup.clear()

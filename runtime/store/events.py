@@ -539,12 +539,19 @@ def by_tool_use(store: Store, kind: str, tool_use_id: str) -> Event | None:
     return Event.from_row(rows[0]) if rows else None
 
 
-def inbox_file_seen(store: Store, digest: str, name: str) -> bool:
-    """Whether an inbox file with this name and content hash is already an owner message
-    (a crash between recording it and moving it must not record it twice)."""
-    return store.scalar(
-        "SELECT 1 FROM events WHERE kind = 'message' AND json_extract(meta, '$.inbox_sha') = ? "
-        "AND json_extract(meta, '$.file') = ?", (digest, name)) is not None
+def inbox_file_seen(store: Store, digest: str, name: str, identity: str) -> int | None:
+    """The id of the owner message the loop itself recorded from this very inbox file (same
+    name, content hash and identity: device, inode, size, mtime, ctime), else None. It is
+    for a crash between recording a file and filing it in done/, which must not record it
+    twice. The same text dropped again is another file (a second message), and an imported
+    line is never a match, whatever meta it carries."""
+    found = store.scalar(
+        "SELECT id FROM events WHERE kind = 'message' AND actor = 'owner' "
+        "AND json_extract(meta, '$.via') = 'inbox' AND json_extract(meta, '$.imported') IS NULL "
+        "AND json_extract(meta, '$.inbox_sha') = ? AND json_extract(meta, '$.file') = ? "
+        "AND json_extract(meta, '$.inbox_stat') = ? ORDER BY id DESC LIMIT 1",
+        (digest, name, identity))
+    return None if found is None else int(found)
 
 
 def fts_search(store: Store, match: str, limit: int = 10,
