@@ -28,7 +28,8 @@ Nothing old is replayed:
   sha256 of its UTC ts, actor, kind and body plus its occurrence number among identical lines
   of the file), written to `import_keys` with the event in the same transaction; a line whose
   key is already there is counted as `already_present` and not written again.
-- Kinds the loop reads as its own state (`LOOP_STATE_KINDS`) are refused.
+- Kinds the loop reads as its own state (`LOOP_STATE_KINDS`: ticks, promises, what a watch
+  last saw, ...) are refused, each a bad line that says so.
 - A timestamp without an offset is read in the home's time zone; one more than a day in the
   future, or out of datetime's range, is a bad line.
 - Every event of one run carries `meta.import_batch`, so the ladder seals a batch into episodes

@@ -138,6 +138,8 @@ class Recall:
             when = e.ts[:16].replace("T", " ")
             mark = (f" · stale: superseded by decision {h.stale_by}" if h.stale_by is not None
                     else "")
+            if e.imported:  # the words of context.IMPORTED_MARK: never the owner's authority
+                mark = " · imported: not your owner's words" + mark
             prefix = f"- [event {e.id} · {when} · {e.kind} · {e.actor}{mark}] "
             room = min(budget.item_chars, budget.total_chars - used - 1) - len(prefix)
             if room <= 20:

@@ -60,7 +60,7 @@ KNOWN_KINDS = (
 # other events record an action and may quote what someone else wrote.
 OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
-                    "ritual_due", "input_set_aside")
+                    "ritual_due", "input_set_aside", "watch_baseline", "watch_change")
 
 
 def now_iso() -> str:

@@ -3,7 +3,8 @@
 A watch (`[[mcp.watch]]`) records a `watch_baseline` event the first time it sees a result and
 a `watch_change` event each time the result differs; both carry the watch's key, the result's
 hash and its text in their meta. This module finds the newest of them for a key (hot or
-archived). It never writes: the loop records the events.
+archived) among the rows the loop wrote itself: an imported row is never loop state, whatever
+kind it claims. It never writes: the loop records the events.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ class Seen:
 
 
 def last_seen(store: Store, key: str) -> Seen | None:
-    """The newest result the watch `key` recorded, or None when it has never run."""
+    """The newest result the watch `key` recorded itself (imported rows are not read), or None
+    when it has never run."""
     rows = store.query(
         "SELECT id, meta FROM history WHERE kind IN (?, ?) "
-        "AND json_extract(meta, '$.watch') = ? ORDER BY id DESC LIMIT 1", (*KINDS, key))
+        "AND json_extract(meta, '$.watch') = ? AND json_extract(meta, '$.imported') IS NULL "
+        "ORDER BY id DESC LIMIT 1", (*KINDS, key))
     if not rows:
         return None
     meta = json.loads(rows[0]["meta"] or "{}")
