@@ -10,6 +10,15 @@ them all. It never decides to call a side effect on its own (`call` runs what it
 the loop asks `disposition` first), never records events, and never logs or returns a
 secret value of the section (each text passes through `redact` first).
 
+The coworker's own state is out of every tool's reach (runtime/hands/own_state.py): a call any
+of whose arguments names a path in the home's `state/` (the inbox is the owner's door; the
+database and secrets live there), its MEMORY.md or its config.toml is refused, reads included,
+and never sent. `call` checks every call, whoever asks (the model's, an approved action, a
+watch), so it is the one place no call gets past; `validate` checks the same so the loop refuses
+before a dry run or a queued action records the call. The home is the one given (`home=`, or
+`protect`, which the loop calls with its store's home), else the one the CLI would find
+(COWORKER_HOME or the current folder).
+
 Tool definitions stay byte-identical from tick to tick: a server that dies keeps offering
 the tools of its last listing while it restarts (a call meanwhile is UNAVAILABLE), so a
 crash does not change the model's cached prefix; only a server that never started, a
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +38,7 @@ from ..settings import redact as redact_known
 from ..settings import register_secret
 from .classify import Disposition, SideEffect, decide
 from .config import McpSection, McpServer, split_name
+from .own_state import OwnState
 from .result import CallStatus, ToolResult, cap
 from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, schema_problem
 
@@ -55,12 +66,14 @@ class Hands:
     `start()` and `stop()`."""
 
     def __init__(self, section: McpSection, *, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 home: str | os.PathLike[str] | None = None) -> None:
         self.section = section
         self._sleep = sleep
         self._clock = clock
         self.redact = self._redactor(section)
         self._runners: dict[str, ServerRunner] = {}
+        self._own: OwnState | None = OwnState(home) if home is not None else None
 
     @staticmethod
     def _redactor(section: McpSection) -> Redactor:
@@ -131,6 +144,34 @@ class Hands:
         alive = await asyncio.gather(*(self._runners[n].refresh() for n in names))
         return dict(zip(names, alive, strict=True))
 
+    # -- the coworker's own state ----------------------------------------------------------
+
+    def protect(self, home: str | os.PathLike[str]) -> None:
+        """Keep every tool out of the home at `home` (its state/, MEMORY.md, config.toml)."""
+        root = os.path.abspath(os.path.expanduser(home))
+        if self._own is None or str(self._own.root) != root:
+            self._own = OwnState(root)
+
+    @property
+    def own_state(self) -> OwnState:
+        if self._own is None:  # not told: the home the CLI would find
+            from ..home import Home
+
+            self._own = OwnState(Home.locate().root)
+        return self._own
+
+    def refusal(self, name: str, arguments: Any) -> str | None:
+        """Why a call to this tool with these arguments is refused because they name the
+        coworker's own state (one line, logged at WARNING), or None."""
+        parts = split_name(name)
+        runner = self._runners.get(parts[0]) if parts else None
+        why = self.own_state.refusal(arguments, runner.cwd if runner is not None else None)
+        if why is None:
+            return None
+        why = self.redact(why)
+        log.warning("tool call %s not sent: %s", name, why)
+        return why
+
     # -- tools ----------------------------------------------------------------------------
 
     def tools(self) -> list[ToolInfo]:
@@ -160,22 +201,28 @@ class Hands:
 
     def validate(self, name: str, arguments: Any) -> str | None:
         """Why this call cannot be made as asked (unknown tool, arguments that break its
-        schema), in one line, or None. The loop checks before a dry run or a queued action
-        records the call, so neither records a call that could never run."""
+        schema, an argument naming the coworker's own state), in one line, or None. The loop
+        checks before a dry run or a queued action records the call, so neither records a
+        call that could never run."""
         info = self.tool(name)
         if info is None:
             return f"no tool named {name!r}"
         problem = schema_problem(info.input_schema, arguments)
-        return self.redact(f"arguments rejected: {problem}") if problem else None
+        if problem:
+            return self.redact(f"arguments rejected: {problem}")
+        return self.refusal(name, arguments)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call the tool `<server>__<tool>` now, whatever its class (ask `disposition` first).
-        Never raises for what a server does; see `CallStatus`."""
+        """Call the tool `<server>__<tool>` now, whatever its class (ask `disposition` first),
+        unless an argument names the coworker's own state (REFUSED, nothing sent). Never
+        raises for what a server does; see `CallStatus`."""
         info = self.tool(name)
         if info is None:
             parts = split_name(name) or ("", name)
             return ToolResult(parts[0], parts[1], CallStatus.UNKNOWN_TOOL,
                               self.redact(f"no tool named {name!r}"))
+        if (why := self.refusal(name, arguments)) is not None:
+            return ToolResult(info.server, info.tool, CallStatus.REFUSED, why)
         result = await self._runners[info.server].call(info.tool, arguments)
         text, full = cap(result.text, self.section.result_chars)
         if full is None:

@@ -23,6 +23,7 @@ class CallStatus(StrEnum):
     UNAVAILABLE = "unavailable"              # the server is not running (starting, restarting, failed)
     UNKNOWN_TOOL = "unknown_tool"            # no offered tool has this name (or it is disabled)
     PROTOCOL_ERROR = "protocol_error"        # the server answered with an MCP error
+    REFUSED = "refused"                      # an argument names the coworker's own state; not sent
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,10 @@ class ServerRunner:
         self._logged: str | None = None
         self._lost: str | None = None          # why the open connection was given up
         self._tail: _StderrTail | None = None
+        # The folder the server process runs in: a stdio server inherits the coworker's own
+        # (the SDK's StdioServerParameters.cwd is left unset), read when it is spawned; an HTTP
+        # server's is unknown, taken as ours. Relative paths in its arguments resolve here.
+        self.cwd: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -261,6 +265,8 @@ class ServerRunner:
             return _http_transport(c.url, dict(c.headers))
         assert c.command is not None
         params = StdioServerParameters(command=c.command, args=list(c.args), env=dict(c.env) or None)
+        with contextlib.suppress(OSError):
+            self.cwd = str(params.cwd) if params.cwd is not None else os.getcwd()
         return stdio_client(params, errlog=tail.file)
 
     # -- tools ----------------------------------------------------------------------------

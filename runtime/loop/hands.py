@@ -12,7 +12,10 @@ Owns what the loop does with the servers of runtime/hands:
   an input ("watch ... changed" with what is new), an unchanged result writes nothing and costs
   no model call.
 Every result is a tool's output (author_kind `tool`): data for the model, never the owner's
-words. It never classifies a tool itself and never speaks SQL.
+words. No call reaches a server whose arguments name the coworker's own state (state/, where
+the inbox is the owner's door, MEMORY.md, config.toml): `Hands` refuses it (runtime/hands/
+own_state.py), told the home of the store at each entry here. It never classifies a tool itself
+and never speaks SQL.
 """
 
 from __future__ import annotations
@@ -49,6 +52,14 @@ class Call:
     sources: list[int]  # the tick's inputs
 
 
+def _protect(hands: Any, store: Store) -> None:
+    """Tell `hands` whose state to keep tools out of: the home of this store's database
+    (`<home>/state/coworker.db`)."""
+    protect = getattr(hands, "protect", None)
+    if protect is not None:
+        protect(store.path.parent.parent)
+
+
 def _result(r: ToolResult, note: str = "") -> Result:
     text = r.text
     if r.truncated:
@@ -61,6 +72,7 @@ async def call(hands: Any, store: Store, section: McpSection, live: bool, c: Cal
     """What a model's call to an MCP tool does now; never raises for what a server does."""
     if not isinstance(c.arguments, dict):
         return Result(f"tool {c.name}: input must be a JSON object matching its schema", True)
+    _protect(hands, store)
     if (problem := hands.validate(c.name, c.arguments)) is not None:
         return Result(f"tool {c.name}: {problem}", True)
     disposition = hands.disposition(c.name, live)
@@ -142,6 +154,7 @@ async def run_approved(hands: Any, store: Store, section: McpSection, live: bool
     input of this tick. An action whose server is not live now waits (it says so once)."""
     for expired in approvals.expire(store, now_iso()):
         record(store, "action_expired", f"action {expired} expired unapproved", approval_id=expired)
+    _protect(hands, store)
     ran = 0
     for a in approvals.approved(store):
         if hands is None or hands.disposition(a.name, live) not in (Disposition.QUEUE,
@@ -206,6 +219,7 @@ class Watches:
     async def poll(self, hands: Any, store: Store, section: McpSection) -> int:
         """Call every due watch; return how many changed (each an input)."""
         changed = 0
+        _protect(hands, store)
         for w in self.due():
             self._next[key(w)] = self._after(w, self.clock())
             changed += await self._look(hands, store, section, w)

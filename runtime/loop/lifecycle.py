@@ -199,7 +199,7 @@ class Loop:
         from ..hands.hands import Hands
         from .hands import Watches
 
-        self.hands = Hands(section)
+        self.hands = Hands(section, home=self.home.root)
         ready = await self.hands.start()
         self.watches = Watches(section, self.settings.coworker.timezone)
         log.info("mcp servers: %s", ", ".join(f"{n} {'ready' if ok else 'NOT STARTED'}"
