@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import process
-from .errors import Refused, StoreBusy, UsageError
+from .errors import Refused, StoreBusy, StoreError, UsageError
 from .home import Home
 from .store import Event, Store
 from .store import events as ev
@@ -377,6 +377,16 @@ class Actions:
                 raise
             path = to_inbox(self.home, message)
             return Told(None, process.wake(self.home), path, str(e).split(" (")[0])
+        except StoreError as e:  # damaged, unreadable: the owner's message is kept all the same
+            if self.door not in OWNERS_DOORS:
+                raise
+            try:
+                path = to_inbox(self.home, message)
+            except OSError as saving:
+                raise StoreError(f"{e}; your message could not be saved in the inbox either "
+                                 f"({saving.strerror or saving}): keep it yourself") from e
+            raise StoreError(f"{e}; your message was saved in {path} and is read once the "
+                             "database works again") from e
         pid = process.wake(self.home)
         if self.door not in OWNERS_DOORS:
             log.info("tell from %s: recorded event %d; %s", self.client or "an unnamed client",

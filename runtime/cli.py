@@ -480,8 +480,9 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
         report = import_file(store, file, skip_bad=skip_bad, progress=advance,
                              timezone=home.settings().coworker.timezone)
     span = f" (ids {report.first_id}-{report.last_id})" if report.imported else ""
-    present = (f"; {report.already_present} already present, not imported again"
-               if report.already_present else "")
+    present = (f"; {report.already_present} already present, not imported again (the same "
+               "line, or a line whose id an earlier line or import gave: an id names one "
+               "message, and the first line with it is kept)" if report.already_present else "")
     out.print(f"imported {report.imported} events{span} in {report.seconds:.2f} s "
               f"({report.rate:,.0f}/s){present}")
     for no, why in report.skipped[:20]:

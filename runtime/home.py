@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import settings as settings_mod
-from .errors import NotInitialised
+from .errors import NotInitialised, UsageError
 
 MEMORY_MD_HEADER = (
     "# MEMORY\n\n"
@@ -38,9 +38,20 @@ def private_umask() -> int:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create `path` 0700, or tighten it to 0700 when it exists with group/other bits."""
-    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    """Create `path` 0700, or tighten it to 0700 when it exists with group/other bits. A file
+    where a folder must be (the home, or state/ in it) is the user's to move: a UsageError."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise not_a_folder(path) from e
     tighten(path, PRIVATE_DIR)
+
+
+def not_a_folder(path: Path) -> UsageError:
+    """The error for a folder of the home that is a file (it, or a folder above it)."""
+    at = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+    return UsageError(f"{at} is a file, not a folder, so no coworker home can be made there: "
+                      "move it aside, or choose another folder (COWORKER_HOME)")
 
 
 def tighten(path: Path, mode: int) -> None:
@@ -166,7 +177,10 @@ class Home:
     def init(self) -> list[str]:
         """Create config.toml, state/ and MEMORY.md where missing; return what was created."""
         created = []
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as e:
+            raise not_a_folder(self.root) from e
         if not self.config_path.exists():
             write_private(self.config_path, settings_mod.render_default_config())
             created.append("config.toml")

@@ -283,8 +283,8 @@ def _explain(e: sqlite3.Error, path: Path) -> str:
         )
     if "malformed" in text or "not a database" in text:
         return (
-            f"database {path} is damaged ({text}): restore a snapshot or move the file aside; "
-            "`coworker doctor` says more"
+            f"database {path} is damaged ({text}): bring back a backup (`coworker "
+            "restore-backup DIR`) or move the file aside; `coworker doctor` says more"
         )
     if "unable to open" in text:
         return f"cannot write database {path} ({text}): check the folder's permissions"

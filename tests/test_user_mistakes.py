@@ -1,0 +1,76 @@
+"""A user's mistakes found by following the README as a new user (2026-12-02): each one a
+one-line error with what to do, a non-zero exit, and nothing lost.
+
+- a home where a file stands (COWORKER_HOME names a file, or state/ is a file): was a
+  FileExistsError traceback;
+- two lines of one import file with the same id and different texts: the second is not
+  imported (an id names one message; the first line with it is kept), and the summary now
+  says why;
+- `coworker tell` on a damaged database: the message was lost, and the error pointed at
+  MEMORY.md's snapshots instead of `restore-backup`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from runtime.home import Home
+from runtime.store import Store
+from runtime.store import events as ev
+
+from .conftest import coworker
+
+
+def _one_line_error(r, code: int) -> str:  # noqa: ANN001 - a CompletedProcess
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_a_home_where_a_file_stands_is_a_one_line_error(tmp_path: Path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine", encoding="utf-8")
+    line = _one_line_error(coworker("init", env={**os.environ, "COWORKER_HOME": str(a_file)}), 2)
+    assert f"{a_file} is a file, not a folder" in line and "COWORKER_HOME" in line
+    assert a_file.read_text(encoding="utf-8") == "mine"
+    home = tmp_path / "another-home"
+    home.mkdir()
+    (home / "state").write_text("also mine", encoding="utf-8")
+    env = {**os.environ, "COWORKER_HOME": str(home)}
+    for args in (("init",), ("tell", "hello")):
+        line = _one_line_error(coworker(*args, env=env), 2)
+        assert f"{home / 'state'} is a file, not a folder" in line
+    assert (home / "state").read_text(encoding="utf-8") == "also mine"
+
+
+def _line(i: str, minute: int, body: str) -> str:
+    return json.dumps({"id": i, "ts": f"2025-01-01T10:{minute:02d}:00Z", "actor": "dana",
+                       "kind": "message", "body": body})
+
+
+def test_a_repeated_id_says_why_its_line_was_not_imported(offline_home: Home, tmp_path: Path):
+    f = tmp_path / "chat.jsonl"
+    f.write_text("\n".join([_line("slack:A", 0, "one"), _line("slack:A", 2, "three")]) + "\n",
+                 encoding="utf-8")
+    r = coworker("import", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "1 already present" in r.stdout and "whose id an earlier line" in r.stdout
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        assert [e.body for e in ev.tail(store, 10, by_id=True)] == ["one"]
+
+
+def test_tell_on_a_damaged_database_keeps_the_message_in_the_inbox(offline_home: Home):
+    assert coworker("tell", "a first message").returncode == 0
+    with offline_home.db_path.open("r+b") as db:
+        db.write(b"this is not a database, it was overwritten " * 40)
+    for wal in ("-wal", "-shm"):
+        Path(str(offline_home.db_path) + wal).unlink(missing_ok=True)
+    line = _one_line_error(coworker("tell", "the budget review moved to Friday"), 1)
+    assert "is damaged" in line and "restore-backup" in line and "snapshot" not in line
+    saved = [p for p in offline_home.inbox.iterdir() if p.is_file()]
+    assert len(saved) == 1 and str(saved[0]) in line
+    assert saved[0].read_text(encoding="utf-8").strip() == "the budget review moved to Friday"
