@@ -437,4 +437,6 @@ def test_half_the_words_are_not_enough_when_the_telling_ones_appear_nowhere(tmp_
         plain = walk_result(store, "What caused the payments outage?")
     assert got.refused, f"entered on common words alone: {got.as_dict()}"
     assert "query's weight" in (got.reason or "") and "2/4" in (got.reason or ""), got.reason
+    # the refusal's confidence is the weight that fell short, not the 0.5 of the word count
+    assert got.confidence < 0.5 and f"holding {got.confidence:.2f}" in (got.reason or "")
     assert not plain.refused and plain.entry == "lexical", plain.reason

@@ -231,8 +231,11 @@ def _confidence(matched: Sequence[str], n: int) -> float:
 
 
 def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool,
-             pr: Probe | None = None, days: tuple[str, ...] = ()) -> WalkResult:
+             pr: Probe | None = None, days: tuple[str, ...] = (),
+             weight: float | None = None) -> WalkResult:
     conf = _confidence(best, n)
+    if weight is not None:  # enough words, too little of their weight: the weight is the figure
+        conf = min(conf, weight)
     if pr is not None:  # the better of the two entries' confidences, both below the threshold
         conf = max(conf, pr.confidence)
     return WalkResult(refused=True, reason=reason, confidence=conf,
@@ -314,9 +317,10 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
                "the query has no words to match (only stopwords or punctuation); best lexical "
                "match 0/0 (0.00)")
+    short: float | None = None  # the entry's weight, when it alone fell short
     if sc and entry and sc.share(entry.best) >= threshold:  # enough words, not the telling ones
-        shown = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
-        lexical += (f" holding {shown:.2f} of the query's weight (its rarer words are "
+        short = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
+        lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
                     "missing)")
     got = semantic() if semantic is not None else None
     pr = probe(store, got[0], got[1], before_id) if got is not None else None
@@ -330,7 +334,7 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
                      if sc is not None else "")
     # refuse: no query runs past the entry scan
     return _refusal(f"no confident entry point: {lexical} is below the {threshold} threshold"
-                    f"{semantic}", tokens, seen, n, cut, pr, days)
+                    f"{semantic}", tokens, seen, n, cut, pr, days, short)
 
 
 def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexical: str,
