@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -412,6 +413,8 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     from .memory.cards import MAX_QUERY_CHARS, cap_query
     from .memory.search import days_line
 
+    if not " ".join(query).strip():
+        raise UsageError('nothing to search for: coworker search "a few words"')
     home = _home()
     text, cut = cap_query(" ".join(query))
     hits = Actions(home, Door.CLI).search(text, n, after=after, exhaustive=exhaustive)
@@ -1178,10 +1181,16 @@ def _main(argv: list[str] | None) -> int:
     except CoworkerError as e:
         err.print(redact(f"error: {e}"), markup=False)
         return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:  # `coworker` (or a group) alone: its help
+        out.print(e.format_message(), markup=False, highlight=False)
+        return 0
     except click.UsageError as e:  # one line, with where to look
         where = e.ctx.command_path if e.ctx is not None else "coworker"
         said = e.format_message().rstrip(".")  # click ends some with a full stop
-        err.print(redact(f"error: {said}; see `{where} --help`"), markup=False)
+        hint = ""
+        if (m := re.match(r"No such option '?(-\d[^'\s]*)'?", said)) is not None:
+            hint = f" (text that begins with a dash goes after --: {where} -- {m.group(1)} ...)"
+        err.print(redact(f"error: {said}{hint}; see `{where} --help`"), markup=False)
         return 2
     except click.ClickException as e:
         err.print(redact(f"error: {e.format_message()}"), markup=False)

@@ -74,3 +74,23 @@ def test_tell_on_a_damaged_database_keeps_the_message_in_the_inbox(offline_home:
     saved = [p for p in offline_home.inbox.iterdir() if p.is_file()]
     assert len(saved) == 1 and str(saved[0]) in line
     assert saved[0].read_text(encoding="utf-8").strip() == "the budget review moved to Friday"
+
+
+def test_coworker_alone_prints_its_help(offline_home: Home):
+    for args in ((), ("eval",)):
+        r = coworker(*args)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.stdout.startswith(f"Usage: coworker {' '.join(args)}".rstrip() + " [OPTIONS]")
+        assert "; see `" not in r.stdout
+
+
+def test_a_message_that_begins_with_a_dash_is_told_how(offline_home: Home):
+    line = _one_line_error(coworker("tell", "-5 degrees in the server room"), 2)
+    assert "goes after --: coworker tell -- -5 ..." in line
+    assert coworker("tell", "--", "-5 degrees in the server room").returncode == 0
+
+
+def test_an_empty_search_is_a_usage_error(offline_home: Home):
+    for query in ("", "   "):
+        line = _one_line_error(coworker("search", query), 2)
+        assert "nothing to search for" in line
