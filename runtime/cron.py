@@ -2,23 +2,87 @@
 
 from __future__ import annotations
 
+import re
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
+
+CRONTAB_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab: 0 (and 7) = Sunday
+APS_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # APScheduler 3.x: 0 = Monday
+_DAY = r"[0-9]+|[A-Za-z]+"
+_ITEM = re.compile(rf"(?:(?P<all>\*)|(?P<first>{_DAY})(?:-(?P<last>{_DAY}))?)(?:/(?P<step>[0-9]+))?")
+
+
+def _day(token: str, field: str) -> int:
+    """A crontab weekday number, 0..7, from '0'..'7' or a name (sun = 0)."""
+    if token.isdigit():
+        if int(token) > 7:
+            raise ValueError(f"day of week {field!r}: {token} is out of range, use 0-7 "
+                             "(0 and 7 are Sunday) or mon..sun")
+        return int(token)
+    if token.lower() not in CRONTAB_DAYS:
+        raise ValueError(f"day of week {field!r}: {token!r} is not 0-7 or a name mon..sun")
+    return CRONTAB_DAYS.index(token.lower())
+
+
+def crontab_weekdays(field: str) -> str:
+    """crontab's day-of-week field as APScheduler 3.x reads it: names, one list.
+
+    crontab numbers the weekdays 0 (or 7) = Sunday, 1 = Monday .. 6 = Saturday; APScheduler
+    3.x counts 0 = Monday and rejects 7. Each list item (`*`, `n`, `a-b`, with an optional
+    `/step`; numbers 0-7 or names) gives the days crontab gives (a range steps from its first
+    day; `*` is 0-7; `a/step` is a-7/step; `sun` ending a range is 7, so `fri-sun` is
+    Friday to Sunday as before), and the union is written as Monday-first name ranges,
+    which never wrap: crontab `5-7` -> 'fri-sun', `0-2` -> 'mon-tue,sun'. `*` stays `*`."""
+    if field == "*":
+        return field
+    days: set[int] = set()
+    for item in field.split(","):
+        m = _ITEM.fullmatch(item)
+        if not m:
+            raise ValueError(f"day of week {field!r}: {item!r} is not a weekday, range or step")
+        step = int(m["step"]) if m["step"] else 1
+        if step == 0:
+            raise ValueError(f"day of week {field!r}: a step must be higher than 0")
+        if m["all"]:
+            first, last = 0, 7
+        else:
+            first = _day(m["first"], field)
+            if m["last"] is not None:
+                last = _day(m["last"], field)
+                if m["last"].lower() == "sun" and first > 0:
+                    last = 7
+            else:
+                last = 7 if m["step"] else first
+            if first > last:
+                raise ValueError(f"day of week {field!r}: the range {item!r} runs backwards")
+        days.update(d % 7 for d in range(first, last + 1, step))
+    aps = sorted((d - 1) % 7 for d in days)
+    runs: list[list[int]] = []
+    for d in aps:
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ",".join(APS_DAYS[r[0]] if len(r) == 1 else f"{APS_DAYS[r[0]]}-{APS_DAYS[r[-1]]}"
+                    for r in runs)
 
 
 def parse_cron(expr: str, tz: str = "UTC") -> CronTrigger:
     """A CronTrigger from '0 3 * * sun' (crontab) or '*/5 0 3 * * sun' (seconds first).
 
-    Name weekdays (mon..sun): APScheduler counts numeric weekdays from Monday = 0."""
+    The weekday field reads as in crontab in both forms: 0 or 7 = Sunday, 1 = Monday ..
+    6 = Saturday, or names (`crontab_weekdays`). Day of month and day of week both
+    restricted must both match (APScheduler's rule; crontab fires when either matches)."""
     fields = expr.split()
     zone = ZoneInfo(tz)
     if len(fields) == 5:
-        return CronTrigger.from_crontab(expr, timezone=zone)
+        return CronTrigger.from_crontab(" ".join([*fields[:4], crontab_weekdays(fields[4])]),
+                                        timezone=zone)
     if len(fields) == 6:
         second, minute, hour, day, month, dow = fields
         return CronTrigger(second=second, minute=minute, hour=hour, day=day, month=month,
-                           day_of_week=dow, timezone=zone)
+                           day_of_week=crontab_weekdays(dow), timezone=zone)
     raise ValueError(f"cron {expr!r} needs 5 fields (minute hour day month weekday) or 6 "
                      "(seconds first)")
 
