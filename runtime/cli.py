@@ -147,7 +147,7 @@ def start(live: bool) -> None:
       coworker start && coworker status
     """
     home = _home()
-    home.settings()
+    home.settings().role_text(home.root)  # a bad config or an unreadable role file: exit 2 now
     pid = process.spawn_detached(home, ["--live"] if live else [])
     out.print(f"coworker started (pid {pid}); log: {home.log_path}")
 

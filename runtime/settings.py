@@ -8,9 +8,11 @@ template, and it never reads the database.
 
 Whatever the files and the environment hold, `load` returns Settings or raises ConfigError with
 one line, never another exception: every numeric key has a range (its error line and its
-comment in the template say which), a file that is not UTF-8 names the byte, and a COWORKER_*
-variable that names no section is a WARNING (logger runtime.settings) with the closest name,
-not an error.
+comment in the template say which), a file that is not UTF-8 names the byte, a value of the
+wrong TOML type is never coerced (true where a number goes, "yes" or 1 where true or false
+goes: an error naming the key, the value and the type; environment values are strings and are
+read as before), and a COWORKER_* variable that names no section is a WARNING (logger
+runtime.settings) with the closest name, not an error.
 
 Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
 same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
@@ -30,11 +32,20 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from types import NoneType, UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -276,10 +287,24 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
+    # the role text a turn works with, read once by the loop (see `with_role_text`)
+    _role_text: str | None = PrivateAttr(default=None)
+
     def model_enabled(self) -> bool:
         return self.model.provider != "none" and bool(self.model.resolved_api_key())
 
+    def with_role_text(self, text: str) -> Settings:
+        """A copy whose `role_text` is `text`, whatever the role file holds now: the loop
+        reads the role once per turn (or keeps the last good text when the file went bad)."""
+        copy = self.model_copy()
+        copy._role_text = text
+        return copy
+
     def role_text(self, home: Path) -> str:
+        """The role prompt: the text of [coworker] role, or the file it names (relative to
+        the home), or ConfigError with one line naming the file and the fix."""
+        if self._role_text is not None:
+            return self._role_text
         role = self.coworker.role
         if role.endswith((".md", ".txt")) and "\n" not in role:
             path = (home / role).expanduser()
@@ -397,6 +422,70 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
                                        "permissions")) from e
 
 
+class _WrongType:
+    """A TOML value of the wrong type for its key (true where a number goes, "yes" or 1 where
+    true or false goes), which pydantic would coerce. It takes the value's place before
+    validation, where no validator accepts it, so it fails as that key's error: one line
+    naming the file, the key, the value and the type. Only the files' values are marked: an
+    environment variable is always a string, and "5" or "true" there is how it is written."""
+
+    __slots__ = ("message", "value")
+
+    def __init__(self, value: Any, message: str) -> None:
+        self.value = value
+        self.message = message
+
+    def __repr__(self) -> str:  # the value as the file spells it: true, "yes"
+        return _toml_value(self.value)
+
+
+def _scalar_kind(annotation: Any) -> type | None:
+    """bool, int or float for a field of that type (or that type or None), else None."""
+    if get_origin(annotation) in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not NoneType]
+        annotation = args[0] if len(args) == 1 else None
+    return annotation if annotation in (bool, int, float) else None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds: itself (a section) or its items (list[CustomRitual])."""
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation) or (None,)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) \
+        else None
+
+
+def _wrong_type(field: FieldInfo, value: Any) -> _WrongType | None:
+    kind = _scalar_kind(field.annotation)
+    if kind is bool and isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _WrongType(value, "must be true or false" + (", without quotes"
+                                                             if isinstance(value, str) else ""))
+    if kind in (int, float) and isinstance(value, bool):
+        bounds = range_text(field)
+        number = "a whole number" if kind is int else "a number"
+        return _WrongType(value, f"must be {number}" + (f" {bounds}" if bounds else "")
+                          + ", not true or false")
+    return None
+
+
+def _mark_wrong_types(model: type[BaseModel], data: Any) -> Any:
+    """`data` (TOML, for `model`) with each value of the wrong type for its key replaced by a
+    _WrongType; everything else, unknown keys included, as it was (the validator's to judge)."""
+    if not isinstance(data, Mapping):
+        return data
+    out = dict(data)
+    for key, value in data.items():
+        field = model.model_fields.get(str(key))
+        if field is None:
+            continue
+        if (wrong := _wrong_type(field, value)) is not None:
+            out[key] = wrong
+        elif (inner := _model_in(field.annotation)) is not None:
+            out[key] = ([_mark_wrong_types(inner, x) for x in value] if isinstance(value, list)
+                        else _mark_wrong_types(inner, value))
+    return out
+
+
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -414,6 +503,7 @@ def load(path: Path) -> Settings:
     warn_unknown_env()
     secret_data = read_toml(secrets_file, f"state/{SECRETS_FILE}")
     data = _deep_merge(read_toml(path), secret_data)
+    checked = _mark_wrong_types(Settings, data)
 
     class FileSettings(Settings):
         @classmethod
@@ -425,7 +515,7 @@ def load(path: Path) -> Settings:
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, InitSettingsSource(settings_cls, data))
+            return (init_settings, env_settings, InitSettingsSource(settings_cls, checked))
 
     try:
         settings = FileSettings()
@@ -547,6 +637,8 @@ def _field_of(loc: tuple[Any, ...]) -> FieldInfo | None:
 
 def _message(err: Any, loc: tuple[Any, ...]) -> str:
     """pydantic's message for one error, or "must be between A and B" when out of range."""
+    if isinstance(err.get("input"), _WrongType):
+        return err["input"].message
     field = _field_of(loc)
     bounds = range_text(field) if field is not None else None
     if err["type"] in _RANGE_ERRORS and bounds:
@@ -661,7 +753,8 @@ def _one_line(e: ValidationError, path: Path,
                and got is not None else "")
     default = _default_of(loc)
     fix = (
-        f"; fix it or delete the line to use the default ({default!r})"
+        f"; fix it or delete the line to use the default "
+        f"({_toml_value(default) if isinstance(default, bool) else repr(default)})"
         if default is not None
         else f"; fix it in {file_name}"
     )

@@ -4,10 +4,12 @@ Owns the Loop and its run state (STOPPED -> STARTING -> RUNNING -> STOPPING -> S
 `async with` to start and stop (the pid lock, the signal handlers, the ritual scheduler and
 catch-up, the start, stop and crash events, a shielded and time-limited close of the model
 client); `stop()` and `wake()` that only signal; the interval that doubles after quiet,
-no-op or failed ticks; the runfile; hot config reload; and each tick's one choice: quiet (no
-model call, no event, a telemetry count) or a turn. A crash is logged and recorded apart
-from a stop. It asks perception what waits and hands the turn to turn; it never speaks SQL
-and never calls the model itself.
+no-op or failed ticks; the runfile; hot config reload; the role text (a role file that
+cannot be read is a ConfigError at construction, before anything starts; one that goes bad
+while running keeps the last good text, loudly, and never fails a turn); and each tick's one
+choice: quiet (no model call, no event, a telemetry count) or a turn. A crash is logged and
+recorded apart from a stop. It asks perception what waits and hands the turn to turn; it
+never speaks SQL and never calls the model itself.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ class Loop:
                  registry: Registry | None = None) -> None:
         self.home = home
         self.settings = settings
+        # A role file that cannot be read is a config error now, before anything is opened
+        # or started (`coworker run` prints it as one line, exit 2); later, the last good
+        # role text is kept (see `_turn_settings`).
+        self._role_text = settings.role_text(home.root)
+        self._role_problem: str | None = None  # the role error already reported
         self.live_flag = live
         self.registry = registry or default_registry()
         self.scheduler: Scheduler | None = None
@@ -470,8 +477,29 @@ class Loop:
         telemetry.record(self.store, "quiet_tick", {"interval_s": self.interval})
         return TickOutcome(Outcome.QUIET)
 
+    def _turn_settings(self) -> Settings:
+        """The settings a turn works with, the role text read once for it. A role file that
+        went missing or unreadable (deleted, mid-save, not UTF-8) keeps the last good role
+        text, loudly, once per problem, as a bad config edit keeps the last good config: the
+        owner's inputs are not at fault, so no turn fails on it and nothing counts against
+        them."""
+        try:
+            self._role_text = self.settings.role_text(self.home.root)
+        except ConfigError as e:
+            problem = f"{e}; still running on the last good role text"
+            if problem != self._role_problem:
+                self._role_problem = problem
+                log.error("%s", problem)
+                with contextlib.suppress(Exception):
+                    record(self.store, "config_error", problem)
+        else:
+            if self._role_problem is not None:
+                self._role_problem = None
+                log.warning("[coworker] role: the role file is readable again; turns use it")
+        return self.settings.with_role_text(self._role_text)
+
     def _turn_context(self) -> TurnContext:
-        return TurnContext(home=self.home, settings=self.settings, store=self.store,
+        return TurnContext(home=self.home, settings=self._turn_settings(), store=self.store,
                            registry=self.registry, model=self.model, live=self.live,
                            stop=self._stop, cap=self._cap, semantic=self._semantic,
                            work=self._work, hands=self.hands)
