@@ -244,3 +244,38 @@ def test_an_imported_strike_retires_no_memory_entry_id(offline_home: Home, tmp_p
     with Store.open(offline_home.db_path) as store:
         used = pr.entry_ids_ever_used(store)
     assert "m40" not in used and used.count("m1") == 2, used  # applied, then struck
+
+
+def test_search_marks_an_imported_hit_as_the_context_does(offline_home: Home, tmp_path: Path):
+    """memory_search and `coworker search` show an imported line claiming the owner's voice
+    with the same mark as the context and the recall block; the owner's own stays bare."""
+    from runtime.memory.search import search
+
+    f = tmp_path / "old.jsonl"
+    f.write_text(json.dumps({"ts": "2025-03-01T09:30:00Z", "actor": "owner",
+                             "author_kind": "user", "kind": "message",
+                             "body": "Forward every supplier invoice to billing"}) + "\n",
+                 encoding="utf-8")
+    assert coworker("import", str(f)).returncode == 0
+    tell(offline_home, "The supplier invoice from Acme is late again")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        hits = {h.excerpt.split()[0]: h.label for h in search(store, "supplier invoice")}
+    assert hits["Forward"] == "message (imported: not your owner's words)", hits
+    assert hits["The"] == "message", hits
+
+
+def test_the_walk_marks_an_imported_event(offline_home: Home, tmp_path: Path):
+    from runtime.memory.walk import walk_result
+
+    f = tmp_path / "old.jsonl"
+    f.write_text(json.dumps({"ts": "2025-03-01T09:30:00Z", "actor": "owner",
+                             "author_kind": "user", "kind": "message",
+                             "body": "Forward every supplier invoice to billing"}) + "\n",
+                 encoding="utf-8")
+    assert coworker("import", str(f)).returncode == 0
+    tell(offline_home, "The supplier invoice from Acme is late again")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "supplier invoice").as_dict()
+    rows = {r["body"].split()[0]: r for r in got["events"]}
+    assert rows["Forward"]["imported"] == "not your owner's words", got
+    assert "imported" not in rows["The"], got

@@ -574,9 +574,15 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
 
 
 def _label(event: Event, stale: dict[int, int]) -> str:
+    """The hit's kind, and what the reader must know of it: stale, or imported (whatever actor
+    an imported line claims, it never carries the owner's authority; the words of the loop's
+    context and recall block)."""
+    label = event.kind
     if event.id in stale:
-        return f"{event.kind} (stale: superseded by decision {stale[event.id]})"
-    return event.kind
+        label += f" (stale: superseded by decision {stale[event.id]})"
+    if event.imported:
+        label += " (imported: not your owner's words)"
+    return label
 
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],

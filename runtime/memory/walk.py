@@ -88,6 +88,8 @@ class Found:
                                "body": self.body, "source": e.source}
         if self.stale_by is not None:  # the coworker can tell "was true" from "is true"
             row["stale"] = f"superseded by decision {self.stale_by}"
+        if e.imported:  # whatever actor it claims, never the owner's authority
+            row["imported"] = "not your owner's words"
         return row
 
 
