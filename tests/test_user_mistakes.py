@@ -94,3 +94,35 @@ def test_an_empty_search_is_a_usage_error(offline_home: Home):
     for query in ("", "   "):
         line = _one_line_error(coworker("search", query), 2)
         assert "nothing to search for" in line
+
+
+def test_the_map_says_where_imported_decisions_are(offline_home: Home, tmp_path: Path):
+    """The demo's history holds 48 `decision` events and its map said "No decisions recorded
+    yet": the map lists what the `decide` tool recorded, and now says so."""
+    from runtime.memory import memmap
+
+    f = tmp_path / "old.jsonl"
+    f.write_text(json.dumps({"ts": "2025-03-01T09:30:00Z", "actor": "dana", "kind": "decision",
+                             "body": "We ship the parser fix on Monday"}) + "\n",
+                 encoding="utf-8")
+    assert coworker("import", str(f)).returncode == 0
+    with Store.open(offline_home.db_path) as store:
+        memmap.write(store, offline_home.memory_map, "coworker")
+    text = offline_home.memory_map.read_text(encoding="utf-8")
+    assert "No decisions recorded yet with the `decide` tool" in text
+    assert "imported history are found by search and the walk" in text
+
+
+def test_a_struck_id_stays_retired_after_its_event_is_archived(offline_home: Home):
+    """Struck ids retire (a new entry never takes one), also once the strike's event has moved
+    to the archive, as every old event does."""
+    from runtime.store import archive
+    from runtime.store import promotions as pr
+
+    with Store.open(offline_home.db_path) as store:
+        ev.append(store, ev.Event(kind="memory_strike", body="struck [m7] old rule",
+                                  actor="owner", author_kind="user", meta={"entry_id": "m7"}))
+        assert "m7" in pr.entry_ids_ever_used(store)
+        assert archive.move_older_than(store, "9999-01-01T00:00:00+00:00") >= 1
+        assert ev.counts(store)["hot"] == 0
+        assert "m7" in pr.entry_ids_ever_used(store)

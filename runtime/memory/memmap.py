@@ -118,7 +118,8 @@ def render(store: Store, name: str = "coworker") -> str:
     stale = dec.superseded(store)
     recent = dec.all_(store)[-DECISIONS_SHOWN:]
     if not recent:
-        out.append("No decisions recorded yet.")
+        out.append("No decisions recorded yet with the `decide` tool (events of kind `decision` "
+                   "in imported history are found by search and the walk, not listed here).")
     for d in reversed(recent):
         cites = (", ".join(f"#{i}" for i in d.source_events) if d.source_events
                  else "no validated sources")

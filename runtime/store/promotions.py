@@ -77,12 +77,12 @@ def listing(store: Store, status: str | None = None, limit: int = 200) -> list[P
 
 def entry_ids_ever_used(store: Store) -> list[str]:
     """Every MEMORY.md entry id the store has recorded (applied, approved, superseded, or
-    struck). A strike counts only when the coworker recorded it: an imported `memory_strike`
-    row is history, not this MEMORY.md's state."""
+    struck), archived strikes too. A strike counts only when the coworker recorded it: an
+    imported `memory_strike` row is history, not this MEMORY.md's state."""
     rows = store.query(
         "SELECT entry_id FROM promotions WHERE entry_id IS NOT NULL UNION ALL "
         "SELECT supersedes FROM promotions WHERE supersedes IS NOT NULL UNION ALL "
-        "SELECT json_extract(meta, '$.entry_id') FROM events WHERE kind = 'memory_strike' "
+        "SELECT json_extract(meta, '$.entry_id') FROM history WHERE kind = 'memory_strike' "
         "AND json_extract(meta, '$.imported') IS NULL")
     return [str(r[0]) for r in rows if r[0]]
 
