@@ -402,8 +402,9 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
     never another exception, whatever the bytes (not UTF-8, nested too deep, huge numbers)."""
     label = label or path.name
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        data = path.read_bytes()
+        # a byte-order mark (Windows Notepad saves one) is not TOML, but it is not a mistake
+        return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as e:

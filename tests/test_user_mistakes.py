@@ -126,3 +126,15 @@ def test_a_struck_id_stays_retired_after_its_event_is_archived(offline_home: Hom
         assert archive.move_older_than(store, "9999-01-01T00:00:00+00:00") >= 1
         assert ev.counts(store)["hot"] == 0
         assert "m7" in pr.entry_ids_ever_used(store)
+
+
+def test_a_config_saved_with_a_byte_order_mark_loads(offline_home: Home):
+    """Windows Notepad saves UTF-8 with a byte-order mark; tomllib calls it "Invalid
+    statement (at line 1, column 1)", which names neither the mark nor the fix."""
+    from runtime.settings import load
+
+    text = offline_home.config_path.read_text(encoding="utf-8")
+    offline_home.config_path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert load(offline_home.config_path).coworker.name
+    r = coworker("status")
+    assert "Traceback" not in r.stderr and "not valid TOML" not in r.stderr, r.stderr
