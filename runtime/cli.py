@@ -555,15 +555,23 @@ def rituals(as_json: bool) -> None:
         for r in rows:
             click.echo(json.dumps(r, sort_keys=True))
         return
+    def shown(value: Any) -> str:  # a figure as a person reads it, not as Python prints it
+        if isinstance(value, dict):
+            return " ".join(f"{k}:{v}" for k, v in sorted(value.items())) or "none"
+        return f"{value:.2f} s" if isinstance(value, float) else str(value)
+
+    def when(ts: str | None) -> str:  # minutes are enough in a table: "2026-12-02 07:49"
+        return (ts or "")[:16].replace("T", " ")
+
     cells = []
     for r in rows:
         last = r["last_run"]
         figures = "" if last is None else ", ".join(
-            f"{k}={v}" for k, v in sorted(last["stats"].items())
+            f"{k} {shown(v)}" for k, v in sorted(last["stats"].items())
             if k in ("archived", "sealed", "seconds", "outcome", "error", "steps"))
         cells.append((r["name"], f"{r['cron']} ({tz})",
-                      "never" if last is None else f"{last['started_at'][:19]} {last['status']}",
-                      figures, (r["next_run"] or "")[:19]))
+                      "never" if last is None else f"{when(last['started_at'])} {last['status']}",
+                      figures, when(r["next_run"])))
     out.print(render.table(["ritual", "schedule", "last run", "figures", "next run"], cells))
 
 
@@ -1171,6 +1179,20 @@ def _text_arg(arg: str) -> str:
         return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def _command_path(argv: list[str]) -> str:
+    """`coworker promotions reject` for those words at the head of `argv`: where to look for
+    help when click's error carries no context (an option missing its value)."""
+    cmd: click.Command = cli
+    path = ["coworker"]
+    for word in argv:
+        sub = cmd.commands.get(word) if isinstance(cmd, click.Group) else None
+        if sub is None:
+            break
+        cmd = sub
+        path.append(word)
+    return " ".join(path)
+
+
 def _main(argv: list[str] | None) -> int:
     argv = [_text_arg(a) for a in (sys.argv[1:] if argv is None else argv)]
     try:
@@ -1185,7 +1207,7 @@ def _main(argv: list[str] | None) -> int:
         out.print(e.format_message(), markup=False, highlight=False)
         return 0
     except click.UsageError as e:  # one line, with where to look
-        where = e.ctx.command_path if e.ctx is not None else "coworker"
+        where = e.ctx.command_path if e.ctx is not None else _command_path(argv)
         said = e.format_message().rstrip(".")  # click ends some with a full stop
         hint = ""
         if (m := re.match(r"No such option '?(-\d[^'\s]*)'?", said)) is not None:

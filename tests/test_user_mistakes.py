@@ -138,3 +138,15 @@ def test_a_config_saved_with_a_byte_order_mark_loads(offline_home: Home):
     assert load(offline_home.config_path).coworker.name
     r = coworker("status")
     assert "Traceback" not in r.stderr and "not valid TOML" not in r.stderr, r.stderr
+
+
+def test_an_option_missing_its_value_points_at_its_own_help(offline_home: Home):
+    line = _one_line_error(coworker("promotions", "reject", "1", "--why"), 2)
+    assert "requires an argument; see `coworker promotions --help`" in line
+
+
+def test_rituals_shows_its_times_and_figures_whole(offline_home: Home):
+    assert coworker("reflect").returncode == 0
+    shown = coworker("rituals", env={**os.environ, "COLUMNS": "80"}).stdout
+    assert "…" not in shown and "{" not in shown, shown
+    assert "sealed" in shown and " s" in shown
