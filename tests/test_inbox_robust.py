@@ -185,3 +185,20 @@ def test_a_crash_between_recording_a_file_and_filing_it_records_it_once(
     assert messages(offline_home) == [("record me once", "note.txt")], "not recorded twice"
     assert names(box / "done") == ["note.txt"] and left(offline_home) == []
     assert logged(caplog, logging.INFO, "'note.txt'", "already recorded as event")
+
+
+def test_a_file_that_is_not_utf8_text_is_set_aside_with_how_to_fix_it(
+        offline_home: Home, caplog: pytest.LogCaptureFixture):
+    """A PDF or a Latin-1 note dropped in the inbox became a message of U+FFFD; it is now set
+    aside whole (nothing lost) and the WARNING says what to do."""
+    inbox = offline_home.inbox
+    (inbox / "scan.pdf").write_bytes(b"%PDF-1.7\n\xe2\xe3\xcf\xd3 binary")
+    (inbox / "note.txt").write_text("caf\u00e9 at noon", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        tick(offline_home)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        bodies = [e.body for e in ev.tail(store, 50, by_id=True) if e.kind == "message"]
+    assert bodies == ["caf\u00e9 at noon"]
+    rejected = list((inbox / "rejected").iterdir())
+    assert len(rejected) == 1 and rejected[0].read_bytes().startswith(b"%PDF-1.7")
+    assert "not UTF-8 text" in caplog.text and "save it as UTF-8" in caplog.text

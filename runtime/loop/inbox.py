@@ -2,8 +2,9 @@
 
 Owns reading each regular file owned by this user, of at most MAX_BYTES, as one message (an
 input) and filing it in inbox/done/, moving anything else (a link, a folder, another user's
-file, a name that is not UTF-8, an unreadable file, a file over MAX_BYTES, which is never read)
-aside to inbox/rejected/ with a WARNING (a link itself moves, never what it points at), and
+file, a name that is not UTF-8, an unreadable file, a file over MAX_BYTES, which is never read,
+contents that are not UTF-8 text) aside to inbox/rejected/ with a WARNING (a link itself
+moves, never what it points at), and
 names for filed entries that never overwrite one and fit NAME_MAX. Each entry is taken on its
 own: one that fails in a way nobody foresaw is logged at ERROR with its name and stays for the
 next tick, and after MAX_FAILURES failures in a row it moves to rejected/; the rest of the
@@ -82,8 +83,13 @@ def _take(inbox: Path, done: Path, entry: os.DirEntry[str], store: Store) -> Non
     if read is None:
         return
     raw, identity = read
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as e:  # a binary file, or text in another encoding: not a message
+        _reject(inbox, entry, f"its contents are not UTF-8 text (byte 0x{raw[e.start]:02x} at "
+                f"offset {e.start}); save it as UTF-8 text and drop it in again")
+        return
     digest = hashlib.sha256(raw).hexdigest()[:16]
-    text = raw.decode("utf-8", errors="replace").strip()
     recorded = None
     if text:
         recorded = ev.inbox_file_seen(store, digest, entry.name, identity)
