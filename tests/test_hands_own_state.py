@@ -59,10 +59,12 @@ def test_the_rule_refuses_paths_into_the_state_and_nothing_ordinary(
         str(tmp_path / "away" / ".." / "home" / "state" / "inbox" / "x"),
         str(tmp_path / "innocent" / "inbox" / "x"),   # a link to state/
         str(tmp_path / "notes.md"),                   # a link to MEMORY.md
-        "MEMORY.md", "config.toml", "state",          # plain words, from the home
+        "MEMORY.md", "config.toml",                   # plain words, from the home
         "~/home/state/snapshots/a",
         f"file://{home.inbox}/x.txt",
+        f"file:{home.inbox}/x.txt",                   # a file: URL without its slashes
         " state/inbox/x ",
+        "state/inbox/" + "./" * 2100 + "padded.txt",  # longer than PATH_MAX until normalised
     ]
     for path in refused:
         why = own.refusal({"path": path}, cwd)
@@ -71,12 +73,14 @@ def test_the_rule_refuses_paths_into_the_state_and_nothing_ordinary(
     nested = {"files": [{"path": str(tmp_path / "ok.txt"), "text": "x"},
                         {"path": "../home/config.toml", "text": "y"}]}
     assert "config.toml" in (own.refusal(nested, cwd) or "")
-    assert own.refusal({str(home.inbox / "k"): "a key"}, cwd) is not None
+    # a key names a field, and a bare word is a value (GitHub's list_issues, a search query)
+    assert own.refusal({str(home.inbox / "k"): "a key"}, cwd) is None
     assert "owner's door" in (own.refusal({"path": "state/inbox/n"}, cwd) or "")
     fine = [{"path": str(tmp_path / "away" / "notes.txt")}, {"path": "notes/today.txt"},
             {"text": "hello"}, {"text": REMEMBER}, {"message": "see state/inbox/ for the note"},
             {"text": "memory.md is a file"}, {"text": "."}, {"path": "~/away/x"},
-            {"n": 3, "flag": True, "none": None, "list": ["a/b", "../x", "~"]}]
+            {"n": 3, "flag": True, "none": None, "list": ["a/b", "../x", "~"]},
+            {"owner": "acme", "repo": "app", "state": "open"}, {"query": "state"}]
     for args in fine:
         assert own.refusal(args, cwd) is None, args
     # a server whose folder is inside state/ reaches it with any word

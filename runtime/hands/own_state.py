@@ -45,22 +45,31 @@ MAX_DEPTH = 64   # nesting of the arguments walked (JSON from the model is shall
 
 
 def _real(path: str) -> str:
-    """`path` (absolute) with `..` and symlinks resolved; lexical when the OS cannot say."""
+    """`path` (absolute) with `..` and symlinks resolved; lexical when the OS cannot say. Only
+    the part that exists is asked of the OS (past a missing folder no link can hide), so a
+    long made-up path costs a few calls, not one per component."""
+    path = os.path.normpath(path)
     try:
-        return os.path.realpath(path)
+        head, tail = path, ""
+        while not os.path.lexists(head):  # the longest prefix that exists
+            parent, name = os.path.split(head)
+            if parent == head:
+                break
+            head, tail = parent, os.path.join(name, tail) if tail else name
+        return os.path.normpath(os.path.join(os.path.realpath(head), tail))
     except (OSError, ValueError):  # an embedded NUL, a loop: fall back to the letters
-        return os.path.normpath(path)
+        return path
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
-    """Every string in a JSON-like value, dict keys included."""
+    """Every string value in a JSON-like value (a key names a field, not a file: GitHub's
+    `{"state": "open"}` is no path)."""
     if depth > MAX_DEPTH:
         return
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(k, depth + 1)
+        for v in value.values():
             yield from _strings(v, depth + 1)
     elif isinstance(value, list | tuple):
         for v in value:
@@ -68,8 +77,8 @@ def _strings(value: Any, depth: int = 0) -> Iterator[str]:
 
 
 def _as_path(text: str) -> str:
-    """The path a string names: a `file://` URL's path, `~` expanded."""
-    if text[:7].lower() == "file://":
+    """The path a string names: a `file:` URL's path (`file:///x`, `file:/x`), `~` expanded."""
+    if text[:5].lower() == "file:":
         text = unquote(urlsplit(text).path) or text
     return os.path.expanduser(text)
 
@@ -125,19 +134,32 @@ class OwnState:
                 return None
             at = parent
 
+    def _is_state(self, path: str) -> bool:
+        """Whether `path` is the state folder itself (not a file or folder inside it)."""
+        return any(_real(path) == place for place, name, _ in self.places if name == "state")
+
     def _where(self, text: str, cwd: str, here: str,
                ids: dict[tuple[int, int], str]) -> tuple[str, str] | None:
         """(protected place, the resolved path) that the string `text` names, or None."""
         for variant in dict.fromkeys((text, text.strip())):
             if not variant:
                 continue
-            path = _as_path(variant)
+            path = os.path.normpath(_as_path(variant))  # "a/./././b" is "a/b" to a server too
+            if len(path) > PATH_MAX:  # no OS opens it, however it is spelled
+                continue
+            # a bare word ("state", "open") is a field's value far more often than a path: it
+            # is refused only as MEMORY.md or config.toml itself, which a server started in
+            # the home opens by that name; the inside of state/ always takes a separator
+            bare = os.sep not in path and "/" not in path and not variant.startswith("~")
             bases = [path] if os.path.isabs(path) else [os.path.join(cwd, path),
                                                         os.path.join(here, path)]
             for full in dict.fromkeys(bases):
                 name = self._hit(full, ids)
-                if name is not None:
-                    return name, _real(full)
+                if name is None:
+                    continue
+                if bare and name == "state" and self._is_state(full):
+                    continue  # the word itself names the folder, nothing in it
+                return name, _real(full)
         return None
 
     def refusal(self, arguments: Any, cwd: str | None) -> str | None:
@@ -147,7 +169,7 @@ class OwnState:
         cwd = os.path.abspath(cwd) if cwd else here
         ids = self._identities()
         for text in _strings(arguments):
-            if not text or len(text) > PATH_MAX:
+            if not text:
                 continue
             found = self._where(text, cwd, here, ids)
             if found is not None:
