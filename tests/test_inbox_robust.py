@@ -202,3 +202,32 @@ def test_a_file_that_is_not_utf8_text_is_set_aside_with_how_to_fix_it(
     rejected = list((inbox / "rejected").iterdir())
     assert len(rejected) == 1 and rejected[0].read_bytes().startswith(b"%PDF-1.7")
     assert "not UTF-8 text" in caplog.text and "save it as UTF-8" in caplog.text
+
+
+def test_a_busy_database_sets_no_inbox_file_aside(offline_home: Home):
+    """`tell` saves a message in the inbox when an import holds the database; the inbox must
+    then wait for the database, however many ticks that takes, not count it against the file
+    and set the owner's message aside after three."""
+    import sqlite3
+
+    tell_file = offline_home.inbox / "tell-saved.txt"
+    tell_file.write_text("the budget review moved to Friday", encoding="utf-8")
+    with Store.open(offline_home.db_path):
+        pass  # the database and its tables exist
+    holder = sqlite3.connect(offline_home.db_path)
+    holder.execute("BEGIN IMMEDIATE")  # an import's long write
+    try:
+        with Store.open(offline_home.db_path, busy_timeout_ms=20) as store:
+            for _ in range(inbox.MAX_FAILURES + 2):
+                inbox.take(offline_home.inbox, store)
+        assert tell_file.exists(), "the message waits in the inbox"
+        assert not (offline_home.inbox / "rejected").exists() or \
+            not list((offline_home.inbox / "rejected").iterdir())
+    finally:
+        holder.rollback()
+        holder.close()
+    with Store.open(offline_home.db_path) as store:
+        inbox.take(offline_home.inbox, store)
+        bodies = [e.body for e in ev.tail(store, 10, by_id=True) if e.kind == "message"]
+    assert bodies == ["the budget review moved to Friday"]
+    assert not tell_file.exists()

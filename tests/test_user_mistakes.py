@@ -150,3 +150,14 @@ def test_rituals_shows_its_times_and_figures_whole(offline_home: Home):
     shown = coworker("rituals", env={**os.environ, "COLUMNS": "80"}).stdout
     assert "…" not in shown and "{" not in shown, shown
     assert "sealed" in shown and " s" in shown
+
+
+def test_a_message_over_the_inbox_limit_is_refused_before_anything_is_saved(offline_home: Home):
+    """`tell` saves a message in the inbox when the database is busy; the inbox sets aside a
+    file over 4 MiB, so `tell` refuses one up front instead of promising to deliver it."""
+    from runtime.loop.inbox import MAX_BYTES
+
+    line = _one_line_error(coworker("tell", "-", input="x" * (MAX_BYTES + 1)), 2)
+    assert "over the 4 MiB limit of one message" in line
+    assert not [p for p in offline_home.inbox.iterdir() if p.is_file()]
+    assert coworker("tell", "-", input="x" * 1000).returncode == 0

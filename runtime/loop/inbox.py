@@ -4,14 +4,15 @@ Owns reading each regular file owned by this user, of at most MAX_BYTES, as one 
 input) and filing it in inbox/done/, moving anything else (a link, a folder, another user's
 file, a name that is not UTF-8, an unreadable file, a file over MAX_BYTES, which is never read,
 contents that are not UTF-8 text) aside to inbox/rejected/ with a WARNING (a link itself
-moves, never what it points at), and
-names for filed entries that never overwrite one and fit NAME_MAX. Each entry is taken on its
+moves, never what it points at), and names for filed entries that never overwrite one and fit
+NAME_MAX. Each entry is taken on its
 own: one that fails in a way nobody foresaw is logged at ERROR with its name and stays for the
 next tick, and after MAX_FAILURES failures in a row it moves to rejected/; the rest of the
-inbox and the tick go on, and `take` never raises. An entry squatting the name of done/ or
-rejected/ (a file, a link) is renamed aside in the inbox, under a name that overwrites nothing,
-and read like any other file. It adds the message through store.inputs; it never decides what
-a message means and never calls a model.
+inbox and the tick go on, and `take` never raises. A database that cannot take messages (busy
+past its timeout, damaged) is no entry's fault: the whole inbox waits, and nothing is counted.
+An entry squatting the name of done/ or rejected/ (a file, a link) is renamed aside in the
+inbox, under a name that overwrites nothing, and read like any other file. It adds the
+message through store.inputs; it never decides what a message means and never calls a model.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import hashlib
 import itertools
 import logging
 import os
+import sqlite3
 import stat
 import time
 from pathlib import Path
 
+from ..errors import StoreError
 from ..store import Event, Store
 from ..store import events as ev
 from ..store import inputs as inputs_store
@@ -67,9 +70,15 @@ def take(inbox: Path, store: Store) -> None:
                   inbox, e)
         return
     before, failed = _failures.pop(str(inbox), {}), {}
-    for entry in waiting:
+    for n, entry in enumerate(waiting):
         try:
             _take(inbox, done, entry, store)
+        except (StoreError, sqlite3.Error) as e:  # the database, not the file: all wait
+            log.warning("the inbox waits for the next tick: the database cannot take its "
+                        "messages now (%s); %d file(s) wait, none is set aside for it", e,
+                        len(waiting) - n)
+            failed.update({k: v for k, v in before.items() if k not in failed})
+            break
         except Exception as e:  # noqa: BLE001 - one entry must never stop the inbox or the tick
             _failed(inbox, entry, e, before, failed)
     if failed:
