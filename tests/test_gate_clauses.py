@@ -27,6 +27,14 @@ FINE = "Deploys on Fridays are fine now"
     ('"Deploys on Fridays are fine now," the ops lead wrote.', "words you quoted"),
     ("The ops lead wrote: \u201cwe checked, deploys on Fridays are fine now\u201d.",
      "words you quoted"),
+    # found by a second review: a ? not followed by a space, a comma, other verbs, single quotes
+    ("Deploys on Fridays are fine now?\U0001F642", "a question you asked"),
+    ("(Deploys on Fridays are fine now?)", "a question you asked"),
+    ("Deploys on Fridays are fine now\uff1f", "a question you asked"),
+    ("Ops-bot says, deploys on Fridays are fine now.", "words you reported someone saying"),
+    ("Ops-bot texted: deploys on Fridays are fine now.", "words you reported someone saying"),
+    ("Ops-bot: 'deploys on Fridays are fine now'", "words you quoted"),
+    ("Ops-bot: \u2018deploys on Fridays are fine now\u2019.", "words you quoted"),
 ])
 def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: str, why: str):
     assert gate.verbatim_problem(FINE, [body]) == f"{gate.NOT_VERBATIM}: {why}, not a statement of yours"
@@ -39,6 +47,10 @@ def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: st
     "Is the freeze over? Yes. Deploys on Fridays are fine now",
     'The "freeze" is over. Deploys on Fridays are fine now.',
     "We went through the crash reports; deploys on Fridays are fine now.",  # a noun, no colon
+    "We went through the crash reports, deploys on Fridays are fine now.",
+    "I said: deploys on Fridays are fine now.",
+    "It's late, deploys on Fridays are fine now.",  # an apostrophe is no quote
+    "Deploys on Fridays are fine now, the team's agreed.",
 ])
 def test_the_owners_own_statement_passes_wherever_it_stands(body: str):
     assert gate.verbatim_problem(FINE, [body]) is None
@@ -48,6 +60,16 @@ def test_the_same_clause_stated_elsewhere_in_the_message_still_passes():
     body = "Ops-bot says: deploys on Fridays are fine now. I checked. Deploys on Fridays are " \
            "fine now."
     assert gate.verbatim_problem(FINE, [body]) is None
+
+
+@pytest.mark.timeout(60)  # 150 KB of this took 25 s; 450 KB now takes a second or two
+def test_a_repetitive_message_is_read_in_about_its_length():
+    """Every clause may begin a run and every run matches, but the message asks: each place
+    is tried and none passes (the old check built each run anew: 25 s for a third of this)."""
+    body = "a, " * 150_000 + "?"
+    assert gate.verbatim_problem(", ".join(["a"] * 2000), [body]) == \
+        f"{gate.NOT_VERBATIM}: a question you asked, not a statement of yours"
+    assert gate.verbatim_problem(", ".join(["a"] * 2000), ["a, " * 150_000]) is None
 
 
 @pytest.mark.timeout(60)  # the old check took 90 s on a quarter of this; now about 2 s

@@ -121,7 +121,9 @@ MIN_SUPERSEDE_SHARE = 0.5  # of the superseded entry's content words kept by the
 MODEL_ORIGINS = ("tool", "reflect")  # proposals written by a model, not typed by anyone
 AGENT_REASON = "told by another agent over MCP, not by you"
 NOT_VERBATIM = "not a verbatim clause of a cited owner message"
-SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n")
+# A sentence ends at . or ! before a space, at any ? (also "now?)" or "now?" + an emoji: a
+# question is never the owner's statement), and at a line break.
+SENTENCE_END = re.compile(r"[.!]+(?=\s|$)|[?\uff1f]+|\n")
 CLAUSE_END = re.compile(r"[,;:]|\s-+\s|--+|[\u2013\u2014]")
 # A clause that limits the one beside it: leaving it out changes what the owner said.
 QUALIFIER = re.compile(r"^(but|except|excepting|unless|until|till|only|if|provided|providing|"
@@ -135,11 +137,18 @@ def _norm(text: str) -> str:
 
 
 # A clause that says whose words follow it in its sentence: one ending in a verb of saying
-# before a colon ("Ops-bot says: deploys are fine"), or "according to ..." before any mark.
-REPORTING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says?|said|writes?|wrote|claims?|claimed|asks?|"
-                       r"asked|tells? (me|us)|told (me|us)|reports?|reported|thinks?|thought|"
-                       r"suggests?|suggested|insists?|insisted|replied|answered)$")
+# before a colon or a comma ("Ops-bot says: ...", "ops-bot texted, ..."), one ending in a word
+# that may be a noun too ("reports", "claims") before a colon only, or "according to ...".
+# The owner's own "I said: ..." is the owner's.
+SAYING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says|said|writes|wrote|texted|messaged|emailed|"
+                    r"posted|tweeted|replied|answered|insisted|claimed|suggested|reported|"
+                    r"asked|mentioned|announced|argued|explained|warned|tells? (me|us)|"
+                    r"told (me|us))$")
+REPORTING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says?|write|claims?|asks?|reports?|thinks?|"
+                       r"thought|suggests?|insists?|replies|answers|mentions|announces)$")
 QUOTES = re.compile(r"[\"\u201c\u201d\u00ab\u00bb]")  # double quotes: "...", "...", <<...>>
+# a clause wrapped in single quotes ('...' or \u2018...\u2019): quoted (an apostrophe alone is not)
+SINGLE_QUOTED = re.compile(r"^['\u2018].*['\u2019]\W*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -161,18 +170,21 @@ def clauses(body: str) -> list[Clause]:
     ends = [(m.start(), m.end(), m.group(0)) for m in SENTENCE_END.finditer(body)]
     for start, stop, mark in [*ends, (len(body), len(body), "")]:
         sentence = body[pos:start]
-        asked = "?" in mark
+        asked = "?" in mark or "\uff1f" in mark
         reported, at = False, 0
         for m in [*CLAUSE_END.finditer(sentence), None]:
             part = sentence[at:m.start() if m else len(sentence)]
-            inside = quoted or bool(QUOTES.search(part))
+            inside = quoted or bool(QUOTES.search(part)) or bool(
+                SINGLE_QUOTED.match(part.strip()))
             quoted ^= bool(len(QUOTES.findall(part)) % 2)
             if norm := _norm(part):
                 why = ("a question you asked" if asked else "words you quoted" if inside
                        else "words you reported someone saying" if reported else None)
                 out.append(Clause(n, norm, " ".join(part.split()), why))
+                mark_after = m.group(0) if m is not None else ""
                 reported = reported or norm.startswith("according to ") or (
-                    m is not None and m.group(0) == ":" and bool(REPORTING.search(norm)))
+                    mark_after in (":", ",") and bool(SAYING.search(norm))) or (
+                    mark_after == ":" and bool(REPORTING.search(norm)))
             if m is not None:
                 at = m.end()
         pos, n = stop, n + 1
@@ -182,35 +194,38 @@ def clauses(body: str) -> list[Clause]:
 def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
     """None when `text` is one clause, or a run of consecutive clauses, of one of the owner's
     messages, each the owner's own statement (not asked, quoted or reported: `clauses`), and
-    leaves out no clause of the same sentence that qualifies it; else why not. Only runs that
-    begin with a clause `text` begins with are built, so a long message costs about its
-    length (a pasted file of thousands of clauses is read once)."""
+    leaves out no clause of the same sentence that qualifies it; else why not. A run is a
+    stretch of the clauses joined, which starts where a clause starts and ends where one ends:
+    each start is one comparison in C, so a long message costs about its length times the
+    places where `text` could begin (a pasted file of thousands of clauses is read once)."""
     want = _norm(text)
     dropped = not_said = None
     for body in owner_bodies:
         if want not in _norm(body):  # every run is a stretch of the normalised body
             continue
         cs = clauses(body)
-        for i in range(len(cs)):
-            if not want.startswith(cs[i].norm):
+        starts, ends, bad, at = [], {}, [0], 0
+        for k, c in enumerate(cs):
+            starts.append(at)
+            ends[at + len(c.norm)] = k
+            bad.append(bad[-1] + (c.not_said is not None))
+            at += len(c.norm) + 1
+        joined = " ".join(c.norm for c in cs)
+        for i, c in enumerate(cs):
+            if not want.startswith(c.norm) or not joined.startswith(want, starts[i]):
                 continue
-            size = -1
-            for j in range(i, len(cs)):
-                size += len(cs[j].norm) + 1
-                if size > len(want):
-                    break
-                if size < len(want) or " ".join(c.norm for c in cs[i:j + 1]) != want:
-                    continue
-                said = next((c.not_said for c in cs[i:j + 1] if c.not_said), None)
-                if said is not None:
-                    not_said = not_said or said
-                    continue
-                beside = [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
-                          and cs[k].sentence in (cs[i].sentence, cs[j].sentence)
-                          and QUALIFIER.match(cs[k].norm)]
-                if not beside:
-                    return None
-                dropped = dropped or cs[beside[0]].written
+            j = ends.get(starts[i] + len(want))
+            if j is None or j < i:
+                continue  # it ends inside a clause
+            if bad[j + 1] > bad[i]:  # a clause of the run was asked, quoted or reported
+                not_said = not_said or next(x.not_said for x in cs[i:j + 1] if x.not_said)
+                continue
+            beside = [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
+                      and cs[k].sentence in (cs[i].sentence, cs[j].sentence)
+                      and QUALIFIER.match(cs[k].norm)]
+            if not beside:
+                return None
+            dropped = dropped or cs[beside[0]].written
     if dropped is not None:
         return f"leaves out {dropped!r}, which you said with it in the same sentence"
     if not_said is not None:
