@@ -1179,6 +1179,9 @@ def _text_arg(arg: str) -> str:
         return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+FREE_TEXT = ("tell", "search", "walk", "pin", "supersede")  # commands whose words are text
+
+
 def _command_path(argv: list[str]) -> str:
     """`coworker promotions reject` for those words at the head of `argv`: where to look for
     help when click's error carries no context (an option missing its value)."""
@@ -1210,7 +1213,8 @@ def _main(argv: list[str] | None) -> int:
         where = e.ctx.command_path if e.ctx is not None else _command_path(argv)
         said = e.format_message().rstrip(".")  # click ends some with a full stop
         hint = ""
-        if (m := re.match(r"No such option '?(-\d[^'\s]*)'?", said)) is not None:
+        m = re.match(r"No such option:? '?(-[^'\s]*)'?", said)
+        if m is not None and (m.group(1)[1:2].isdigit() or where.split()[-1] in FREE_TEXT):
             hint = f" (text that begins with a dash goes after --: {where} -- {m.group(1)} ...)"
         err.print(redact(f"error: {said}{hint}; see `{where} --help`"), markup=False)
         return 2

@@ -88,6 +88,9 @@ def test_a_message_that_begins_with_a_dash_is_told_how(offline_home: Home):
     line = _one_line_error(coworker("tell", "-5 degrees in the server room"), 2)
     assert "goes after --: coworker tell -- -5 ..." in line
     assert coworker("tell", "--", "-5 degrees in the server room").returncode == 0
+    line = _one_line_error(coworker("tell", "-x marks the spot"), 2)
+    assert "goes after --: coworker tell -- -x ..." in line
+    assert "goes after --" not in _one_line_error(coworker("log", "-x"), 2)  # log takes no text
 
 
 def test_an_empty_search_is_a_usage_error(offline_home: Home):
