@@ -365,10 +365,10 @@ class Actions:
         message = text.strip()
         if not message:
             raise UsageError("nothing to tell: give the message text")
-        from .loop.inbox import MAX_BYTES  # one message, whichever way it comes in
-
-        if (size := len(message.encode("utf-8", "surrogatepass"))) > MAX_BYTES:
-            raise UsageError(f"the message is {size:,} bytes, over the {MAX_BYTES >> 20} MiB "
+        limit = inputs_store.MESSAGE_MAX_BYTES  # one message, whichever way it comes in
+        # + 1: the inbox file `tell` falls back to ends with a line break
+        if (size := len(message.encode("utf-8", "surrogatepass"))) + 1 > limit:
+            raise UsageError(f"the message is {size:,} bytes, over the {limit >> 20} MiB "
                              "limit of one message: split it, or bring past history in with "
                              "`coworker import`")
         if self.door in OWNERS_DOORS:

@@ -486,6 +486,8 @@ TRANSCRIPTS += [
                 "that true?", FINE_NOW, cite=("tell",)),
     superseding("owner-quotes-another", '"Deploys on Fridays are fine now," the ops lead '
                 "wrote.", FINE_NOW, cite=("tell",)),
+    superseding("owner-reports-after", "Deploys on Fridays are fine now, says ops-bot. I "
+                "don't buy it.", FINE_NOW, cite=("tell",)),
     # the record of an owner's action quotes text the owner did not write
     superseding("strike-record", "Why was the staging entry struck?", FINE_NOW,
                 Src("memory_strike", "struck [m2] Staging: deploys on Fridays are fine now", "user",

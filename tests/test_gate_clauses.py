@@ -35,9 +35,39 @@ FINE = "Deploys on Fridays are fine now"
     ("Ops-bot texted: deploys on Fridays are fine now.", "words you reported someone saying"),
     ("Ops-bot: 'deploys on Fridays are fine now'", "words you quoted"),
     ("Ops-bot: \u2018deploys on Fridays are fine now\u2019.", "words you quoted"),
+    ("Per ops-bot, deploys on Fridays are fine now.", "words you reported someone saying"),
+    ("Deploys on Fridays are fine now\u203d", "a question you asked"),
+    ("\u300cDeploys on Fridays are fine now\u300d", "words you quoted"),
 ])
 def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: str, why: str):
     assert gate.verbatim_problem(FINE, [body]) == f"{gate.NOT_VERBATIM}: {why}, not a statement of yours"
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("Deploys on Fridays are fine now, says ops-bot. I don't buy it.", "reports"),
+    ("Ops-bot wrote:\nDeploys on Fridays are fine now.", "reports"),
+    ("Ops-bot said in #ops: deploys on Fridays are fine now.", "reports"),
+    ("Deploys on Fridays are fine now, according to the vendor.", "reports"),
+    ("Myth: deploys on Fridays are fine now.", "hypothetical"),
+    ("Hypothetically, deploys on Fridays are fine now.", "hypothetical"),
+    ("If CI is green, deploys on Fridays are fine now.", "hypothetical"),
+    ("Deploys on Fridays are fine now -- NOT", "takes it back"),
+    ("Deploys on Fridays are fine now? Really", "asks"),
+])
+def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: str, why: str):
+    """No list of phrasings is complete ("..., says ops-bot" puts the attribution after the
+    clause), so the one change a model may not make on a clause's word, replacing an entry,
+    needs the whole cited message to be a plain statement."""
+    assert why in (gate.not_plain(body) or ""), body
+
+
+@pytest.mark.parametrize("body", [
+    "Deploys on Fridays are fine now, the freeze is over.",
+    "We checked with ops: deploys on Fridays are fine now.",
+    "Deploys on Fridays are fine now. I don't see a reason to wait.",
+])
+def test_a_plain_statement_can_replace_an_entry(body: str):
+    assert gate.not_plain(body) is None
 
 
 @pytest.mark.parametrize("body", [
@@ -51,6 +81,11 @@ def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: st
     "I said: deploys on Fridays are fine now.",
     "It's late, deploys on Fridays are fine now.",  # an apostrophe is no quote
     "Deploys on Fridays are fine now, the team's agreed.",
+    # a third review: the owner's own lead-ins, and a ? inside a URL
+    "That said, deploys on Fridays are fine now.",
+    "As I've said, deploys on Fridays are fine now.",
+    "As mentioned, deploys on Fridays are fine now.",
+    "Deploys on Fridays are fine now, see https://wiki/page?id=42 for the runbook.",
 ])
 def test_the_owners_own_statement_passes_wherever_it_stands(body: str):
     assert gate.verbatim_problem(FINE, [body]) is None

@@ -59,12 +59,14 @@ def test_the_rule_refuses_paths_into_the_state_and_nothing_ordinary(
         str(tmp_path / "away" / ".." / "home" / "state" / "inbox" / "x"),
         str(tmp_path / "innocent" / "inbox" / "x"),   # a link to state/
         str(tmp_path / "notes.md"),                   # a link to MEMORY.md
-        "MEMORY.md", "config.toml",                   # plain words, from the home
+        "MEMORY.md", "config.toml", "state",          # plain words, from the home
+        "./state", "state/", "state/.",               # the folder itself: a move_file source
         "~/home/state/snapshots/a",
         f"file://{home.inbox}/x.txt",
         f"file:{home.inbox}/x.txt",                   # a file: URL without its slashes
         " state/inbox/x ",
         "state/inbox/" + "./" * 2100 + "padded.txt",  # longer than PATH_MAX until normalised
+        "../" * 1400 + str(root).lstrip("/") + "/state/inbox/x",  # resolved against the folder
     ]
     for path in refused:
         why = own.refusal({"path": path}, cwd)
@@ -80,7 +82,8 @@ def test_the_rule_refuses_paths_into_the_state_and_nothing_ordinary(
             {"text": "hello"}, {"text": REMEMBER}, {"message": "see state/inbox/ for the note"},
             {"text": "memory.md is a file"}, {"text": "."}, {"path": "~/away/x"},
             {"n": 3, "flag": True, "none": None, "list": ["a/b", "../x", "~"]},
-            {"owner": "acme", "repo": "app", "state": "open"}, {"query": "state"}]
+            {"owner": "acme", "repo": "app", "state": "open"}, {"query": "open issues"},
+            {"path": "file://[/x"}]  # no URL at all: read as written, and no error
     for args in fine:
         assert own.refusal(args, cwd) is None, args
     # a server whose folder is inside state/ reaches it with any word

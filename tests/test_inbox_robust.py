@@ -231,3 +231,17 @@ def test_a_busy_database_sets_no_inbox_file_aside(offline_home: Home):
         bodies = [e.body for e in ev.tail(store, 10, by_id=True) if e.kind == "message"]
     assert bodies == ["the budget review moved to Friday"]
     assert not tell_file.exists()
+
+
+def test_an_old_row_whose_meta_is_not_json_does_not_stall_the_inbox(offline_home: Home):
+    """Older versions wrote a bare NaN into some meta; the inbox's crash check read every owner
+    message's meta with json_extract, which raised "malformed JSON" at every tick."""
+    with Store.open(offline_home.db_path) as store, store.transaction():
+        store.execute("INSERT INTO events (ts, kind, actor, author_kind, body, meta) VALUES "
+                      "('2025-01-01T00:00:00.000Z', 'message', 'owner', 'user', 'old', "
+                      "'{\"score\": NaN}')")
+    (offline_home.inbox / "hello.txt").write_text("hello there", encoding="utf-8")
+    tick(offline_home)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        bodies = [e.body for e in ev.tail(store, 10, by_id=True) if e.kind == "message"]
+    assert bodies[-1] == "hello there"

@@ -10,8 +10,9 @@ included, before anything is sent to its server.
 Owns `OwnState` (the protected places of one home) and its `refusal`: the
 one-line reason a call's arguments are refused, or None. The rule:
 
-- every string in the arguments, recursively through lists and dicts (keys included), of at
-  most PATH_MAX characters (`file://` URLs are taken as their path). Plain words are checked
+- every string value in the arguments, recursively through lists and dicts (a key names a
+  field, not a file), `file:` URLs taken as their path; a path longer than PATH_MAX once
+  resolved against the server's folder and normalised is one no OS opens. Plain words are checked
   too: a server started from the home (as `coworker start` starts it) opens `MEMORY.md`,
   `config.toml` or `state` there. An ordinary word or sentence resolves to `<cwd>/<it>`, which
   is protected only when it is one of those names, a link into them, or the server's working
@@ -79,7 +80,10 @@ def _strings(value: Any, depth: int = 0) -> Iterator[str]:
 def _as_path(text: str) -> str:
     """The path a string names: a `file:` URL's path (`file:///x`, `file:/x`), `~` expanded."""
     if text[:5].lower() == "file:":
-        text = unquote(urlsplit(text).path) or text
+        try:
+            text = unquote(urlsplit(text).path) or text
+        except ValueError:  # "file://[/x": no URL a server could open either; read as written
+            pass
     return os.path.expanduser(text)
 
 
@@ -134,32 +138,22 @@ class OwnState:
                 return None
             at = parent
 
-    def _is_state(self, path: str) -> bool:
-        """Whether `path` is the state folder itself (not a file or folder inside it)."""
-        return any(_real(path) == place for place, name, _ in self.places if name == "state")
-
     def _where(self, text: str, cwd: str, here: str,
                ids: dict[tuple[int, int], str]) -> tuple[str, str] | None:
-        """(protected place, the resolved path) that the string `text` names, or None."""
+        """(protected place, the resolved path) that the string `text` names, or None. A word
+        is a path too: a server started in the home opens `state`, `MEMORY.md` there."""
         for variant in dict.fromkeys((text, text.strip())):
             if not variant:
                 continue
-            path = os.path.normpath(_as_path(variant))  # "a/./././b" is "a/b" to a server too
-            if len(path) > PATH_MAX:  # no OS opens it, however it is spelled
-                continue
-            # a bare word ("state", "open") is a field's value far more often than a path: it
-            # is refused only as MEMORY.md or config.toml itself, which a server started in
-            # the home opens by that name; the inside of state/ always takes a separator
-            bare = os.sep not in path and "/" not in path and not variant.startswith("~")
+            path = _as_path(variant)
             bases = [path] if os.path.isabs(path) else [os.path.join(cwd, path),
                                                         os.path.join(here, path)]
-            for full in dict.fromkeys(bases):
-                name = self._hit(full, ids)
-                if name is None:
+            for full in dict.fromkeys(os.path.normpath(b) for b in bases):
+                if len(full) > PATH_MAX:  # as the server resolves it: no OS opens it
                     continue
-                if bare and name == "state" and self._is_state(full):
-                    continue  # the word itself names the folder, nothing in it
-                return name, _real(full)
+                name = self._hit(full, ids)
+                if name is not None:
+                    return name, _real(full)
         return None
 
     def refusal(self, arguments: Any, cwd: str | None) -> str | None:

@@ -21,7 +21,6 @@ import hashlib
 import itertools
 import logging
 import os
-import sqlite3
 import stat
 import time
 from pathlib import Path
@@ -35,11 +34,10 @@ log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as bef
 
 FOLDERS = ("done", "rejected")
 NAME_MAX = 255  # bytes in one file name (ext4, APFS and NTFS alike)
-# The largest file read as one message (4 MiB, about a million words: more than a model's
-# context holds, so nothing a turn could take whole is refused). A bigger one is never read
-# (its size comes from lstat), so it costs no memory, and never reaches SQLite, whose 1 GB
-# string limit once failed every tick; it moves to rejected/ with a WARNING saying what to do.
-MAX_BYTES = 4 << 20
+# The largest file read as one message (store.inputs.MESSAGE_MAX_BYTES, 4 MiB). A bigger one
+# is never read (its size comes from lstat), so it costs no memory, and never reaches SQLite;
+# it moves to rejected/ with a WARNING saying what to do.
+MAX_BYTES = inputs_store.MESSAGE_MAX_BYTES
 # Unexpected failures in a row of one file (the same name and identity) before it moves to
 # rejected/: a passing fault gets two more ticks, a lasting one is set aside, not retried forever.
 MAX_FAILURES = 3
@@ -73,7 +71,7 @@ def take(inbox: Path, store: Store) -> None:
     for n, entry in enumerate(waiting):
         try:
             _take(inbox, done, entry, store)
-        except (StoreError, sqlite3.Error) as e:  # the database, not the file: all wait
+        except StoreError as e:  # busy or damaged: the database's fault, not the file's
             log.warning("the inbox waits for the next tick: the database cannot take its "
                         "messages now (%s); %d file(s) wait, none is set aside for it", e,
                         len(waiting) - n)

@@ -121,9 +121,11 @@ MIN_SUPERSEDE_SHARE = 0.5  # of the superseded entry's content words kept by the
 MODEL_ORIGINS = ("tool", "reflect")  # proposals written by a model, not typed by anyone
 AGENT_REASON = "told by another agent over MCP, not by you"
 NOT_VERBATIM = "not a verbatim clause of a cited owner message"
-# A sentence ends at . or ! before a space, at any ? (also "now?)" or "now?" + an emoji: a
-# question is never the owner's statement), and at a line break.
-SENTENCE_END = re.compile(r"[.!]+(?=\s|$)|[?\uff1f]+|\n")
+# A sentence ends at . or ! before a space, at any question mark (also "now?)" or "now?" + an
+# emoji: a question is never the owner's statement) but one inside a URL ("?id=42"), and at a
+# line break.
+QUESTION_MARKS = "?\uff1f\u203d\u061f\u2047\ufe56"  # ? and its fullwidth, interrobang, Arabic...
+SENTENCE_END = re.compile(rf"[.!]+(?=\s|$)|[{QUESTION_MARKS}]+(?![\w=&%/#.-])|\n")
 CLAUSE_END = re.compile(r"[,;:]|\s-+\s|--+|[\u2013\u2014]")
 # A clause that limits the one beside it: leaving it out changes what the owner said.
 QUALIFIER = re.compile(r"^(but|except|excepting|unless|until|till|only|if|provided|providing|"
@@ -146,7 +148,10 @@ SAYING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says|said|writes|wrote|texted|messag
                     r"told (me|us))$")
 REPORTING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says?|write|claims?|asks?|reports?|thinks?|"
                        r"thought|suggests?|insists?|replies|answers|mentions|announces)$")
-QUOTES = re.compile(r"[\"\u201c\u201d\u00ab\u00bb]")  # double quotes: "...", "...", <<...>>
+# The owner's own lead-ins that end in a verb of saying: "that said", "as mentioned", "as I've
+# said", "with that said", "having said that" (a clause beginning so reports no one)
+OWN_LEAD = re.compile(r"^(that|this|with that|having|as|so|which|all that)\b")
+QUOTES = re.compile(r"[\"\u201c\u201d\u00ab\u00bb\u300c\u300d\u2039\u203a]")  # "..." <<...>> and kin
 # a clause wrapped in single quotes ('...' or \u2018...\u2019): quoted (an apostrophe alone is not)
 SINGLE_QUOTED = re.compile(r"^['\u2018].*['\u2019]\W*$", re.S)
 
@@ -170,7 +175,7 @@ def clauses(body: str) -> list[Clause]:
     ends = [(m.start(), m.end(), m.group(0)) for m in SENTENCE_END.finditer(body)]
     for start, stop, mark in [*ends, (len(body), len(body), "")]:
         sentence = body[pos:start]
-        asked = "?" in mark or "\uff1f" in mark
+        asked = any(q in mark for q in QUESTION_MARKS)
         reported, at = False, 0
         for m in [*CLAUSE_END.finditer(sentence), None]:
             part = sentence[at:m.start() if m else len(sentence)]
@@ -182,9 +187,10 @@ def clauses(body: str) -> list[Clause]:
                        else "words you reported someone saying" if reported else None)
                 out.append(Clause(n, norm, " ".join(part.split()), why))
                 mark_after = m.group(0) if m is not None else ""
-                reported = reported or norm.startswith("according to ") or (
-                    mark_after in (":", ",") and bool(SAYING.search(norm))) or (
-                    mark_after == ":" and bool(REPORTING.search(norm)))
+                own = OWN_LEAD.match(norm) is not None  # "that said, ...", "as I said, ..."
+                reported = reported or norm.startswith(("according to ", "per ")) or (
+                    not own and mark_after in (":", ",") and bool(SAYING.search(norm))) or (
+                    not own and mark_after == ":" and bool(REPORTING.search(norm)))
             if m is not None:
                 at = m.end()
         pos, n = stop, n + 1
@@ -231,6 +237,31 @@ def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
     if not_said is not None:
         return f"{NOT_VERBATIM}: {not_said}, not a statement of yours"
     return NOT_VERBATIM
+
+
+# What makes a whole message more than a plain statement, for the one change a model may not
+# make on a clause's word: replacing an entry. Each is read anywhere in the message, since no
+# list of phrasings is complete ("..., says ops-bot", "Myth:", "Hypothetically, ...").
+NOT_PLAIN = (
+    ("asks something", re.compile(rf"[{QUESTION_MARKS}]")),
+    ("quotes someone", re.compile(r"[\"\u201c\u201d\u00ab\u00bb\u300c\u300d\u2039\u203a\u2018\u2019]"
+                                  r"|(^|\s)'|'(\W*$|\s)")),
+    ("reports what someone said", re.compile(
+        r"\b(says?|said|saying|wrote|writes|texted|messaged|emailed|posted|tweeted|replied|"
+        r"answered|claims?|claimed|reports?|reported|told|tells|asked|according to|per)\b|"
+        r"^\s*from\s+[^:\n]{1,40}:", re.I | re.M)),
+    ("is conditional or hypothetical", re.compile(
+        r"\b(if|imagine|hypothetically|suppose|supposing|assuming|would|could|might|maybe|"
+        r"perhaps|myth|rumou?r|not true|should)\b", re.I)),
+    ("takes it back", re.compile(r"(--|\u2014|\u2013|\s-)\s*not\b|\bnot\W*$|\bjk\b|\bkidding\b",
+                                 re.I)),
+)
+
+
+def not_plain(body: str) -> str | None:
+    """Why an owner's message is not a plain statement (it asks, quotes, reports, supposes or
+    takes it back), or None."""
+    return next((why for why, pattern in NOT_PLAIN if pattern.search(body)), None)
 
 
 def looks_pasted(body: str) -> str | None:
@@ -403,6 +434,9 @@ def _doubts(cand: Candidate, text: str, sources: list[Event]) -> list[str]:
     if cand.origin in MODEL_ORIGINS and owner_bodies and (
             problem := verbatim_problem(text, owner_bodies)) is not None:
         doubts.append(problem)
+    if cand.origin in MODEL_ORIGINS and cand.supersedes is not None:
+        doubts += [f"it would replace an entry, and the message of yours it cites {why}"
+                   for body in owner_bodies if (why := not_plain(body)) is not None]
     if (phrase := reads_as_instruction(text)) is not None:
         doubts.append(f"reads as an instruction to the agent ({phrase!r})")
     return doubts

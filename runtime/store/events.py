@@ -545,11 +545,12 @@ def inbox_file_seen(store: Store, digest: str, name: str, identity: str) -> int 
     for a crash between recording a file and filing it in done/, which must not record it
     twice. The same text dropped again is another file (a second message), and an imported
     line is never a match, whatever meta it carries."""
-    found = store.scalar(
-        "SELECT id FROM events WHERE kind = 'message' AND actor = 'owner' "
-        "AND json_extract(meta, '$.via') = 'inbox' AND json_extract(meta, '$.imported') IS NULL "
-        "AND json_extract(meta, '$.inbox_sha') = ? AND json_extract(meta, '$.file') = ? "
-        "AND json_extract(meta, '$.inbox_stat') = ? ORDER BY id DESC LIMIT 1",
+    found = store.scalar(  # a meta that is not JSON (an old row's bare NaN) is no match
+        "SELECT id FROM (SELECT id, CASE WHEN json_valid(meta) THEN meta END AS m FROM events "
+        "WHERE kind = 'message' AND actor = 'owner') "
+        "WHERE json_extract(m, '$.via') = 'inbox' AND json_extract(m, '$.imported') IS NULL "
+        "AND json_extract(m, '$.inbox_sha') = ? AND json_extract(m, '$.file') = ? "
+        "AND json_extract(m, '$.inbox_stat') = ? ORDER BY id DESC LIMIT 1",
         (digest, name, identity))
     return None if found is None else int(found)
 

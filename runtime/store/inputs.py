@@ -23,6 +23,10 @@ from .db import Store
 from .events import COLUMNS, Event, now_iso
 
 MAX_FAILURES = 3
+# The largest owner message, in UTF-8 bytes, whichever door it comes through (4 MiB, about a
+# million words: more than a model's context holds). `tell` refuses a bigger one; the inbox
+# sets a bigger file aside unread (SQLite's 1 GB string limit once failed every tick).
+MESSAGE_MAX_BYTES = 4 << 20
 KINDS = ("message", "promise", "ritual", "watch", "action")
 
 
