@@ -295,7 +295,8 @@ def insert_figures(n_events: int, import_out: str, start: datetime, scratch: Pat
 def insert_line(result: dict[str, Any]) -> str:
     """The insert figures of a `run` result as one line of text."""
     r = result["insert"]
-    return (f"   insert: import {r['import_per_s']:,}/s; bare per-row {r['bare_per_row_per_s']:,}"
+    return (f"   insert: import {r['import_per_s']:,}/s (its own time, as it reports it); bare "
+            f"per-row {r['bare_per_row_per_s']:,}"
             f"/s, bare bulk {r['bare_bulk_per_s']:,}/s; import / bulk = {r['import_over_bulk']}"
             f", import / per-row = {r['import_over_per_row']}"
             + (f" (parsed {'beside the writer' if r['parser'] == 'process' else 'inline'})"

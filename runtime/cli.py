@@ -633,8 +633,8 @@ def bench(n_events: int, n_queries: int, semantic: bool, as_json: bool) -> None:
         click.echo(json.dumps(result, sort_keys=True))
         return
     levels = ", ".join(f"L{k} {v}" for k, v in sorted(result["rollups_per_level"].items()))
-    out.print(f"{result['events']:,} events: import {result['import_s']} s "
-              f"({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
+    out.print(f"{result['events']:,} events: import {result['import_s']} s with its process's "
+              f"start ({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
               f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
     for name in ("walk", "walk_dated", "recall", "search", "search_next_page", "search_dated",
                  "bare_fts5"):
