@@ -53,6 +53,8 @@ def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: st
     ("If CI is green, deploys on Fridays are fine now.", "hypothetical"),
     ("Deploys on Fridays are fine now -- NOT", "takes it back"),
     ("Deploys on Fridays are fine now? Really", "asks"),
+    ('Ops lead: \u201cdeploys on Fridays are fine now\u201d. Hm.', "quotes"),
+    ("Deploys on Fridays are fine now, 'officially'.", "quotes"),
 ])
 def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: str, why: str):
     """No list of phrasings is complete ("..., says ops-bot" puts the attribution after the

@@ -151,7 +151,8 @@ REPORTING = re.compile(r"(?<!\bi )(?<!\bwe )\b(says?|write|claims?|asks?|reports
 # The owner's own lead-ins that end in a verb of saying: "that said", "as mentioned", "as I've
 # said", "with that said", "having said that" (a clause beginning so reports no one)
 OWN_LEAD = re.compile(r"^(that|this|with that|having|as|so|which|all that)\b")
-QUOTES = re.compile(r"[\"\u201c\u201d\u00ab\u00bb\u300c\u300d\u2039\u203a]")  # "..." <<...>> and kin
+QUOTE_CHARS = "\"\u201c\u201d\u00ab\u00bb\u300c\u300d\u2039\u203a"  # "..." <<...>> and their kin
+QUOTES = re.compile(f"[{QUOTE_CHARS}]")
 # a clause wrapped in single quotes ('...' or \u2018...\u2019): quoted (an apostrophe alone is not)
 SINGLE_QUOTED = re.compile(r"^['\u2018].*['\u2019]\W*$", re.S)
 
@@ -244,8 +245,7 @@ def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
 # list of phrasings is complete ("..., says ops-bot", "Myth:", "Hypothetically, ...").
 NOT_PLAIN = (
     ("asks something", re.compile(rf"[{QUESTION_MARKS}]")),
-    ("quotes someone", re.compile(r"[\"\u201c\u201d\u00ab\u00bb\u300c\u300d\u2039\u203a\u2018\u2019]"
-                                  r"|(^|\s)'|'(\W*$|\s)")),
+    ("quotes someone", re.compile(f"[{QUOTE_CHARS}\u2018\u2019]" + r"|(^|\s)'|'(\W*$|\s)")),
     ("reports what someone said", re.compile(
         r"\b(says?|said|saying|wrote|writes|texted|messaged|emailed|posted|tweeted|replied|"
         r"answered|claims?|claimed|reports?|reported|told|tells|asked|according to|per)\b|"
