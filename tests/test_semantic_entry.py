@@ -182,6 +182,50 @@ def test_a_dead_embedding_server_leaves_the_walk_lexical_with_a_warning(sem_home
     assert any("semantic channel unavailable" in r.getMessage() for r in caplog.records)
 
 
+def _unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_a_line_said_three_times_neither_enters_nor_competes(offline_home: Home):
+    """A routine line (a reminder said in every episode) sits nearer the query than the answer:
+    the probe looks past it, enters on the answer, and measures the margin against the next
+    real stranger. Said twice, a line is still a statement and still counts."""
+    query = _unit(1, 0, 0, 0)
+    answer, stranger = _unit(0.6, 0.8, 0, 0), _unit(0.3, 0, 0.95, 0)
+    reminder = _unit(0.65, 0, 0, 0.76)
+    rows = np.vstack([answer, reminder, reminder, reminder, stranger])
+    matrix = Matrix(np.array([10, 20, 30, 40, 50], dtype=np.int64), rows)
+    with Store.open(offline_home.db_path) as store:
+        got = nearest.probe(store, query, matrix)
+        assert got is not None
+        assert got.events[0][0] == 10, f"the probe entered on the routine line: {got}"
+        assert got.margin == pytest.approx(float(answer @ query - stranger @ query), abs=1e-4)
+        assert got.confidence >= 0.5, got
+        twice = Matrix(np.array([10, 20, 30, 50], dtype=np.int64),
+                       np.vstack([answer, reminder, reminder, stranger]))
+        again = nearest.probe(store, query, twice)
+    assert again is not None and again.events[0][0] == 20, again  # twice is not routine
+    assert list(nearest.routine(np.vstack([answer, reminder, reminder]))) == [False] * 3
+    assert list(nearest.routine(rows)) == [False, True, True, True, False]
+
+
+def test_an_unread_competitor_bounds_the_margin(offline_home: Home,
+                                               monkeypatch: pytest.MonkeyPatch):
+    """When every other event the probe read was routine, the best other episode lies among
+    those it did not read: the margin is taken to the last cosine read, never to zero."""
+    query = _unit(1, 0, 0, 0)
+    answer, stranger = _unit(0.6, 0.8, 0, 0), _unit(0.3, 0, 0.95, 0)
+    reminder = _unit(0.65, 0, 0, 0.76)
+    matrix = Matrix(np.array([10, 20, 30, 40, 50], dtype=np.int64),
+                    np.vstack([answer, reminder, reminder, reminder, stranger]))
+    monkeypatch.setattr(nearest, "READ", 4)  # the stranger is not read
+    with Store.open(offline_home.db_path) as store:
+        got = nearest.probe(store, query, matrix)
+    assert got is not None and got.events[0][0] == 10
+    assert got.margin == pytest.approx(0.0, abs=1e-6) and got.confidence < 0.5, got
+
+
 def test_matrix_load_is_the_probes_input(sem_home):
     """The probe reads the vectors it is handed: an empty matrix means no probe at all."""
     home, _ = sem_home

@@ -10,6 +10,11 @@ question nothing answers lands among many near-equal strangers. The coefficients
 the tuning half of the paraphrase set (`coworker eval paraphrase --calibrate`) for
 all-MiniLM-L6-v2; the held half reports how well they hold (docs/benchmarks.md).
 
+Routine lines are left out of both figures: an event said three times or more in nearly the same
+words (a reminder, a ticket template, a status line) tells nothing about any one episode, so it
+neither chooses the entry nor stands as the competitor that shrinks a real answer's margin. It
+stays in the store and in every other ranking; only the probe looks past it.
+
 Pure: it reads the store (episode spans) and numpy arrays it is handed; it never embeds, never
 loads a model and never writes.
 """
@@ -27,10 +32,15 @@ from ..store import Store
 
 # Fitted on the tuning half for all-MiniLM-L6-v2 (see the module docstring); another model
 # should be recalibrated with `coworker eval paraphrase --calibrate`.
-CALIBRATION = {"bias": -3.375, "best": 4.965, "margin": 11.505}
+CALIBRATION = {"bias": -2.965, "best": 4.75, "margin": 9.941}
 NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it
 RETURNED = 5  # at most this many events come back from a semantic entry
 SCAN = 50  # nearest events read to find the entry and the best other episode
+# Routine: among the READ nearest events, one with at least REPEATS others this close to it
+# (cosine between the events) was said in nearly the same words three times or more.
+READ = 500
+SAME = 0.92
+REPEATS = 2
 
 # What a door hands the walk and search for the semantic channel: called only when lexical
 # falls short, it returns (the query's unit vector, the event vectors as an `embed.Matrix`), or
@@ -92,25 +102,41 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     sims = matrix.similarities(vector) if hasattr(matrix, "similarities") else rows @ vector
     if before_id is not None:
         sims = np.where(ids < before_id, sims, -np.inf)
-    k = min(SCAN, len(ids))
+    k = min(READ, len(ids))
     top = np.argpartition(-sims, k - 1)[:k]
     top = top[np.argsort(-sims[top], kind="stable")]
     top = top[np.isfinite(sims[top])]
+    unread = k < len(ids) and len(top) == k  # events below the last one read may remain
+    floor = float(sims[top[-1]]) if len(top) else 0.0
+    kept = top[~routine(np.asarray(rows)[top])]
+    top = kept[:SCAN]
     if not len(top):
         return None
+    # with no other episode among the events looked at, its best lies below the last of them
+    # (a bound, so the margin is never overstated); 0.0 when every event was looked at
+    bound = float(sims[top[-1]]) if len(kept) > SCAN else floor if unread else 0.0
     top_ids = ids[top]
     groups = _group(store, top_ids)
     # an event no episode covers is its own group: two near-equal fresh events are ambiguous
     keys = [g if g is not None else -int(i) for g, i in zip(groups, top_ids, strict=True)]
     best = float(sims[top[0]])
     other = next((float(sims[j]) for j, key in zip(top, keys, strict=True) if key != keys[0]),
-                 0.0)
+                 bound)
     events = tuple((int(i), round(float(sims[j]), 4))
                    for j, i, key in zip(top, top_ids, keys, strict=True)
                    if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
     margin = best - other
     return Probe(groups[0], best, margin, confidence(best, margin, cal), events,
                  _episode_cos(matrix, vector, groups[0]))
+
+
+def routine(vectors: np.ndarray) -> np.ndarray:
+    """Which of these unit rows have at least REPEATS others within cosine SAME of them: the
+    lines said three times or more in nearly the same words (see the module docstring)."""
+    if not len(vectors):
+        return np.zeros(0, dtype=bool)
+    close = (vectors @ vectors.T) >= SAME
+    return close.sum(axis=1) - 1 >= REPEATS
 
 
 def _episode_cos(matrix: Any, vector: np.ndarray, episode: int | None) -> float | None:
