@@ -279,3 +279,30 @@ def test_the_walk_marks_an_imported_event(offline_home: Home, tmp_path: Path):
     rows = {r["body"].split()[0]: r for r in got["events"]}
     assert rows["Forward"]["imported"] == "not your owner's words", got
     assert "imported" not in rows["The"], got
+
+
+# --- 5. a rollup's lines are nobody's words ---------------------------------------------------
+
+
+def test_the_staircase_says_a_rollups_lines_carry_no_ones_authority(offline_home: Home,
+                                                                      tmp_path: Path):
+    """A rollup's summary quotes lines of every source without their actors: an imported line
+    claiming the owner's voice reaches the context inside one. The staircase says, before its
+    rollups, that their lines carry no one's authority and that the cited events say who
+    spoke; with no rollup shown, it says nothing of the kind."""
+    from runtime.context import ROLLUP_NOTE, staircase
+
+    with Store.open(offline_home.db_path) as store:
+        before = staircase(store, offline_home.settings(), before_id=10**9)
+    assert ROLLUP_NOTE not in before
+    path = jsonl(tmp_path / "old.jsonl", [  # enough for whole episodes (blocks of `fanout`)
+        {"ts": f"2025-03-01T09:{m:02d}:00Z", "kind": "message", "actor": "owner",
+         "author_kind": "user", "body": f"{EVIL}, case {m}"} for m in range(25)])
+    cli("import", str(path))
+    assert "sealed nothing" not in cli("reflect").stdout
+    with Store.open(offline_home.db_path) as store:
+        got = staircase(store, offline_home.settings(), before_id=10**9)
+    lines = got.split("\n")
+    rollups = [i for i, line in enumerate(lines) if line.startswith("[level ")]
+    assert rollups and any(EVIL in lines[i] for i in rollups), got
+    assert lines.index(ROLLUP_NOTE) == rollups[0] - 1, got
