@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import CoworkerError
 from ..settings import SemanticSection
 from ..store import Store
+from ..store import events as ev
 from ..store import vectors as vs
 from ..store.events import BOOKKEEPING_KINDS
 
@@ -223,6 +224,24 @@ class Matrix:
     rows: np.ndarray
     rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
     _last: tuple[bytes, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _people: tuple[np.ndarray, dict[str, str]] | None = field(default=None, repr=False,
+                                                              compare=False)
+
+    def people(self, store: Store) -> tuple[np.ndarray, dict[str, str]]:
+        """Who said each row, where a person did (the owner or a third party; "" for the
+        coworker, tools and the system), and their names, lower case -> as written. Read from
+        the store once per matrix, on first use."""
+        if self._people is None:
+            who = np.full(len(self.ids), "", dtype=object)
+            if len(self.ids):
+                got = ev.people_since(store, int(self.ids[0]) - 1)
+                ids = np.fromiter((i for i, _ in got), dtype=np.int64, count=len(got))
+                at = np.searchsorted(self.ids, ids)
+                ok = at < len(self.ids)
+                ok[ok] = self.ids[at[ok]] == ids[ok]
+                who[at[ok]] = np.asarray([a for _, a in got], dtype=object)[ok]
+            self._people = (who, {str(a).lower(): str(a) for a in set(who.tolist()) if a})
+        return self._people
 
     def similarities(self, query: np.ndarray) -> np.ndarray:
         """Cosine of `query` with every row; the last query's are kept, so the nearest events
@@ -248,9 +267,10 @@ class Matrix:
         return cls(ids, rows, rollups)
 
     def nearest(self, query: np.ndarray, k: int, before_id: int | None = None,
-                min_sim: float = MIN_SIMILARITY) -> list[int]:
+                min_sim: float = MIN_SIMILARITY, among: np.ndarray | None = None) -> list[int]:
         """The k most similar events (cosine), none below `min_sim`: when nothing is close,
-        the semantic side says nothing rather than filling recall with strangers."""
+        the semantic side says nothing rather than filling recall with strangers. `among`: a
+        mask of the rows that may be chosen (one person's events, say)."""
         if not len(self.ids):
             return []
         if query.shape[0] != self.rows.shape[1]:
@@ -261,6 +281,8 @@ class Matrix:
         sims = np.where(sims >= min_sim, sims, -np.inf)
         if before_id is not None:
             sims = np.where(self.ids < before_id, sims, -np.inf)
+        if among is not None:
+            sims = np.where(among, sims, -np.inf)
         k = min(k, len(self.ids))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top], kind="stable")]

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+import re
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -54,6 +56,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import StoreError
 from ..store import Event, Store
 from ..store import decisions as dec
 from ..store import events as ev
@@ -492,6 +495,10 @@ def diversify(ranked: Sequence[Hit], k: int, stems: dict[int, frozenset[str]],
 
 
 RRF_K = 60
+# With a person named, the lexical hits ranked this high keep their places ahead of that
+# person's nearest lines: a question whose premise names the wrong speaker still gets the
+# lines its words found (LoCoMo's adversarial questions; docs/benchmarks.md)
+WORDS_FIRST = 3
 
 
 def coverage(terms: Sequence[str], bodies: Sequence[str]) -> float:
@@ -521,6 +528,24 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
+    """When the query names exactly one person who speaks in the history ("What does Dana do
+    to relax?", "Dana's plan"), a mask of that person's event rows in `matrix`; else None.
+
+    Who a question is about is the one thing its other words cannot find: "What activities
+    does Melanie partake in?" is answered by Melanie's own lines about pottery and camping, none
+    of which says "activities" or, being hers, "Melanie". Recall then fuses the query's
+    nearest among that person's events, whatever the lexical coverage (ADR-0030)."""
+    who, names = matrix.people(store)  # type: ignore[attr-defined]
+    if not names:
+        return None
+    low = text.lower()
+    named = [name for name in names if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", low)]
+    if len(named) != 1:
+        return None
+    return who == names[named[0]]
+
+
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
                   gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
                   scorer: Distinctive | None = None, today: date | None = None,
@@ -547,14 +572,23 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
 
     if lex.skipped == "no informative terms":  # decided before retrieving: no channel asked
         return done()
-    if embedder is None or matrix is None or lex.coverage >= gate:
-        return done("lexical" if embedder is None else "lexical (coverage above the gate)")
+    if embedder is None or matrix is None:
+        return done("lexical")
+    try:
+        spoken = spoken_by_named(store, text, matrix)
+    except (StoreError, sqlite3.Error) as e:  # the turn goes on without the speaker channel
+        log.warning("recall could not read who said the events (%s: %s); no speaker channel",
+                    type(e).__name__, e)
+        spoken = None
+    if lex.coverage >= gate and spoken is None:
+        return done("lexical (coverage above the gate)")
     vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
     if vec is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
         return done("lexical (semantic failed)")
     try:
-        sem_ids = matrix.nearest(vec, max(k, 20), before_id)  # type: ignore[attr-defined]
+        sem_ids = matrix.nearest(vec, max(k, 20), before_id,  # type: ignore[attr-defined]
+                                 among=spoken)
         pr = probe(store, vec, matrix, before_id)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
@@ -563,8 +597,12 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     weak = lex.skipped == "evidence below the floor" or not lex.hits
     # the ranking is kept either way (the eval measures it; the `recall` event records it);
     # whether a block is injected is the decision below
-    lex.hits = _fused_hits(store, lex.hits, rrf([int(h.event.id or 0) for h in lex.hits],
-                                                sem_ids)[:k])
+    lexical_ids = [int(h.event.id or 0) for h in lex.hits]
+    fused = rrf(lexical_ids, sem_ids)
+    if spoken is not None:  # the words' best keep their places; the person's lines widen after
+        score, head = dict(fused), lexical_ids[:WORDS_FIRST]
+        fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
+    lex.hits = _fused_hits(store, lex.hits, fused[:k])
     lex.skipped = None
     if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
         lex.skipped = ("evidence below the floor, lexical and semantic (confidence "

@@ -381,6 +381,14 @@ def span_resolves(store: Store, first: int, last: int) -> bool:
     return len(existing_ids(store, [first, last])) == len({first, last})
 
 
+def people_since(store: Store, after_id: int) -> list[tuple[int, str]]:
+    """(id, actor) of the events after `after_id` that a person wrote: the owner or a third
+    party (author_kind user or third_party), in id order."""
+    return [(int(i), str(a)) for i, a in store.query(
+        "SELECT id, actor FROM history WHERE id > ? AND author_kind IN ('user', 'third_party') "
+        "ORDER BY id", (after_id,))]
+
+
 def total(store: Store) -> int:
     c = counts(store)
     return c["hot"] + c["archived"]

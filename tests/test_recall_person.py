@@ -1,0 +1,91 @@
+"""Recall widens to the person a question names (issue 14, ADR-0030), against the real embedding
+server on 127.0.0.1 (tests/test_semantic.py's hashed bag of words, synonyms folded):
+
+- a question naming one person who speaks in the history fuses that person's nearest lines
+  with the lexical hits, even when the lexical hits cover the query well enough to skip the
+  semantic channel otherwise; the lexical top three keep their places;
+- a person is named by a whole word, any case, possessive or not; two people, a name inside
+  another word, and the coworker's, tools' or the system's actor names ask for nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.home import Home
+from runtime.memory.embed import SemanticCache
+from runtime.memory.recall import WORDS_FIRST, recall, recall_hybrid, spoken_by_named
+from runtime.store import Event, Store
+from runtime.store import events as ev
+
+from .conftest import write_config
+from .test_semantic import EmbedServer, backfill_with_settings, semantic_cfg
+
+ANSWER = "My automobile is a red hatchback from 2019."  # "automobile" is "car" to the embedder
+QUESTION = "Which car does Dana drive?"
+
+
+@pytest.fixture
+def embed_server() -> EmbedServer:
+    server = EmbedServer().start()
+    yield server
+    server.stop()
+
+
+def _said(actor: str, kind: str, body: str, author_kind: str = "third_party") -> Event:
+    return Event(kind=kind, body=body, actor=actor, author_kind=author_kind,
+                 ts="2024-05-01T09:00:00.000Z")
+
+
+@pytest.fixture
+def people_home(offline_home: Home, embed_server: EmbedServer) -> tuple[Home, int]:
+    """Sam drives a car for Dana all day (every word of the question); Dana said one line about
+    her own car in other words, among lines about nothing of the kind."""
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    rows = [_said("Sam", "message", f"I drive the car for Dana to the depot on route {i}.")
+            for i in range(30)]
+    rows += [_said("Dana", "message", f"Standup notes for sprint {i} are in the wiki.")
+             for i in range(30)]
+    rows.append(_said("Dana", "message", ANSWER))
+    rows.append(_said("coworker", "note", "Dana asked about the wiki again.", "agent"))
+    with Store.open(offline_home.db_path) as store:
+        ids = ev.append_many(store, rows)
+    assert backfill_with_settings(offline_home) == len(rows)
+    return offline_home, ids[-2]
+
+
+def test_recall_widens_to_the_named_persons_lines(people_home):
+    home, answer = people_home
+    with Store.open(home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, home.settings().semantic)
+        words = [int(h.event.id or 0) for h in recall(store, QUESTION, k=20).hits]
+        got = recall_hybrid(store, QUESTION, embedder=embedder, matrix=matrix, gate=0.6, k=5)
+    assert answer not in words, "the words alone must miss Dana's line for this to show anything"
+    ids = [int(h.event.id or 0) for h in got.hits]
+    assert answer in ids, (got.channel, [h.event.body for h in got.hits])
+    assert got.channel == "hybrid"
+    assert ids[:WORDS_FIRST] == words[:WORDS_FIRST], "the lexical top three keep their places"
+
+
+@pytest.mark.parametrize(("text", "who"), [
+    (QUESTION, "Dana"),
+    ("what is DANA's plan for the wiki?", "Dana"),
+    ("Has Sam finished route 4", "Sam"),
+    ("Did Dana tell Sam about the depot?", None),  # two people: no one in particular
+    ("Is Adana on the route?", None),  # a name inside another word
+    ("What did the coworker note?", None),  # the coworker is no person of the history
+    ("Which car goes to the depot?", None),
+])
+def test_a_person_is_named_by_a_whole_word(people_home, text: str, who: str | None):
+    home, _ = people_home
+    with Store.open(home.db_path, readonly=True) as store:
+        _, matrix = SemanticCache().get(store, home.settings().semantic)
+        mask = spoken_by_named(store, text, matrix)
+        actors = {e.id: e.actor for e in ev.tail(store, 100)}
+    if who is None:
+        assert mask is None
+        return
+    assert mask is not None and mask.dtype == np.bool_
+    assert {actors[int(i)] for i in matrix.ids[mask]} == {who}
+    assert int(mask.sum()) == sum(1 for a in actors.values() if a == who)
