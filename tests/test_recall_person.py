@@ -5,7 +5,8 @@ server on 127.0.0.1 (tests/test_semantic.py's hashed bag of words, synonyms fold
   with the lexical hits, even when the lexical hits cover the query well enough to skip the
   semantic channel otherwise; the lexical top three keep their places;
 - a person is named by a whole word, any case, possessive or not; two people, a name inside
-  another word, and the coworker's, tools' or the system's actor names ask for nothing.
+  another word, a speaker called "me", and the coworker's, tools' or the system's actor names
+  ask for nothing.
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ def people_home(offline_home: Home, embed_server: EmbedServer) -> tuple[Home, in
              for i in range(30)]
     rows.append(_said("Dana", "message", ANSWER))
     rows.append(_said("coworker", "note", "Dana asked about the wiki again.", "agent"))
+    rows.append(_said("me", "message", "Remind me to water the plants."))  # an import's "me"
     with Store.open(offline_home.db_path) as store:
         ids = ev.append_many(store, rows)
     assert backfill_with_settings(offline_home) == len(rows)
-    return offline_home, ids[-2]
+    return offline_home, ids[-3]
 
 
 def test_recall_widens_to_the_named_persons_lines(people_home):
@@ -68,6 +70,23 @@ def test_recall_widens_to_the_named_persons_lines(people_home):
     assert ids[:WORDS_FIRST] == words[:WORDS_FIRST], "the lexical top three keep their places"
 
 
+def test_a_block_the_words_settle_embeds_nothing(people_home, embed_server: EmbedServer):
+    """The loop's block holds three items; with the lexical top three kept first, Dana's lines
+    could not change it when the words cover the question: the query is not embedded."""
+    home, _ = people_home
+    with Store.open(home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, home.settings().semantic)
+        before = len(embed_server.requests)
+        block = recall_hybrid(store, QUESTION, embedder=embedder, matrix=matrix, gate=0.6,
+                              k=WORDS_FIRST)
+        assert len(embed_server.requests) == before, "embedded a query it could not use"
+        assert block.channel == "lexical (coverage above the gate)"
+        wide = recall_hybrid(store, QUESTION, embedder=embedder, matrix=matrix, gate=0.6,
+                             k=WORDS_FIRST + 1)
+    assert len(embed_server.requests) == before + 1 and wide.channel == "hybrid"
+    assert [h.event.id for h in wide.hits][:WORDS_FIRST] == [h.event.id for h in block.hits]
+
+
 @pytest.mark.parametrize(("text", "who"), [
     (QUESTION, "Dana"),
     ("what is DANA's plan for the wiki?", "Dana"),
@@ -76,6 +95,7 @@ def test_recall_widens_to_the_named_persons_lines(people_home):
     ("Is Adana on the route?", None),  # a name inside another word
     ("What did the coworker note?", None),  # the coworker is no person of the history
     ("Which car goes to the depot?", None),
+    ("Remind me: which car goes to the depot?", None),  # a speaker called "me" is no name
 ])
 def test_a_person_is_named_by_a_whole_word(people_home, text: str, who: str | None):
     home, _ = people_home

@@ -540,7 +540,8 @@ def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     if not names:
         return None
     low = text.lower()
-    named = [name for name in names if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", low)]
+    named = [name for name in names if content_words(name)  # never "me", "I" or "a"
+             and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", low)]
     if len(named) != 1:
         return None
     return who == names[named[0]]
@@ -580,7 +581,10 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         log.warning("recall could not read who said the events (%s: %s); no speaker channel",
                     type(e).__name__, e)
         spoken = None
-    if lex.coverage >= gate and spoken is None:
+    # with the words' best kept first, a person's lines cannot change the first k: no embedding
+    settled = (spoken is not None and lex.skipped is None and k <= WORDS_FIRST
+               and len(lex.hits) >= k)
+    if lex.coverage >= gate and (spoken is None or settled):
         return done("lexical (coverage above the gate)")
     vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
     if vec is None:
