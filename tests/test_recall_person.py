@@ -109,3 +109,88 @@ def test_a_person_is_named_by_a_whole_word(people_home, text: str, who: str | No
     assert mask is not None and mask.dtype == np.bool_
     assert {actors[int(i)] for i in matrix.ids[mask]} == {who}
     assert int(mask.sum()) == sum(1 for a in actors.values() if a == who)
+
+
+def _home_with(offline_home: Home, embed_server: EmbedServer, rows: list[Event]) -> list[int]:
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    with Store.open(offline_home.db_path) as store:
+        ids = ev.append_many(store, rows)
+    assert backfill_with_settings(offline_home) == len(rows)
+    return ids
+
+
+def test_a_name_the_history_spells_two_ways_is_one_person(offline_home: Home,
+                                                          embed_server: EmbedServer):
+    """An import may write "Dana" and "dana" (or "José" composed and decomposed): one person,
+    every line of theirs, the same in every process."""
+    import unicodedata
+
+    jose = unicodedata.normalize("NFD", "José")
+    ids = _home_with(offline_home, embed_server, [
+        _said("Dana", "message", "Pottery on Sunday."), _said("dana", "message", "Climbing."),
+        _said(jose, "message", "Tapas tonight."), _said("Sam", "message", "Depot run.")])
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        _, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        dana = spoken_by_named(store, "What does Dana do on weekends?", matrix)
+        jose_mask = spoken_by_named(store, "What did José cook?", matrix)
+    assert sorted(int(i) for i in matrix.ids[dana]) == ids[:2]
+    assert [int(i) for i in matrix.ids[jose_mask]] == [ids[2]]
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("When is the electricity bill due?", False),  # a speaker called Bill, an ordinary word
+    ("What did Bill say about the depot?", True),
+    ("what did bill say about the depot", True),  # no capitals anywhere: the writer's choice
+    ("Who is the owner of the billing service?", False),  # the owner's actor is no name
+])
+def test_a_common_word_names_someone_only_when_written_as_a_name(
+        offline_home: Home, embed_server: EmbedServer, text: str, named: bool):
+    _home_with(offline_home, embed_server, [
+        _said("Bill", "message", "Lunch menu for Monday is soup."),
+        Event.owner_message("Ship the depot report on Friday.", via="cli"),
+        _said("Sam", "message", "The electricity bill arrived at the depot.")])
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        _, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        got = spoken_by_named(store, text, matrix)
+    assert (got is not None) == named, text
+
+
+def test_a_named_person_never_lifts_the_evidence_floor(offline_home: Home,
+                                                       embed_server: EmbedServer):
+    """The words cover the question but their evidence is below the floor: recall injects
+    nothing, named person or not (the person's lines only widen what the words found)."""
+    from runtime.memory.recall import Budget
+
+    rows = [_said("Sam", "message", f"The invoice for the depot arrived on day {i}.")
+            for i in range(6)]
+    rows += [_said("Sam", "message", f"Dana is in the office on day {i}.") for i in range(3)]
+    rows += [_said("Dana", "message", f"Lunch menu for Friday {i} is pasta.") for i in range(6)]
+    rows.append(_said("Sam", "message", "She purchased an automobile."))
+    _home_with(offline_home, embed_server, rows)
+    question = "Which car did Dana buy after the invoice arrived?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        words = recall(store, question, k=3)
+        got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=3)
+    assert words.skipped == "evidence below the floor", words.skipped
+    assert got.block(Budget()) is None, got.block(Budget())
+
+
+def test_words_that_fall_short_still_get_the_whole_historys_nearest(
+        offline_home: Home, embed_server: EmbedServer):
+    """A named person adds their lines beside the whole history's nearest, never instead:
+    when the words fall short, the answer another person gave still reaches the block."""
+    rows = [_said("coworker", f"Backup job {i} finished for shard {i * 7}.", "agent")
+            for i in range(40)]
+    rows.append(_said("Sam", "message", "The electricity bill arrived at the depot on day 1 "
+                      "with parcels, letters, flyers, catalogues, samples and coupons."))
+    rows += [_said("Bill", "message", f"Lunch menu for Monday {i} is soup.") for i in range(6)]
+    rows.append(_said("Sam", "message", "We purchased an automobile."))
+    ids = _home_with(offline_home, embed_server, rows)
+    question = "Which car did we buy with Bill's electricity invoice?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        assert spoken_by_named(store, question, matrix) is not None
+        got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=3)
+    assert got.channel == "hybrid" and got.coverage < 0.6, (got.channel, got.coverage)
+    assert ids[-1] in [int(h.event.id or 0) for h in got.hits], [h.event.body for h in got.hits]

@@ -18,6 +18,7 @@ import json
 import logging
 import random
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -215,6 +216,11 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
         after = todo[-1][0]
 
 
+def name_key(name: str) -> str:
+    """A name as compared: NFC, trimmed, case-folded ("Dana ", "dana" and "DANA" are one)."""
+    return unicodedata.normalize("NFC", name).strip().casefold()
+
+
 @dataclass
 class Matrix:
     """The event vectors of one model (the newest `window` events' when a window is given),
@@ -224,13 +230,14 @@ class Matrix:
     rows: np.ndarray
     rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
     _last: tuple[bytes, np.ndarray] | None = field(default=None, repr=False, compare=False)
-    _people: tuple[np.ndarray, dict[str, str]] | None = field(default=None, repr=False,
-                                                              compare=False)
+    _people: tuple[np.ndarray, dict[str, tuple[str, ...]]] | None = field(
+        default=None, repr=False, compare=False)
 
-    def people(self, store: Store) -> tuple[np.ndarray, dict[str, str]]:
-        """Who said each row, where a person did (the owner or a third party; "" for the
-        coworker, tools and the system), and their names, lower case -> as written. Read from
-        the store once per matrix, on first use."""
+    def people(self, store: Store) -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
+        """Who said each event row, where a person did (the owner or a third party; "" for the
+        coworker, tools and the system), and each name's spellings by `name_key` ("dana" ->
+        ("Dana", "dana") when the history writes both). Read from the store once per matrix,
+        on first use."""
         if self._people is None:
             who = np.full(len(self.ids), "", dtype=object)
             if len(self.ids):
@@ -240,7 +247,11 @@ class Matrix:
                 ok = at < len(self.ids)
                 ok[ok] = self.ids[at[ok]] == ids[ok]
                 who[at[ok]] = np.asarray([a for _, a in got], dtype=object)[ok]
-            self._people = (who, {str(a).lower(): str(a) for a in set(who.tolist()) if a})
+            names: dict[str, set[str]] = {}
+            for actor in set(who.tolist()):
+                if actor and name_key(actor):
+                    names.setdefault(name_key(actor), set()).add(actor)
+            self._people = (who, {k: tuple(sorted(v)) for k, v in names.items()})
         return self._people
 
     def similarities(self, query: np.ndarray) -> np.ndarray:

@@ -56,6 +56,8 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from ..errors import StoreError
 from ..store import Event, Store
 from ..store import decisions as dec
@@ -65,6 +67,7 @@ from ..store import tags as tg
 from ..store.events import BOOKKEEPING_KINDS
 from . import dates, rung_bm25
 from .cards import Distinctive, cap_query, content_words, is_content_word
+from .embed import name_key
 from .nearest import probe
 from .tokens import stem, words
 
@@ -528,6 +531,37 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+# A name in a query: whitespace-separated tokens, without the punctuation around them and a
+# possessive 's; a person's name is one to three of them
+_TOKEN = re.compile(r"[^\s,;:!?()\[\]{}\"“”«»]+")
+_POSSESSIVE = ("'s", "’s")
+NOT_A_NAME = frozenset({"owner"})  # the owner's actor: "the owner of billing" names no one
+
+
+def named_people(text: str, names: Mapping[str, Any]) -> set[str]:
+    """The keys of `names` (`embed.name_key`) the text names: a whole run of one to three
+    tokens. When the text uses capitals at all, the name must begin with one ("What did Bill
+    say", not "the bill is late"); a name with no content word ("me", "I") never counts."""
+    tokens = []
+    for t in _TOKEN.findall(text):
+        t = t.strip(".'’-")
+        for p in _POSSESSIVE:
+            if t.lower().endswith(p):
+                t = t[: -len(p)]
+        tokens.append(t)
+    cased = any(c.isupper() for c in text)
+    found: set[str] = set()
+    for n in (1, 2, 3):
+        for i in range(len(tokens) - n + 1):
+            run = tokens[i:i + n]
+            if not run[0] or (cased and not run[0][0].isupper()):
+                continue
+            key = name_key(" ".join(run))
+            if key in names and key not in NOT_A_NAME and content_words(key):
+                found.add(key)
+    return found
+
+
 def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     """When the query names exactly one person who speaks in the history ("What does Dana do
     to relax?", "Dana's plan"), a mask of that person's event rows in `matrix`; else None.
@@ -535,29 +569,31 @@ def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     Who a question is about is the one thing its other words cannot find: "What activities
     does Melanie partake in?" is answered by Melanie's own lines about pottery and camping, none
     of which says "activities" or, being hers, "Melanie". Recall then fuses the query's
-    nearest among that person's events, whatever the lexical coverage (ADR-0030)."""
+    nearest among that person's events (ADR-0030)."""
     who, names = matrix.people(store)  # type: ignore[attr-defined]
     if not names:
         return None
-    low = text.lower()
-    named = [name for name in names if content_words(name)  # never "me", "I" or "a"
-             and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", low)]
+    named = named_people(text, names)
     if len(named) != 1:
         return None
-    return who == names[named[0]]
+    return np.isin(who, names[named.pop()])
 
 
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
                   gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
                   scorer: Distinctive | None = None, today: date | None = None,
                   tz: tzinfo | None = None) -> Recall:
-    """Lexical recall, fused with the semantic channel when lexical coverage is weak.
+    """Lexical recall, fused with the semantic channel when lexical coverage is weak, or
+    widened to the person the text names.
 
-    The semantic channel is asked only when the top lexical hits cover less than `gate` of
-    the query; a failed or slow embedding (a cold model, a dead server) falls back to the
-    lexical result with a WARNING. When the lexical evidence is below its floor, the semantic
-    side must carry the turn alone: its probe (`memory.nearest`, the walk's semantic entry)
-    must reach `SEMANTIC_FLOOR`, or nothing is injected, and then only its events are."""
+    The whole history's nearest events are asked for when the top lexical hits cover less
+    than `gate` of the query. When the text names one person who speaks in the history and
+    the lexical evidence is above its floor, that person's nearest events are fused too,
+    whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
+    keep their places (ADR-0030). A failed or slow embedding (a cold model, a dead server)
+    falls back to the lexical result with a WARNING. When the lexical evidence is below its
+    floor, the semantic side must carry the turn: its probe (`memory.nearest`, the walk's
+    semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is injected."""
     from . import embed as em
 
     t0 = time.perf_counter()
@@ -575,36 +611,41 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         return done()
     if embedder is None or matrix is None:
         return done("lexical")
-    try:
-        spoken = spoken_by_named(store, text, matrix)
-    except (StoreError, sqlite3.Error) as e:  # the turn goes on without the speaker channel
-        log.warning("recall could not read who said the events (%s: %s); no speaker channel",
-                    type(e).__name__, e)
-        spoken = None
+    weak = lex.skipped == "evidence below the floor" or not lex.hits
+    spoken = None  # a person named: only to widen what the words found, never to replace it
+    if not weak:
+        try:
+            spoken = spoken_by_named(store, text, matrix)
+        except (StoreError, sqlite3.Error) as e:  # the turn goes on without the person's lines
+            log.warning("recall could not read who said the events (%s: %s); no person "
+                        "channel", type(e).__name__, e)
+    short = lex.coverage < gate  # the words fall short: the whole history's nearest too
     # with the words' best kept first, a person's lines cannot change the first k: no embedding
-    settled = (spoken is not None and lex.skipped is None and k <= WORDS_FIRST
-               and len(lex.hits) >= k)
-    if lex.coverage >= gate and (spoken is None or settled):
+    settled = not short and k <= WORDS_FIRST and len(lex.hits) >= k
+    if not short and (spoken is None or settled):
         return done("lexical (coverage above the gate)")
     vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
     if vec is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
         return done("lexical (semantic failed)")
+    n = max(k, 20)
     try:
-        sem_ids = matrix.nearest(vec, max(k, 20), before_id,  # type: ignore[attr-defined]
-                                 among=spoken)
+        rankings = [[int(h.event.id or 0) for h in lex.hits]]
+        if short:
+            rankings.append(matrix.nearest(vec, n, before_id))  # type: ignore[attr-defined]
+        if spoken is not None:
+            rankings.append(matrix.nearest(vec, n, before_id,  # type: ignore[attr-defined]
+                                           among=spoken))
         pr = probe(store, vec, matrix, before_id)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
         return done("lexical (semantic failed)")
     lex.semantic = pr.as_dict() if pr is not None else None
-    weak = lex.skipped == "evidence below the floor" or not lex.hits
     # the ranking is kept either way (the eval measures it; the `recall` event records it);
     # whether a block is injected is the decision below
-    lexical_ids = [int(h.event.id or 0) for h in lex.hits]
-    fused = rrf(lexical_ids, sem_ids)
-    if spoken is not None:  # the words' best keep their places; the person's lines widen after
-        score, head = dict(fused), lexical_ids[:WORDS_FIRST]
+    fused = rrf(*rankings)
+    if spoken is not None and not short:  # the words' best keep their places
+        score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
     lex.hits = _fused_hits(store, lex.hits, fused[:k])
     lex.skipped = None
