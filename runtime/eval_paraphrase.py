@@ -295,7 +295,10 @@ def run_paraphrase(channels: str = "lexical", half: str = "all",
 def _probed(rows: list[dict[str, Any]], half: str) -> tuple[Any, Any]:
     import numpy as np
 
-    mine = [r for r in rows if "probe" in r and (half == "all" or r["half"] == half)]
+    # a probe below a line set aside as routine has no margin by rule, not by measure: it is
+    # left out of the fit (memory.nearest)
+    mine = [r for r in rows if "probe" in r and (half == "all" or r["half"] == half)
+            and not r["probe"].get("behind_routine")]
     x = np.asarray([[r["probe"]["best"], r["probe"]["margin"]] for r in mine], dtype=float)
     y = np.asarray([1.0 if r["probe"]["holds_answer"] else 0.0 for r in mine])
     return x.reshape(-1, 2), y

@@ -188,26 +188,30 @@ def _unit(*xs: float) -> np.ndarray:
 
 
 def test_a_line_said_three_times_neither_enters_nor_competes(offline_home: Home):
-    """A routine line (a reminder said in every episode) sits nearer the query than the answer:
-    the probe looks past it, enters on the answer, and measures the margin against the next
-    real stranger. Said twice, a line is still a statement and still counts."""
+    """A routine line (a reminder said in every episode) ranked below the answer does not
+    shrink its margin: the probe measures it against the next real stranger. Ranked above the
+    answer, it may be the answer said thrice: the entry then has no margin. Said twice, a line
+    is still a statement and still counts."""
     query = _unit(1, 0, 0, 0)
     answer, stranger = _unit(0.6, 0.8, 0, 0), _unit(0.3, 0, 0.95, 0)
-    reminder = _unit(0.65, 0, 0, 0.76)
-    rows = np.vstack([answer, reminder, reminder, reminder, stranger])
-    matrix = Matrix(np.array([10, 20, 30, 40, 50], dtype=np.int64), rows)
+    below, above = _unit(0.55, 0, 0, 0.835), _unit(0.65, 0, 0, 0.76)
+    ids = np.array([10, 20, 30, 40, 50], dtype=np.int64)
     with Store.open(offline_home.db_path) as store:
-        got = nearest.probe(store, query, matrix)
-        assert got is not None
-        assert got.events[0][0] == 10, f"the probe entered on the routine line: {got}"
+        got = nearest.probe(store, query, Matrix(ids, np.vstack(
+            [answer, below, below, below, stranger])))
+        assert got is not None and got.events[0][0] == 10 and not got.behind_routine, got
         assert got.margin == pytest.approx(float(answer @ query - stranger @ query), abs=1e-4)
         assert got.confidence >= 0.5, got
-        twice = Matrix(np.array([10, 20, 30, 50], dtype=np.int64),
-                       np.vstack([answer, reminder, reminder, stranger]))
-        again = nearest.probe(store, query, twice)
-    assert again is not None and again.events[0][0] == 20, again  # twice is not routine
-    assert list(nearest.routine(np.vstack([answer, reminder, reminder]))) == [False] * 3
-    assert list(nearest.routine(rows)) == [False, True, True, True, False]
+        behind = nearest.probe(store, query, Matrix(ids, np.vstack(
+            [answer, above, above, above, stranger])))
+        assert behind is not None and behind.events[0][0] == 10, behind
+        assert behind.behind_routine and behind.margin == 0.0 and behind.confidence < 0.5
+        twice = nearest.probe(store, query, Matrix(np.array([10, 20, 30, 50], dtype=np.int64),
+                                                   np.vstack([answer, above, above, stranger])))
+    assert twice is not None and twice.events[0][0] == 20, twice  # twice is not routine
+    assert list(nearest.routine(np.vstack([answer, above, above]))) == [False] * 3
+    assert list(nearest.routine(np.vstack([answer, above, above, above, stranger]))) == [
+        False, True, True, True, False]
 
 
 def test_an_unread_competitor_bounds_the_margin(offline_home: Home,
@@ -216,14 +220,14 @@ def test_an_unread_competitor_bounds_the_margin(offline_home: Home,
     those it did not read: the margin is taken to the last cosine read, never to zero."""
     query = _unit(1, 0, 0, 0)
     answer, stranger = _unit(0.6, 0.8, 0, 0), _unit(0.3, 0, 0.95, 0)
-    reminder = _unit(0.65, 0, 0, 0.76)
+    reminder = _unit(0.55, 0, 0, 0.835)  # below the answer: set aside, not above it
     matrix = Matrix(np.array([10, 20, 30, 40, 50], dtype=np.int64),
                     np.vstack([answer, reminder, reminder, reminder, stranger]))
     monkeypatch.setattr(nearest, "READ", 4)  # the stranger is not read
     with Store.open(offline_home.db_path) as store:
         got = nearest.probe(store, query, matrix)
-    assert got is not None and got.events[0][0] == 10
-    assert got.margin == pytest.approx(0.0, abs=1e-6) and got.confidence < 0.5, got
+    assert got is not None and got.events[0][0] == 10 and not got.behind_routine, got
+    assert got.margin == pytest.approx(float(answer @ query - reminder @ query), abs=1e-4), got
 
 
 def test_matrix_load_is_the_probes_input(sem_home):
@@ -279,3 +283,35 @@ def test_hybrid_search_shows_a_text_said_again_once(offline_home: Home,
     said = [h for h in hits if " ".join(h.excerpt.casefold().split()) == reminder.casefold()]
     assert len(said) == 1, [h.excerpt for h in hits]
     assert ids[-3] in [h.id for h in hits if h.kind == "event"], [h.excerpt for h in hits]
+
+
+def test_an_answer_said_three_times_is_a_refusal_not_a_lesser_line(offline_home: Home,
+                                                                   embed_server):
+    """The owner said the rule on three days in the same words: set aside as routine, it still
+    ranks above whatever the probe would enter on (the prod password's line), so that entry
+    has no margin and is not confident: a refusal, not an answer with another line."""
+    from runtime.store import Event
+    from runtime.store import events as ev
+
+    from .test_semantic import backfill_with_settings, semantic_cfg
+
+    embed_server.dim = 1024  # fewer hash collisions among the filler lines
+    write_config(offline_home.root, semantic=semantic_cfg(embed_server.url))
+    rule = "The staging password rotates every Friday at noon."
+    rows = [Event(kind="message", body=rule, actor="owner", author_kind="user",
+                  ts=f"2024-05-0{d}T09:00:00.000Z") for d in (1, 3, 6)]
+    rows.append(Event(kind="message", body="The prod password rotates on demand.", actor="Sam",
+                      author_kind="third_party", ts="2024-05-07T09:00:00.000Z"))
+    rows += [Event(kind="note", body=f"Backup job {i} finished for shard {i * 7}.",
+                   actor="coworker", author_kind="agent", ts="2024-05-08T09:00:00.000Z")
+             for i in range(30)]
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, rows)
+    assert backfill_with_settings(offline_home) == len(rows)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        pr = nearest.probe(store, embedder.embed(["When does the staging password rotate?"])[0],
+                           matrix)
+    assert pr is not None and pr.behind_routine and pr.margin == 0.0, pr
+    assert pr.confidence < 0.5, pr  # the walk's semantic entry refuses below 0.5
+    assert "said three times or more" in pr.why()

@@ -13,7 +13,9 @@ all-MiniLM-L6-v2; the held half reports how well they hold (docs/benchmarks.md).
 Routine lines are left out of both figures: an event said three times or more in nearly the same
 words (a reminder, a ticket template, a status line) tells nothing about any one episode, so it
 neither chooses the entry nor stands as the competitor that shrinks a real answer's margin. It
-stays in the store and in every other ranking; only the probe looks past it.
+stays in the store and in every other ranking; only the probe looks past it. But a line set
+aside that ranks *above* the entry may be the answer itself, said three times (the owner
+repeating a rule): then the entry has no margin, and the probe is not confident.
 
 Pure: it reads the store (episode spans) and numpy arrays it is handed; it never embeds, never
 loads a model and never writes.
@@ -32,7 +34,7 @@ from ..store import Store
 
 # Fitted on the tuning half for all-MiniLM-L6-v2 (see the module docstring); another model
 # should be recalibrated with `coworker eval paraphrase --calibrate`.
-CALIBRATION = {"bias": -2.965, "best": 4.75, "margin": 9.941}
+CALIBRATION = {"bias": -2.939, "best": 4.542, "margin": 9.842}
 NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it
 RETURNED = 5  # at most this many events come back from a semantic entry
 SCAN = 50  # nearest events read to find the entry and the best other episode
@@ -60,16 +62,20 @@ class Probe:
     confidence: float
     events: tuple[tuple[int, float], ...]
     episode_cos: float | None = None  # the entry episode's own vector (title and summary)
+    behind_routine: bool = False  # a line set aside as routine ranks above the entry
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
+        behind = (", below a line said three times or more, so no margin"
+                  if self.behind_routine else "")
         return (f"semantic match in {where} (cosine {self.best:.2f}, margin {self.margin:.2f} "
-                f"over any other episode; confidence {self.confidence:.2f})")
+                f"over any other episode{behind}; confidence {self.confidence:.2f})")
 
     def as_dict(self) -> dict[str, Any]:
         return {"episode": self.episode, "best": round(self.best, 4),
                 "margin": round(self.margin, 4), "confidence": self.confidence,
-                "episode_cos": None if self.episode_cos is None else round(self.episode_cos, 4)}
+                "episode_cos": None if self.episode_cos is None else round(self.episode_cos, 4),
+                "behind_routine": self.behind_routine}
 
 
 def confidence(best: float, margin: float, cal: dict[str, float] | None = None) -> float:
@@ -108,7 +114,9 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     top = top[np.isfinite(sims[top])]
     unread = k < len(ids) and len(top) == k  # events below the last one read may remain
     floor = float(sims[top[-1]]) if len(top) else 0.0
-    kept = top[~routine(np.asarray(rows)[top])]
+    set_aside = routine(np.asarray(rows)[top])
+    behind = bool(len(set_aside) and set_aside[0])
+    kept = top[~set_aside]
     top = kept[:SCAN]
     if not len(top):
         return None
@@ -125,9 +133,11 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     events = tuple((int(i), round(float(sims[j]), 4))
                    for j, i, key in zip(top, top_ids, keys, strict=True)
                    if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
-    margin = best - other
+    # a line set aside above the entry may be the answer said thrice: the entry does not stand
+    # out from it, so it has no margin (and the calibration is fitted without such probes)
+    margin = 0.0 if behind else best - other
     return Probe(groups[0], best, margin, confidence(best, margin, cal), events,
-                 _episode_cos(matrix, vector, groups[0]))
+                 _episode_cos(matrix, vector, groups[0]), behind)
 
 
 def routine(vectors: np.ndarray) -> np.ndarray:
