@@ -66,20 +66,26 @@ def read_pid(home: Home) -> int | None:
         return None
 
 
-def running_pid(home: Home) -> int | None:
-    """The pid of the live loop for this home, or None. Truth is the lock, not the file."""
+def held(home: Home) -> bool:
+    """Whether a process holds this home's lock, whatever the pidfile says (a loop letting go
+    empties the file before it unlocks)."""
     if not home.pidfile.exists():
-        return None
+        return False
     fd = os.open(home.pidfile, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return read_pid(home)
+        return True
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return False
     finally:
         os.close(fd)
+
+
+def running_pid(home: Home) -> int | None:
+    """The pid of the live loop for this home, or None. Truth is the lock, not the file."""
+    return read_pid(home) if held(home) else None
 
 
 def write_runfile(home: Home, data: dict[str, Any]) -> None:
@@ -115,7 +121,7 @@ def stop(home: Home, timeout: float = 30.0) -> int:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if running_pid(home) is None:
+        if not held(home):  # the lock, not the pid: the file is emptied before the unlock
             return pid
         time.sleep(0.05)
     raise NotRunning(

@@ -226,3 +226,45 @@ def test_model_endpoint_down_keeps_the_loop_alive(slow_home: Home):
         assert status["running"] is True
     finally:
         coworker("stop")
+
+
+SLOW_RELEASE = """
+import os, signal, sys, time
+from pathlib import Path
+from runtime.home import Home
+from runtime.process import PidLock
+
+lock = PidLock(Home(Path(sys.argv[1])))
+lock.acquire()
+
+def release(*_):
+    # what PidLock.release does, with the machine slow between emptying the file and unlocking
+    os.ftruncate(lock._fd, 0)
+    time.sleep(1.0)
+    lock.release()
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, release)
+print("held", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_waits_for_the_lock_not_for_the_pid(offline_home: Home):
+    """A loop letting go empties the pidfile, then unlocks. On a busy machine the two are
+    apart: `stop` must wait for the lock itself, or a restore (or a start) right after it finds
+    the home still held, "running (pid None)"."""
+    from runtime import process
+
+    holder = subprocess.Popen([sys.executable, "-c", SLOW_RELEASE, str(offline_home.root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert process.stop(offline_home, timeout=30) == holder.pid
+        lock = process.PidLock(offline_home)
+        lock.acquire()  # raised AlreadyRunning while the holder slept between the two steps
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
