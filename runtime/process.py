@@ -23,6 +23,9 @@ from .home import Home
 WAKE_SIGNAL = signal.SIGUSR1
 
 
+ACQUIRE_GRACE = 1.0  # seconds a start waits for a lock that is only being looked at
+
+
 class PidLock:
     """Held by the running loop. `acquire()` raises AlreadyRunning when another process has it."""
 
@@ -33,15 +36,20 @@ class PidLock:
     def acquire(self) -> None:
         self.home.state.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.home.pidfile, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as e:
-            os.close(fd)
-            pid = read_pid(self.home)
-            raise AlreadyRunning(
-                f"a coworker is already running here (pid {pid}): `coworker stop` first, "
-                "or `coworker status` to see it"
-            ) from e
+        # a moment's grace: `held()` probes with a shared lock, and a loop letting go empties
+        # the file before it unlocks; a live loop holds on past it
+        deadline = time.monotonic() + ACQUIRE_GRACE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as e:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise AlreadyRunning(
+                        f"a coworker is already running here (pid {read_pid(self.home)}): "
+                        "`coworker stop` first, or `coworker status` to see it") from e
+                time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         os.fsync(fd)

@@ -268,3 +268,21 @@ def test_stop_waits_for_the_lock_not_for_the_pid(offline_home: Home):
     finally:
         holder.kill()
         holder.wait(10)
+
+
+def test_a_start_is_not_refused_by_a_look_at_the_lock(offline_home: Home):
+    """`status` and `stop` look at the lock with a shared lock for an instant; a start at that
+    instant waits it out instead of saying a coworker runs (with no pid to name)."""
+    import fcntl
+    import threading
+
+    from runtime import process
+
+    offline_home.state.mkdir(parents=True, exist_ok=True)
+    offline_home.pidfile.touch()
+    fd = os.open(offline_home.pidfile, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a look that lasts, on a slow machine, 0.3 s
+    threading.Timer(0.3, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd))).start()
+    lock = process.PidLock(offline_home)
+    lock.acquire()
+    lock.release()

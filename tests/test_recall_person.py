@@ -194,3 +194,53 @@ def test_words_that_fall_short_still_get_the_whole_historys_nearest(
         got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=3)
     assert got.channel == "hybrid" and got.coverage < 0.6, (got.channel, got.coverage)
     assert ids[-1] in [int(h.event.id or 0) for h in got.hits], [h.event.body for h in got.hits]
+
+
+class _People:
+    """A stand-in for the matrix's `people()`: only the names matter to `named_people`."""
+
+    def __init__(self, *actors: str) -> None:
+        from runtime.memory.embed import name_key
+
+        self.names: dict[str, tuple[str, ...]] = {}
+        for a in actors:
+            self.names[name_key(a)] = (*self.names.get(name_key(a), ()), a)
+
+
+@pytest.mark.parametrize(("actors", "text", "want"), [
+    (("Dana", "Dana Smith"), "What did Dana Smith approve?", {"dana smith"}),  # the longest
+    (("Dana", "Dana Smith"), "What did Dana approve?", {"dana"}),
+    (("Dana  Lee", "Dana"), "What did Dana Lee say?", {"dana lee"}),  # spaces collapsed
+    (("jdoe",), "What did jdoe say about the CI deploy?", {"jdoe"}),  # written lower case
+    (("Dana",), "what did dana say, I forgot", {"dana"}),  # "I" is not the text's capitals
+    (("O'Brien",), "What did O’Brien decide?", {"o'brien"}),  # curly apostrophe
+    (("Dana",), "What did ‘Dana’ say?", {"dana"}),
+    (("Li",), "What did Li say about the launch?", {"li"}),  # short, capitalised, not first
+    (("Will",), "What did Will say about the launch?", {"will"}),
+    (("Will",), "Will we ship on Friday?", set()),  # the first word: a verb, not Will
+    (("Will",), "We will ship on Friday.", set()),
+])
+def test_names_are_read_as_a_person_would(actors, text: str, want: set[str]):
+    from runtime.memory.recall import named_people
+
+    assert named_people(text, _People(*actors).names) == want
+
+
+def test_a_probe_below_a_line_said_thrice_is_never_confident(offline_home: Home):
+    """However near the entry is, a line said three times that ranks above it may be the
+    answer: the probe gives it no confidence, so neither the walk nor a weak recall enters."""
+    from runtime.memory import nearest
+    from runtime.memory.embed import Matrix
+
+    def unit(*xs: float) -> np.ndarray:
+        v = np.asarray(xs, dtype=np.float32)
+        return v / np.linalg.norm(v)
+
+    query = unit(1, 0, 0, 0)
+    rule, near = unit(0.97, 0, 0, 0.243), unit(0.92, 0.39, 0, 0)
+    matrix = Matrix(np.array([1, 2, 3, 4, 5], dtype=np.int64),
+                    np.vstack([rule, rule, rule, near, unit(0.2, 0, 0.98, 0)]))
+    with Store.open(offline_home.db_path) as store:
+        pr = nearest.probe(store, query, matrix)
+    assert pr is not None and pr.behind_routine and pr.events[0][0] == 4
+    assert pr.best > 0.9 and pr.confidence == 0.0, pr

@@ -217,8 +217,10 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
 
 
 def name_key(name: str) -> str:
-    """A name as compared: NFC, trimmed, case-folded ("Dana ", "dana" and "DANA" are one)."""
-    return unicodedata.normalize("NFC", name).strip().casefold()
+    """A name as compared: NFC, case-folded, its spaces collapsed and its apostrophes straight
+    ("Dana ", "dana" and "DANA" are one; so are "O’Brien" and "O'Brien")."""
+    text = unicodedata.normalize("NFC", name).replace("’", "'").replace("‘", "'")
+    return " ".join(text.split()).casefold()
 
 
 @dataclass

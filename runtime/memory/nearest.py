@@ -15,7 +15,7 @@ words (a reminder, a ticket template, a status line) tells nothing about any one
 neither chooses the entry nor stands as the competitor that shrinks a real answer's margin. It
 stays in the store and in every other ranking; only the probe looks past it. But a line set
 aside that ranks *above* the entry may be the answer itself, said three times (the owner
-repeating a rule): then the entry has no margin, and the probe is not confident.
+repeating a rule): then the entry has no margin and no confidence, however near it is.
 
 Pure: it reads the store (episode spans) and numpy arrays it is handed; it never embeds, never
 loads a model and never writes.
@@ -66,7 +66,7 @@ class Probe:
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
-        behind = (", below a line said three times or more, so no margin"
+        behind = (", below a line said three times or more, so no margin and no confidence"
                   if self.behind_routine else "")
         return (f"semantic match in {where} (cosine {self.best:.2f}, margin {self.margin:.2f} "
                 f"over any other episode{behind}; confidence {self.confidence:.2f})")
@@ -134,9 +134,11 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
                    for j, i, key in zip(top, top_ids, keys, strict=True)
                    if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
     # a line set aside above the entry may be the answer said thrice: the entry does not stand
-    # out from it, so it has no margin (and the calibration is fitted without such probes)
+    # out from it, so it has no margin and no confidence, however near it is (a rule, not a
+    # measure: the calibration is fitted without such probes)
     margin = 0.0 if behind else best - other
-    return Probe(groups[0], best, margin, confidence(best, margin, cal), events,
+    sure = 0.0 if behind else confidence(best, margin, cal)
+    return Probe(groups[0], best, margin, sure, events,
                  _episode_cos(matrix, vector, groups[0]), behind)
 
 

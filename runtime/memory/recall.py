@@ -534,32 +534,50 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
 # A name in a query: whitespace-separated tokens, without the punctuation around them and a
 # possessive 's; a person's name is one to three of them
 _TOKEN = re.compile(r"[^\s,;:!?()\[\]{}\"“”«»]+")
+_EDGES = ".'’‘-"
 _POSSESSIVE = ("'s", "’s")
 NOT_A_NAME = frozenset({"owner"})  # the owner's actor: "the owner of billing" names no one
 
 
-def named_people(text: str, names: Mapping[str, Any]) -> set[str]:
-    """The keys of `names` (`embed.name_key`) the text names: a whole run of one to three
-    tokens. When the text uses capitals at all, the name must begin with one ("What did Bill
-    say", not "the bill is late"); a name with no content word ("me", "I") never counts."""
-    tokens = []
+def _tokens(text: str) -> list[str]:
+    out = []
     for t in _TOKEN.findall(text):
-        t = t.strip(".'’-")
+        t = t.strip(_EDGES)
         for p in _POSSESSIVE:
             if t.lower().endswith(p):
-                t = t[: -len(p)]
-        tokens.append(t)
-    cased = any(c.isupper() for c in text)
-    found: set[str] = set()
-    for n in (1, 2, 3):
+                t = t[: -len(p)].strip(_EDGES)
+        out.append(t)
+    return out
+
+
+def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
+    """The keys of `names` (`embed.name_key` -> the spellings the history uses) that the text
+    names: a run of one to three tokens; of runs that overlap, the longest ("Dana Smith", not
+    also "Dana"). A name the history writes with a capital must be written with one when the
+    text uses capitals at all (not counting "I" and words in capitals): "What did Bill say",
+    not "the electricity bill". A name with no content word ("me", "Li", "Will") counts only
+    so capitalised and not as the text's first word; the owner's actor name never counts."""
+    tokens = _tokens(text)
+    cased = any(t[:1].isupper() for t in tokens if t != "I" and not t.isupper())
+    found: list[tuple[int, int, str]] = []
+    for n in (3, 2, 1):
         for i in range(len(tokens) - n + 1):
             run = tokens[i:i + n]
-            if not run[0] or (cased and not run[0][0].isupper()):
+            if not run[0]:
                 continue
             key = name_key(" ".join(run))
-            if key in names and key not in NOT_A_NAME and content_words(key):
-                found.add(key)
-    return found
+            spellings = names.get(key)
+            if not spellings or key in NOT_A_NAME:
+                continue
+            capital = run[0][:1].isupper()
+            if cased and not capital and any(s[:1].isupper() for s in spellings):
+                continue
+            if not content_words(key) and (i == 0 or not capital or run == ["I"]):
+                continue
+            if any(a < i + n and i < b for a, b, _ in found):  # inside a longer name found
+                continue
+            found.append((i, i + n, key))
+    return {key for _, _, key in found}
 
 
 def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
@@ -573,7 +591,7 @@ def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     who, names = matrix.people(store)  # type: ignore[attr-defined]
     if not names:
         return None
-    named = named_people(text, names)
+    named = named_people(cap_query(text)[0], names)
     if len(named) != 1:
         return None
     return np.isin(who, names[named.pop()])
