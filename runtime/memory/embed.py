@@ -8,7 +8,8 @@ unit-normalised float32 rows in the `vectors` table, keyed by item (the newest
 `[semantic] window_events` content events, and every rollup by its title and summary) and
 model, with the hash of the text they embed. Backfill
 goes in batches sized by text volume. `SemanticCache` keeps an embedder and the vectors
-between calls, for the doors. It never calls a chat model.
+between calls, for the doors; a `Matrix` also knows, once asked, which person said each of its
+event rows (`Matrix.people`, for recall's person channel). It never calls a chat model.
 """
 
 from __future__ import annotations

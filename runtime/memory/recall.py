@@ -33,6 +33,10 @@ result, for the eval's ranking and the `recall` event). The reason is `Recall.sk
 already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
 superseded decision "stale: superseded by decision N", the words of search and walk.
 
+With the semantic channel on (`recall_hybrid`), the whole history's nearest events are fused
+when the words cover too little of the query, and a query naming one person who speaks in the
+history also fuses that person's nearest lines (`named_people`, ADR-0030).
+
 Pure of side effects: it reads the store and returns what it found; the loop writes the
 `recall` event and telemetry. It never calls a model.
 
