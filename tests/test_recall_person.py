@@ -214,6 +214,8 @@ class _People:
     (("jdoe",), "What did jdoe say about the CI deploy?", {"jdoe"}),  # written lower case
     (("Dana",), "what did dana say, I forgot", {"dana"}),  # "I" is not the text's capitals
     (("O'Brien",), "What did O’Brien decide?", {"o'brien"}),  # curly apostrophe
+    (("Zoë",), "What did Zoe decide?", {"zoe"}),  # accents folded, as search folds them
+    (("Jose",), "What did José decide?", {"jose"}),
     (("Dana",), "What did ‘Dana’ say?", {"dana"}),
     (("Li",), "What did Li say about the launch?", {"li"}),  # short, capitalised, not first
     (("Will",), "What did Will say about the launch?", {"will"}),

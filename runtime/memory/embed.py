@@ -218,10 +218,12 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
 
 
 def name_key(name: str) -> str:
-    """A name as compared: NFC, case-folded, its spaces collapsed and its apostrophes straight
-    ("Dana ", "dana" and "DANA" are one; so are "O’Brien" and "O'Brien")."""
-    text = unicodedata.normalize("NFC", name).replace("’", "'").replace("‘", "'")
-    return " ".join(text.split()).casefold()
+    """A name as compared: case-folded, without accents (as full-text search folds them), its
+    spaces collapsed and its apostrophes straight ("Dana ", "dana" and "DANA" are one; so are
+    "Zoë" and "Zoe", "O’Brien" and "O'Brien")."""
+    text = unicodedata.normalize("NFKD", name.replace("’", "'").replace("‘", "'"))
+    bare = "".join(c for c in text if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", " ".join(bare.split()).casefold())
 
 
 @dataclass
