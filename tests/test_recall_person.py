@@ -246,3 +246,38 @@ def test_a_probe_below_a_line_said_thrice_is_never_confident(offline_home: Home)
         pr = nearest.probe(store, query, matrix)
     assert pr is not None and pr.behind_routine and pr.events[0][0] == 4
     assert pr.best > 0.9 and pr.confidence == 0.0, pr
+
+
+def test_search_widens_to_the_named_person_when_it_takes_the_hybrid_path(offline_home: Home):
+    """`coworker search` and `memory_search` fuse the same person's nearest lines as recall
+    when their words fall short of the gate (search embeds nothing otherwise). The vectors are
+    set by hand: twenty-five notes sit nearer the query than Dana's line, so only her own
+    nearest can bring it."""
+    from runtime.memory.embed import Matrix
+    from runtime.memory.search import search
+
+    rows = [_said("Sam", "message", f"I drive the car for Dana to the depot on route {i}.")
+            for i in range(5)]
+    rows += [_said("coworker", "note", f"Backup job {i} finished.", "agent") for i in range(25)]
+    rows.append(_said("Dana", "message", "My automobile is red."))
+    with Store.open(offline_home.db_path) as store:
+        ids = ev.append_many(store, rows)
+    rng = np.random.default_rng(7)
+    query = np.zeros(16, dtype=np.float32)
+    query[0] = 1.0
+
+    def near(cos: float) -> np.ndarray:
+        v = rng.standard_normal(16).astype(np.float32)
+        v[0] = 0.0
+        v *= np.sqrt(1 - cos * cos) / np.linalg.norm(v)
+        v[0] = cos
+        return v
+
+    vectors = [near(0.6) for _ in range(5)] + [near(0.5) for _ in range(25)] + [near(0.3)]
+    matrix = Matrix(np.asarray(ids, dtype=np.int64), np.vstack(vectors))
+    question = "Which car does Dana drive to the coast on sunny weekends?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        found = search(store, question, limit=10, semantic=lambda: (query, matrix), gate=0.6)
+    events = [h.id for h in found if h.kind == "event"]
+    assert ids[-1] in events, [h.excerpt for h in found]
+    assert ids[0] in events  # the words' hits are still there

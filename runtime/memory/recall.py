@@ -601,6 +601,17 @@ def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     return np.isin(who, names[named.pop()])
 
 
+def person_mask(store: Store, text: str, matrix: object) -> Any:
+    """`spoken_by_named`, with a store failure reading who spoke logged at WARNING and taken as
+    no one named: the caller goes on without the person's lines."""
+    try:
+        return spoken_by_named(store, text, matrix)
+    except (StoreError, sqlite3.Error) as e:
+        log.warning("could not read who said the events (%s: %s); no person channel",
+                    type(e).__name__, e)
+        return None
+
+
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
                   gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
                   scorer: Distinctive | None = None, today: date | None = None,
@@ -636,11 +647,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     weak = lex.skipped == "evidence below the floor" or not lex.hits
     spoken = None  # a person named: only to widen what the words found, never to replace it
     if not weak:
-        try:
-            spoken = spoken_by_named(store, text, matrix)
-        except (StoreError, sqlite3.Error) as e:  # the turn goes on without the person's lines
-            log.warning("recall could not read who said the events (%s: %s); no person "
-                        "channel", type(e).__name__, e)
+        spoken = person_mask(store, text, matrix)
     short = lex.coverage < gate  # the words fall short: the whole history's nearest too
     # with the words' best kept first, a person's lines cannot change the first k: no embedding
     settled = not short and k <= WORDS_FIRST and len(lex.hits) >= k

@@ -60,7 +60,7 @@ from . import dates
 from .cards import cap_query
 from .nearest import Semantic
 from .recall import coverage as covered
-from .recall import rrf, told_about
+from .recall import person_mask, rrf, told_about
 from .tokens import query_words, stem
 
 
@@ -173,11 +173,11 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
             raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
                               "drop --after, or drop --exhaustive to page on")
         return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows,
-                           tz)
+                           tz, query)
     if not phrases:  # nothing to match: only the semantic channel can answer
         if after is not None:
             raise CursorError("this cursor belongs to another query: search again without it")
-        return _exhaustive(store, words, None, limit, semantic, gate, ())
+        return _exhaustive(store, words, None, limit, semantic, gate, (), query=query)
     if after is None:
         plan, shown, phase, membership = _plan(store, phrases, windows, asked), None, (0, 0), None
     else:
@@ -195,7 +195,7 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
                 fused = _fused(store, [h.hit for h in lexical],
                                {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
                                got, limit, page.stale, coverage / gate if gate else 1.0,
-                               [h.hit for h in lexical if h.key in page.on_day])
+                               [h.hit for h in lexical if h.key in page.on_day], query)
                 page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
                 return page.finish(fused, done=False)
     taken = [h.hit for h in page.take(limit)]
@@ -531,7 +531,8 @@ def _stale_cursor() -> CursorError:
 
 def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
                 semantic: Semantic | None, gate: float,
-                windows: tuple[tuple[str, str, str], ...], tz: tzinfo | None = None) -> Hits:
+                windows: tuple[tuple[str, str, str], ...], tz: tzinfo | None = None,
+                query: str = "") -> Hits:
     """Every match ranked (bm25 over both indexes, the top `limit` of each, best first; the
     matches said on a day the query names first), fused as the first page is when lexical
     coverage falls short."""
@@ -567,7 +568,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
         if got is not None:
             out = Hits(_fused(store, hits, bodies, got, limit, stale,
                               coverage / gate if gate else 1.0,
-                              [h for h in hits if h.kind == "event" and h.id in on_day]))
+                              [h for h in hits if h.kind == "event" and h.id in on_day], query))
     out.dates = tuple(name for _, _, name in windows)
     out.day_matches = _on_page(out, windows, on_day)
     return out
@@ -587,22 +588,27 @@ def _label(event: Event, stale: dict[int, int]) -> str:
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
            limit: int, stale: dict[int, int], lexical_weight: float,
-           first: list[Hit] | None = None) -> list[Hit]:
+           first: list[Hit] | None = None, query: str = "") -> list[Hit]:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
-    nearest events and the nearest rollups (title and summary). `bodies`: the lexical event
-    hits' whole texts. A text said again (a reminder posted every week) is one hit: its best
-    copy stands for the rest, which would otherwise fill the page with one line. `first`: the
-    matches said on a day the query names, which keep their places at the top (ADR-0028)."""
+    nearest events and the nearest rollups (title and summary); and a fourth when the query
+    names one person who speaks in the history: that person's nearest events, as recall fuses
+    them (ADR-0030). `bodies`: the lexical event hits' whole texts. A text said again (a
+    reminder posted every week) is one hit: its best copy stands for the rest, which would
+    otherwise fill the page with one line. `first`: the matches said on a day the query names,
+    which keep their places at the top (ADR-0028)."""
     vector, matrix = got
     near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
     rollups = getattr(matrix, "rollups", None)
     near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
                     if rollups is not None and len(rollups.ids) else [])
+    spoken = person_mask(store, query, matrix) if query and hasattr(matrix, "people") else None
+    person = ([("event", i) for i in matrix.nearest(vector, max(limit, 20), among=spoken)]
+              if spoken is not None else [])
     key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
            for h in hits}
-    fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups,
-                weights=(lexical_weight, 1.0, ROLLUP_WEIGHT))
+    fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups, person,
+                weights=(lexical_weight, 1.0, ROLLUP_WEIGHT, 1.0))
     out: list[Hit] = []
     spans: list[tuple[int, int]] = []  # the spans of the rollups taken
     said: set[str] = set()  # the texts of the events taken
