@@ -234,9 +234,7 @@ def test_a_probe_below_a_line_said_thrice_is_never_confident(offline_home: Home)
     from runtime.memory import nearest
     from runtime.memory.embed import Matrix
 
-    def unit(*xs: float) -> np.ndarray:
-        v = np.asarray(xs, dtype=np.float32)
-        return v / np.linalg.norm(v)
+    from .test_semantic_entry import _unit as unit
 
     query = unit(1, 0, 0, 0)
     rule, near = unit(0.97, 0, 0, 0.243), unit(0.92, 0.39, 0, 0)
