@@ -331,11 +331,13 @@ def fit(rows: list[dict[str, Any]], half: str = "tuning", l2: float = 1.0) -> di
 
 
 def recalibrated(rows: list[dict[str, Any]], cal: dict[str, float]) -> list[dict[str, Any]]:
-    """The rows with each probe's confidence recomputed under `cal`."""
+    """The rows with each probe's confidence recomputed under `cal`; a probe behind a routine
+    line keeps its confidence of 0, which is a rule, not a measure (`memory.nearest`)."""
     from .memory.nearest import confidence
 
-    return [{**r, "probe": {**r["probe"], "confidence": confidence(
-        r["probe"]["best"], r["probe"]["margin"], cal)}} if "probe" in r else r for r in rows]
+    return [{**r, "probe": {**r["probe"], "confidence": 0.0 if r["probe"].get("behind_routine")
+                            else confidence(r["probe"]["best"], r["probe"]["margin"], cal)}}
+            if "probe" in r else r for r in rows]
 
 
 def reliability(rows: list[dict[str, Any]], half: str) -> dict[str, Any]:

@@ -148,3 +148,20 @@ def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolate
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
     assert "Traceback" not in got.stderr
+
+
+def test_recalibrating_keeps_a_probe_behind_a_routine_line_at_no_confidence():
+    """`--calibrate` recomputes every probe's confidence from (best, margin); a probe below a
+    line said three times has a confidence of 0 by rule (memory.nearest), which a refit must
+    not turn into a confident entry in the reliability it reports."""
+    from runtime.eval_paraphrase import recalibrated, reliability
+    from runtime.memory.nearest import CALIBRATION, confidence
+
+    probe = {"best": 0.8, "margin": 0.1, "holds_answer": False}
+    assert confidence(probe["best"], probe["margin"], CALIBRATION) > 0.5  # else it shows nothing
+    rows = [{"half": "held", "probe": {**probe, "confidence": 0.0, "behind_routine": True}},
+            {"half": "held", "probe": {**probe, "confidence": 0.9, "behind_routine": False}}]
+    again = recalibrated(rows, CALIBRATION)
+    assert [r["probe"]["confidence"] for r in again] == [
+        0.0, confidence(probe["best"], probe["margin"], CALIBRATION)]
+    assert reliability(again, "held")["confident"]["questions"] == 1

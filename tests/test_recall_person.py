@@ -155,6 +155,20 @@ def test_a_common_word_names_someone_only_when_written_as_a_name(
     assert (got is not None) == named, text
 
 
+def test_a_month_named_as_a_date_names_no_speaker_of_that_name(offline_home: Home,
+                                                                embed_server: EmbedServer):
+    """"in May 2024" is a month recall reads by date, not the speaker May."""
+    _home_with(offline_home, embed_server, [
+        _said("May", "message", "The tomatoes in the garden are ripe."),
+        Event.owner_message("We shipped the billing export.", via="cli")])
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        _, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        month = spoken_by_named(store, "What did we ship in May 2024?", matrix)
+        person = spoken_by_named(store, "What did May plant in the garden?", matrix)
+    assert month is None
+    assert person is not None and int(person.sum()) == 1
+
+
 def test_a_named_person_never_lifts_the_evidence_floor(offline_home: Home,
                                                        embed_server: EmbedServer):
     """The words cover the question but their evidence is below the floor: recall injects
@@ -221,6 +235,14 @@ class _People:
     (("Will",), "What did Will say about the launch?", {"will"}),
     (("Will",), "Will we ship on Friday?", set()),  # the first word: a verb, not Will
     (("Will",), "We will ship on Friday.", set()),
+    (("Dr. Smith",), "What did Dr. Smith prescribe?", {"dr smith"}),  # dots at a word's end
+    (("Dr. Smith",), "What did Dr Smith prescribe?", {"dr smith"}),
+    (("J.R.",), "What did J.R. say about the oil?", {"j.r"}),
+    (("Sam Smith Jr.",), "Where did Sam Smith Jr. move?", {"sam smith jr"}),
+    (("Dana",), "What about Dana—did she sign?", {"dana"}),  # dashes, markup, handles
+    (("Dana",), "What did **Dana** say?", {"dana"}),
+    (("Dana",), "Ask @Dana…", {"dana"}),
+    (("Dana", "Sam"), "Dana/Sam: who signed?", {"dana", "sam"}),
 ])
 def test_names_are_read_as_a_person_would(actors, text: str, want: set[str]):
     from runtime.memory.recall import named_people

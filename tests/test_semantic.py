@@ -505,6 +505,76 @@ def test_a_model_switched_to_another_dimension_falls_back_to_lexical(
     assert [h.event.id for h in got.hits] == [ids[3]]
 
 
+def test_search_keeps_its_lexical_page_when_the_model_changed_dimension(
+        offline_home: Home, embed_server: EmbedServer, caplog):
+    """`coworker search` and `memory_search` take the semantic path when their words fall
+    short; vectors of another size must leave the lexical page standing, with a WARNING."""
+    from runtime.memory.search import search
+
+    ids, e = _backfilled(offline_home, embed_server)
+    embed_server.dim = 32
+    with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
+        matrix = Matrix.load(store, e.name)
+        got = search(store, "zeppelin rocket", semantic=lambda: (
+            e.embed(["zeppelin rocket"])[0], matrix))
+    assert [h.id for h in got if h.kind == "event"] == [ids[3]], got
+    assert any("search goes on lexical only" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
+
+
+def test_vectors_of_two_sizes_load_as_the_newest_size(offline_home: Home,
+                                                     embed_server: EmbedServer, caplog):
+    """The error's own advice after a model change is a backfill; it embeds the new events at
+    the new size beside the old ones. Loading them must not fail (it took all recall, lexical
+    too, with it): the old size is left out with a WARNING, and the new lines are found."""
+    ids, e = _backfilled(offline_home, embed_server)
+    embed_server.dim = 32
+    newer = seed(offline_home, ["We will purchase a vehicle for the depot."])
+    tamper(offline_home, ids[0], vector=b"\x00\x00\x80")  # a damaged row, too
+    with Store.open(offline_home.db_path) as store:
+        assert em.backfill(store, e) == 1
+        with caplog.at_level(logging.WARNING):
+            matrix = Matrix.load(store, e.name)
+        assert [int(i) for i in matrix.ids] == newer and matrix.rows.shape == (1, 32)
+        got = recall_hybrid(store, "When do we buy the car?", embedder=e, matrix=matrix,
+                            gate=0.99)
+    assert newer[0] in [h.event.id for h in got.hits], got.hits
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"{len(ids)} event vectors" in m and "left out" in m for m in warned), warned
+
+
+def test_the_cache_reloads_when_the_window_slides_by_as_many_as_it_gains(
+        offline_home: Home, embed_server: EmbedServer):
+    """Once the history is longer than the window, one event in and one embedded slides the
+    window by one: the count of vectors in it is unchanged, yet the new line must be found,
+    and so must a vector written again after a redaction dropped it."""
+    from runtime.settings import SemanticSection
+    from runtime.store import redactions
+
+    window = 1000  # the smallest the settings allow
+    seed(offline_home, [f"Status line {i}: {DISTRACTORS[i % 4]}" for i in range(window + 2)])
+    cfg = SemanticSection(enabled=True, provider="http", url=embed_server.url,
+                          model="all-minilm", window_events=window)
+    e = em.make_embedder(cfg)
+    cache = em.SemanticCache()
+    with Store.open(offline_home.db_path) as store:
+        em.backfill(store, e, window=window)
+        first = cache.get(store, cfg)[1]
+        [new] = seed(offline_home, [CAR])
+        assert em.backfill(store, e, window=window) == 1
+        assert vs.count(store, e.name, "event", vs.window_start(store, window)) == len(first.ids)
+        second = cache.get(store, cfg)[1]
+        assert new in {int(i) for i in second.ids}, "the cache kept a matrix without it"
+        assert second.nearest(np.asarray(vector("buy a car")), 1) == [new]
+        redactions.overwrite_event(store, redactions.event_text(store, new),
+                                   "the plan is private", "owner")
+        [wiped] = store.query("SELECT body FROM history WHERE id = ?", (new,))[0]
+        assert em.backfill(store, e, window=window) == 1  # the marker's text, embedded again
+        third = cache.get(store, cfg)[1]
+    assert third is not second, "a redacted line's old vector stayed loaded"
+    assert third.nearest(np.asarray(vector(wiped)), 1) == [new]
+
+
 # --- the loop ----------------------------------------------------------------------------------
 
 def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessagesAPI,
@@ -550,6 +620,29 @@ def test_a_tick_survives_the_embedding_server_failing(home: Home, api: FakeMessa
     assert rec.meta["channel"] == "lexical (semantic failed)", rec.meta
     assert ids[3] in [i["id"] for i in rec.meta["items"]], rec.meta["items"]
     assert any("semantic channel unavailable" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
+
+
+def test_a_tick_keeps_lexical_recall_when_the_vectors_cannot_be_read(
+        home: Home, api: FakeMessagesAPI, embed_server: EmbedServer, caplog):
+    """Whatever breaks the semantic channel (here its table is gone from a damaged store),
+    the tick's recall goes on with the words, and says so at WARNING."""
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99))
+    ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
+    assert backfill_with_settings(home) == len(ids)
+    raw = sqlite3.connect(home.db_path)
+    raw.execute("ALTER TABLE vectors RENAME TO vectors_damaged")
+    raw.commit()
+    raw.close()
+    tell(home, "When will we buy the car? And the zeppelin staging cluster?")
+    api.enqueue(text("Nothing to add."))
+    with caplog.at_level(logging.WARNING):
+        outcome = tick(Loop(home, home.settings()))
+    assert outcome.kind == "no_action", outcome
+    [rec] = events_of(home, "recall")
+    assert ids[3] in [i["id"] for i in rec.meta["items"]], rec.meta
+    assert f"[event {ids[3]} " in json.dumps(api.bodies[-1]["messages"][-1])
+    assert any("recall goes on lexical only" in r.getMessage() for r in caplog.records
                if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
 
 

@@ -317,15 +317,21 @@ class Turn:
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         try:
             before = self.first_input or self.tick_id
-            semantic = tc.semantic.get(tc.store, tc.settings.semantic)
             tz = tc.settings.coworker.zone  # "on 3 March" is the owner's day
-            if semantic is None:
+            found = None
+            try:  # the semantic channel's own failure leaves lexical recall standing
+                semantic = tc.semantic.get(tc.store, tc.settings.semantic)
+                if semantic is not None:
+                    found = recall_hybrid(tc.store, text, embedder=semantic[0],
+                                          matrix=semantic[1], gate=tc.settings.semantic.gate,
+                                          before_id=before, k=cfg.max_items,
+                                          max_terms=cfg.max_terms, tz=tz)
+            except Exception as e:
+                log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
+                            type(e).__name__, e, exc_info=True)
+            if found is None:
                 found = recall(tc.store, text, before_id=before, k=cfg.max_items,
                                max_terms=cfg.max_terms, tz=tz)
-            else:
-                found = recall_hybrid(tc.store, text, embedder=semantic[0], matrix=semantic[1],
-                                      gate=tc.settings.semantic.gate, before_id=before,
-                                      k=cfg.max_items, max_terms=cfg.max_terms, tz=tz)
             block = found.block(budget)
             inject = cfg.mode == "on" and block is not None
             ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"

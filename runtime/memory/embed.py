@@ -217,13 +217,18 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
         after = todo[-1][0]
 
 
+NAME_EDGES = ".'-"  # stripped from each word's ends: "Dr. Smith" is "dr smith", "J.R." "j.r"
+
+
 def name_key(name: str) -> str:
     """A name as compared: case-folded, without accents (as full-text search folds them), its
-    spaces collapsed and its apostrophes straight ("Dana ", "dana" and "DANA" are one; so are
-    "Zoë" and "Zoe", "O’Brien" and "O'Brien")."""
+    spaces collapsed, its apostrophes straight and each word without the dots, apostrophes and
+    hyphens at its ends ("Dana ", "dana" and "DANA" are one; so are "Zoë" and "Zoe", "O’Brien"
+    and "O'Brien", "Dr. Smith" and "Dr Smith")."""
     text = unicodedata.normalize("NFKD", name.replace("’", "'").replace("‘", "'"))
     bare = "".join(c for c in text if not unicodedata.combining(c))
-    return unicodedata.normalize("NFC", " ".join(bare.split()).casefold())
+    words = (w.strip(NAME_EDGES) for w in bare.split())
+    return unicodedata.normalize("NFC", " ".join(w for w in words if w).casefold())
 
 
 @dataclass
@@ -278,8 +283,21 @@ class Matrix:
         if not got:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
                        rollups)
-        ids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
-        rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in got])
+        # the newest whole vector's size is what the model gives now; a vector of another
+        # size (the model changed under its name, or a damaged row) cannot be compared
+        sizes = [len(r[1]) for r in got if r[1] and len(r[1]) % 4 == 0]
+        size = sizes[-1] if sizes else 0
+        kept = [r for r in got if len(r[1]) == size]
+        if len(kept) < len(got):
+            log.warning("%d %s vectors of model %s are not of the newest vectors' size (%d "
+                        "dimensions) and are left out: re-embed them with coworker embed "
+                        "--check, then --backfill", len(got) - len(kept), kind, model,
+                        size // 4)
+        if not kept:
+            return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
+                       rollups)
+        ids = np.fromiter((r[0] for r in kept), dtype=np.int64, count=len(kept))
+        rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in kept])
         return cls(ids, rows, rollups)
 
     def nearest(self, query: np.ndarray, k: int, before_id: int | None = None,
@@ -333,10 +351,11 @@ def timed_embed(embedder: Embedder, text: str) -> tuple[np.ndarray | None, float
 
 class SemanticCache:
     """The semantic channel's embedder and vectors, kept between calls (the loop from tick to
-    tick, the MCP server from call to call); the vectors reload when their count changed."""
+    tick, the MCP server from call to call); the vectors reload when they changed: the window
+    moved, a vector was added, replaced or dropped (`vectors.signature`)."""
 
     def __init__(self) -> None:
-        self._matrix: tuple[tuple[str, int], Matrix] | None = None
+        self._matrix: tuple[tuple[object, ...], Matrix] | None = None
         self._embedders: dict[tuple[str, str, str, float], Embedder] = {}
 
     def get(self, store: Store, cfg: SemanticSection) -> tuple[Embedder, Matrix] | None:
@@ -351,11 +370,9 @@ class SemanticCache:
             self._embedders = {key: made}
         embedder = self._embedders[key]
         after = vs.window_start(store, cfg.window_events)
-        n = (vs.count(store, embedder.name, "event", after)
-             + vs.count(store, embedder.name, "rollup"))
-        if self._matrix is None or self._matrix[0] != (embedder.name, n):
-            self._matrix = ((embedder.name, n),
-                            Matrix.load(store, embedder.name, window=cfg.window_events))
+        key = (embedder.name, after, *vs.signature(store, embedder.name, after))
+        if self._matrix is None or self._matrix[0] != key:
+            self._matrix = (key, Matrix.load(store, embedder.name, window=cfg.window_events))
         return embedder, self._matrix[1]
 
     def for_query(self, store: Store, cfg: SemanticSection, text: str

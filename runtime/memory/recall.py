@@ -535,9 +535,10 @@ def rrf(*rankings: Sequence[Any], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-# A name in a query: whitespace-separated tokens, without the punctuation around them and a
-# possessive 's; a person's name is one to three of them
-_TOKEN = re.compile(r"[^\s,;:!?()\[\]{}\"“”«»]+")
+# A name in a query: tokens split at spaces, dashes, ellipses, slashes and markup ("Dana—",
+# "**Dana**", "@Dana", "Dana/Sam"), without the punctuation around them and a possessive 's;
+# a person's name is one to three of them
+_TOKEN = re.compile(r"[^\s,;:!?()\[\]{}\"“”«»…—–/*<>@¡¿|]+")
 _EDGES = ".'’‘-"
 _POSSESSIVE = ("'s", "’s")
 NOT_A_NAME = frozenset({"owner"})  # the owner's actor: "the owner of billing" names no one
@@ -595,7 +596,8 @@ def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
     who, names = matrix.people(store)  # type: ignore[attr-defined]
     if not names:
         return None
-    named = named_people(cap_query(text)[0], names)
+    # a date is not a person: "in May 2024" names no speaker called May
+    named = named_people(dates.windows(cap_query(text)[0])[1], names)
     if len(named) != 1:
         return None
     return np.isin(who, names[named.pop()])

@@ -43,6 +43,7 @@ import base64
 import binascii
 import heapq
 import json
+import logging
 import zlib
 from array import array
 from collections.abc import Collection, Iterator
@@ -58,10 +59,13 @@ from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
 from . import dates
 from .cards import cap_query
+from .embed import EmbedError
 from .nearest import Semantic
 from .recall import coverage as covered
 from .recall import person_mask, rrf, told_about
 from .tokens import query_words, stem
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -191,11 +195,12 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
         coverage = covered(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
         if coverage < gate:
             got = semantic()
-            if got is not None:
-                fused = _fused(store, [h.hit for h in lexical],
-                               {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
-                               got, limit, page.stale, coverage / gate if gate else 1.0,
-                               [h.hit for h in lexical if h.key in page.on_day], query)
+            fused = None if got is None else _fused(
+                store, [h.hit for h in lexical],
+                {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
+                got, limit, page.stale, coverage / gate if gate else 1.0,
+                [h.hit for h in lexical if h.key in page.on_day], query)
+            if fused is not None:
                 page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
                 return page.finish(fused, done=False)
     taken = [h.hit for h in page.take(limit)]
@@ -565,10 +570,11 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     out = Hits(hits[:limit])
     if semantic is not None and coverage < gate:
         got = semantic()
-        if got is not None:
-            out = Hits(_fused(store, hits, bodies, got, limit, stale,
-                              coverage / gate if gate else 1.0,
-                              [h for h in hits if h.kind == "event" and h.id in on_day], query))
+        fused = None if got is None else _fused(
+            store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0,
+            [h for h in hits if h.kind == "event" and h.id in on_day], query)
+        if fused is not None:
+            out = Hits(fused)
     out.dates = tuple(name for _, _, name in windows)
     out.day_matches = _on_page(out, windows, on_day)
     return out
@@ -588,7 +594,7 @@ def _label(event: Event, stale: dict[int, int]) -> str:
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
            limit: int, stale: dict[int, int], lexical_weight: float,
-           first: list[Hit] | None = None, query: str = "") -> list[Hit]:
+           first: list[Hit] | None = None, query: str = "") -> list[Hit] | None:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
     nearest events and the nearest rollups (title and summary); and a fourth when the query
@@ -596,15 +602,22 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
     them (ADR-0030). `bodies`: the lexical event hits' whole texts. A text said again (a
     reminder posted every week) is one hit: its best copy stands for the rest, which would
     otherwise fill the page with one line. `first`: the matches said on a day the query names,
-    which keep their places at the top (ADR-0028)."""
+    which keep their places at the top (ADR-0028). None, with a WARNING, when the vectors
+    cannot be read against the query's (the model changed): the caller keeps its lexical
+    page."""
     vector, matrix = got
-    near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
-    rollups = getattr(matrix, "rollups", None)
-    near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
-                    if rollups is not None and len(rollups.ids) else [])
-    spoken = person_mask(store, query, matrix) if query and hasattr(matrix, "people") else None
-    person = ([("event", i) for i in matrix.nearest(vector, max(limit, 20), among=spoken)]
-              if spoken is not None else [])
+    try:
+        near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
+        rollups = getattr(matrix, "rollups", None)
+        near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
+                        if rollups is not None and len(rollups.ids) else [])
+        spoken = (person_mask(store, query, matrix) if query and hasattr(matrix, "people")
+                  else None)
+        person = ([("event", i) for i in matrix.nearest(vector, max(limit, 20), among=spoken)]
+                  if spoken is not None else [])
+    except EmbedError as e:
+        log.warning("semantic channel unusable (%s); search goes on lexical only", e)
+        return None
     key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
            for h in hits}
     fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups, person,

@@ -72,6 +72,21 @@ def count(store: Store, model: str, kind: str | None = None, after_id: int = 0) 
                             "AND item_id > ?", (model, kind, after_id)) or 0)
 
 
+def signature(store: Store, model: str, after_id: int = 0) -> tuple[int, ...]:
+    """What changes whenever a loaded matrix would: per kind (events with id > after_id, every
+    rollup) the count and the highest rowid of this model's vectors, and the newest redaction
+    (which drops a vector that a backfill may write again under the same count). Read from the
+    primary key's index and the redactions' rowid, never from the vectors themselves."""
+    out: list[int] = []
+    for kind, after in (("event", after_id), ("rollup", 0)):
+        n, top = store.query("SELECT COUNT(*), coalesce(MAX(rowid), 0) FROM vectors "
+                             "WHERE item_kind = ? AND item_id > ? AND model = ?",
+                             (kind, after, model))[0]
+        out += [int(n), int(top)]
+    out.append(int(store.scalar("SELECT coalesce(MAX(id), 0) FROM redactions") or 0))
+    return tuple(out)
+
+
 def with_bodies(store: Store, model: str) -> list[tuple[int, bytes, str, str]]:
     """(item_id, vector, text_hash, current body) for the integrity check."""
     return [(int(r[0]), bytes(r[1]), str(r[2]), str(r[3])) for r in store.query(
