@@ -158,6 +158,9 @@ def parse_item(item: str) -> tuple[str, int]:
     return kind, int(num)
 
 
+MAX_TAGS, MAX_TAG_CHARS = 50, 64  # the owner's `tag`: search words, not documents
+
+
 class Actions:
     """The actions of one home, as taken through one door (and, for MCP, by one client)."""
 
@@ -474,11 +477,15 @@ class Actions:
             raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
                           "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
         entry = hits[0]
-        snap = snapshot(self.home.memory_md, self.home.snapshots, f"before striking [{entry.id}]")
-        memory.without(str(entry.id)).save()
         with self._store() as store:
-            self._owner_event(store, "memory_strike", f"struck [{entry.id}] {entry.text}",
-                              entry_id=entry.id, snapshot=snap.number)
+            # the write lock first, then the snapshot, the event and the file: a store that
+            # cannot take the event leaves MEMORY.md as it was (an extra snapshot at most)
+            with store.transaction():
+                snap = snapshot(self.home.memory_md, self.home.snapshots,
+                                f"before striking [{entry.id}]")
+                self._owner_event(store, "memory_strike", f"struck [{entry.id}] {entry.text}",
+                                  entry_id=entry.id, snapshot=snap.number)
+                memory.without(str(entry.id)).save()
             warning = self._rerender_map(store)
         return Changed(str(entry.id), entry.text, snap.number, warning)
 
@@ -497,7 +504,8 @@ class Actions:
         settings = self.home.settings()
         with self._store() as store:
             with store.transaction():  # the event, the promotion and the file: all or none
-                old = gate.entry_to_supersede(gate.load_memory(store, self.home), entry_id)
+                old = gate.entry_to_supersede(gate.load_memory(store, self.home), entry_id,
+                                              otherwise=" (MEMORY.md shows them)")
                 event_id = self._owner_event(store, "memory_supersede", body,
                                              supersedes=old.id)
                 done = gate.supersede(store, self.home, settings, str(old.id), body, event_id)
@@ -507,13 +515,17 @@ class Actions:
 
     def restore(self, number: int) -> Restored:
         """Bring back MEMORY.md version `number`; the current file is snapshotted first."""
-        from .memory.memorymd import restore
+        from .memory.memorymd import chosen_snapshot, put_back, snapshot
 
         self._owner("restore")
-        before, chosen = restore(self.home.memory_md, self.home.snapshots, number)
         with self._store() as store:
-            self._owner_event(store, "memory_restore", f"restored MEMORY.md v{number}",
-                              restored=number, snapshot=before.number)
+            with store.transaction():  # as strike: the file changes only with its event
+                chosen = chosen_snapshot(self.home.snapshots, number)
+                before = snapshot(self.home.memory_md, self.home.snapshots,
+                                  f"before restoring v{number}")
+                self._owner_event(store, "memory_restore", f"restored MEMORY.md v{number}",
+                                  restored=number, snapshot=before.number)
+                put_back(self.home.memory_md, chosen)
             warning = self._rerender_map(store)
         return Restored(chosen.number, chosen.reason, before.number, warning)
 
@@ -523,9 +535,16 @@ class Actions:
 
         self._owner("tag")
         kind, num = parse_item(item)
+        given = [w for w in (w.strip() for w in words) if w]
+        if not given:
+            raise UsageError("no words to tag with: coworker tag ID WORD... (e.g. "
+                             "`coworker tag 117 outage`)")
+        if len(given) > MAX_TAGS or any(len(w) > MAX_TAG_CHARS for w in given):
+            raise UsageError(f"a tag is a search word: at most {MAX_TAGS} of them, each at most "
+                             f"{MAX_TAG_CHARS} characters")
         with self._store() as store:
             try:
-                added = tags_store.add(store, kind, num, words)
+                added = tags_store.add(store, kind, num, given)
             except LookupError as e:
                 raise Refused(f"{e}; `coworker search` shows ids") from e
         return Tagged(kind, num, added)

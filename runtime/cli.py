@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import sys
 import warnings
 from collections.abc import Callable
@@ -153,7 +154,7 @@ def start(live: bool) -> None:
 
 
 @cli.command()
-@click.option("--timeout", type=float, default=30.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(0, 86_400), default=30.0, show_default=True,
               help="Seconds to wait for a clean stop.")
 def stop(timeout: float) -> None:
     """Stop the background loop (SIGTERM) and wait until it has stopped.
@@ -171,7 +172,8 @@ def stop(timeout: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def status(as_json: bool) -> None:
     """Pid, uptime, last and next tick, event counts, inputs, and whether the config on disk is
-    in use and side effects are live. Exit 0 when a coworker runs, 3 when none does.
+    in use and side effects are live. Exit 0 when a coworker runs, 3 when none does, 2 when
+    config.toml on disk is broken (a running coworker keeps the last good one meanwhile).
 
     \b
     Example:
@@ -206,7 +208,15 @@ def tell(text: tuple[str, ...]) -> None:
     """
     if text == ("-",):
         raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        message = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw).strip()
+        try:  # as the inbox reads a file: text in another encoding is refused, never mangled
+            message = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()
+        except UnicodeDecodeError as e:
+            raise UsageError(f"standard input is not UTF-8 text (byte 0x{raw[e.start]:02x} at "
+                             f"offset {e.start}); convert it (iconv -t utf-8) and tell again"
+                             ) from e
+    elif text[0] == "-":
+        raise UsageError('`-` alone reads the message from standard input; to send words that '
+                         'begin with a dash, quote them: coworker tell "- buy milk"')
     else:
         message = " ".join(text).strip()
     if not message:
@@ -880,7 +890,7 @@ def pins() -> None:
     if not rows:
         out.print("no pins")
     for p in rows:
-        out.print(f"{p.id}: {p.text}")
+        out.print(f"{p.id}: {render.clean(p.text)}")
 
 
 @cli.group(name="eval")
@@ -1035,6 +1045,8 @@ def demo(keep: Path | None) -> None:
         root = keep or Path(tmp) / "demo-home"
         if keep and (keep / "config.toml").exists():
             raise UsageError(f"{keep} is already a coworker home; give an empty folder")
+        if keep and keep.is_dir() and any(keep.iterdir()):  # the demo writes its own files
+            raise UsageError(f"{keep.resolve()} is not empty; give an empty or new folder")
         d = build(root)
         r = d.reflect
         sealed = ", ".join(f"level {k}: {v}" for k, v in sorted(r["sealed"].items()))
@@ -1228,6 +1240,10 @@ def _main(argv: list[str] | None) -> int:
         return int(e.exit_code or 0)
     except KeyboardInterrupt:
         return 130
+    except sqlite3.DatabaseError as e:  # one a store door did not translate: still one line
+        err.print(redact(f"error: the database failed ({type(e).__name__}: {e}); the command "
+                         "did not finish: `coworker doctor` checks the database"), markup=False)
+        return 1
     return 0
 
 

@@ -210,6 +210,10 @@ def _fts(home: Home) -> Check:
             except sqlite3.DatabaseError as e:
                 if "not a database" in str(e):
                     return Check(name, False, DB_NOT_CHECKED)
+                if "locked" in str(e) or "busy" in str(e):  # another writer: not checked
+                    return Check(name, False, f"not checked: the database is busy ({e}); "
+                                 "run `coworker doctor` again when the import or other "
+                                 "writer is done")
                 bad.append(f"{table} is out of sync with its table ({e}), so searches miss or "
                            f"invent matches: rebuild the index: sqlite3 {db} "
                            f"\"INSERT INTO {table}({table}) VALUES('rebuild')\"")

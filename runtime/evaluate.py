@@ -328,11 +328,22 @@ def load(path: Path) -> list[dict[str, Any]]:
                          "docs/benchmarks.md)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise UsageError(f"{path.name} is not JSON ({e}); give a LoCoMo file") from e
-    if not isinstance(data, list) or not all("qa" in s and "conversation" in s for s in data):
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError too
+        raise UsageError(f"{path.name} is not JSON ({str(e)[:120]}); give a LoCoMo file") from e
+    if not isinstance(data, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("qa"), list)
+            and isinstance(s.get("conversation"), dict) for s in data):
         raise UsageError(f"{path.name} is not a LoCoMo file (a list of samples with "
                          "'conversation' and 'qa')")
+    for i, sample in enumerate(data):
+        try:  # read every turn now: a damaged sample is one line, before any work
+            turns(sample)
+            if not all(isinstance(qa, dict) for qa in sample["qa"]):
+                raise TypeError("a question that is not an object")
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            what = f"missing {e}" if isinstance(e, KeyError) else str(e)[:120]
+            raise UsageError(f"{path.name}: sample {i} ({sample.get('sample_id', '?')}) is not "
+                             f"a LoCoMo conversation ({what}); give the file as published") from e
     return data
 
 
@@ -451,7 +462,11 @@ def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = N
     report = Report(channels, k)
     embedder, gate = eval_embedder() if channels == "hybrid" else (None, 0.0)
     tally = _Tally()
-    out_f = out.open("w", encoding="utf-8") if out else None
+    try:
+        out_f = out.open("w", encoding="utf-8") if out else None
+    except OSError as e:
+        raise UsageError(f"cannot write {out} ({e.strerror}); give --out a file in a folder "
+                         "you can write") from e
     try:
         for sample in samples:
             report.conversations += 1

@@ -181,14 +181,25 @@ class Home:
             self.root.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError) as e:
             raise not_a_folder(self.root) from e
-        if not self.config_path.exists():
-            write_private(self.config_path, settings_mod.render_default_config())
-            created.append("config.toml")
-        if not self.state.exists():
-            created.append("state/")
-        if not self.memory_md.exists():
-            created.append("MEMORY.md")
-        self.ensure_dirs()
+        except OSError as e:
+            raise UsageError(f"cannot create {self.root} ({e.strerror}); choose a folder you "
+                             "can write, or make its parent writable") from e
+        for path in (self.config_path, self.memory_md):
+            if path.is_symlink() and not path.exists():
+                raise UsageError(f"{path} is a link to {os.readlink(path)}, which does not "
+                                 "exist; remove the link or create what it points to")
+        try:
+            if not self.config_path.exists():
+                write_private(self.config_path, settings_mod.render_default_config())
+                created.append("config.toml")
+            if not self.state.exists():
+                created.append("state/")
+            if not self.memory_md.exists():
+                created.append("MEMORY.md")
+            self.ensure_dirs()
+        except PermissionError as e:
+            raise UsageError(f"cannot write {e.filename or self.root} (permission denied); "
+                             "make the folder writable, or choose another") from e
         return created
 
     def settings(self) -> settings_mod.Settings:

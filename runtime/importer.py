@@ -607,7 +607,8 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
     import time
 
     if not path.is_file():
-        raise UsageError(f"no such file: {path}; give the path of a .jsonl file")
+        raise UsageError((f"{path} is not a regular file" if path.exists() else
+                          f"no such file: {path}") + "; give the path of a .jsonl file")
     tz = zone(timezone)
     report = ImportReport(batch=uuid.uuid4().hex[:12])
     t0 = time.monotonic()

@@ -103,10 +103,13 @@ def write_runfile(home: Home, data: dict[str, Any]) -> None:
 
 
 def read_runfile(home: Home) -> dict[str, Any]:
+    """What the running loop last wrote of itself; {} when there is none, or when the file
+    holds anything but the object the loop writes (it rewrites the file at its next tick)."""
     try:
-        return json.loads(home.runfile.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+        data = json.loads(home.runfile.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def wake(home: Home) -> int | None:

@@ -23,6 +23,19 @@ from rich.text import Text
 
 from .store import Event, Store
 
+# Control characters and bidi overrides in user text would act on the terminal (erase a line,
+# recolour it, reorder it): each is shown as its escape instead, \x1b for ESC
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_SHOWN = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0)) if chr(c) not in "\t\n"}
+_SHOWN.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
+
+
+def clean(text: str) -> str:
+    """`text` with every control character and bidi override shown as its escape, so what a
+    body, an actor or a title holds is printed, never obeyed, by the terminal."""
+    return text.translate(_SHOWN)
+
+
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
@@ -31,7 +44,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
     """A borderless table whose cells are plain text, shown exactly as given."""
     t = Table(*headers, box=None)
     for row in rows:
-        t.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+        t.add_row(*(Text("" if cell is None else clean(str(cell))) for cell in row))
     return t
 
 
@@ -82,7 +95,7 @@ def when(ts: str | None, zone: tzinfo) -> str:
 
 
 def one_line(text: str, limit: int) -> str:
-    return " ".join(text.split())[:limit]
+    return clean(" ".join(text.split())[:limit])
 
 
 def event(e: Event, as_json: bool) -> None:
@@ -93,9 +106,11 @@ def event(e: Event, as_json: bool) -> None:
     line = Text()
     line.append(f"{e.id:>6} {e.ts[:19]}", style="dim")
     line.append(" ")
-    line.append(e.kind, style="bold")
+    line.append(clean(e.kind), style="bold")
     line.append(" ")
-    line.append(f"{e.actor}/{e.author_kind}", style="dim")
+    line.append(clean(f"{e.actor}/{e.author_kind}"), style="dim")
+    if e.imported:  # whatever actor it claims: the words of search, walk and recall
+        line.append(" (imported: not your owner's words)", style="dim")
     line.append(" " + one_line(e.body, 300))
     out.print(line)
 
@@ -235,14 +250,15 @@ def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -
     shown: set[int] = set()
 
     def event_line(indent: str, e: dict[str, Any]) -> None:
-        out.print(f"{indent}#{e['id']} {when(e['ts'], zone)} {e['kind']} {e['actor']}: "
-                  f"{one_line(e['body'], 160)}")
+        imported = " (imported: not your owner's words)" if e.get("imported") else ""
+        out.print(f"{indent}#{e['id']} {when(e['ts'], zone)} {clean(e['kind'])} "
+                  f"{clean(e['actor'])}{imported}: {one_line(e['body'], 160)}")
 
     def show(rid: int, depth: int) -> None:
         r = rollups[rid]
         pad = "  " * depth
         out.print(f"{pad}L{r.level} #{r.id} {day(r.first_ts, zone)}..{day(r.last_ts, zone)} "
-                  f"{r.title}: {one_line(r.body, 100)}")
+                  f"{clean(r.title)}: {one_line(r.body, 100)}")
         out.print(f"{pad}  ({nodes[rid]['why']})", style="dim")
         for cid in [c for c in nodes if rollups[c].parent_id == rid]:
             show(cid, depth + 1)

@@ -365,8 +365,10 @@ def quoted(entry: Entry) -> str:
     return f'[{entry.id}] "{entry.text}"'
 
 
-def entry_to_supersede(memory: MemoryFile, key: str) -> Entry:
-    """The entry `key` names (m12, [m12] or 12), or UnknownEntry listing the entries."""
+def entry_to_supersede(memory: MemoryFile, key: str,
+                       otherwise: str = ", or leave supersedes out") -> Entry:
+    """The entry `key` names (m12, [m12] or 12), or UnknownEntry listing the entries and what
+    else the caller may do (`otherwise`: the model's tool may leave the field out)."""
     k = key.strip().strip("[]").strip()
     eid = f"m{k}" if k.isdigit() else k
     entries = memory.numbered().entries
@@ -375,7 +377,7 @@ def entry_to_supersede(memory: MemoryFile, key: str) -> Entry:
             return e
     known = ", ".join(f"[{e.id}] {e.text[:40]}" for e in entries) or "none"
     raise UnknownEntry(f"supersedes {key!r}: MEMORY.md has no entry [{eid}] (its entries: "
-                       f"{known}); name one of them by its id, or leave supersedes out")
+                       f"{known}); name one of them by its id{otherwise}")
 
 
 def _supersession_doubts(text: str, old: Entry | None) -> list[str]:

@@ -267,45 +267,79 @@ class Snapshot:
     path: Path
 
 
+def _number(path: Path) -> int | None:
+    """The version a snapshot file's name gives ("v0002.md" -> 2), None for any other file."""
+    stem = path.stem
+    return int(stem[1:]) if stem[:1] == "v" and stem[1:].isdigit() else None
+
+
 def snapshots(folder: Path) -> list[Snapshot]:
+    """Every version kept, by number. A version whose .json sidecar is missing or damaged (by
+    hand) is still listed from its .md, so it can be seen and restored, never hidden."""
     out = []
-    for meta in sorted(folder.glob("v*.json")):
+    for md in sorted(folder.glob("v*.md")):
+        number = _number(md)
+        if number is None:
+            continue
+        meta = md.with_suffix(".json")
         try:
             data = json.loads(meta.read_text(encoding="utf-8"))
-            out.append(Snapshot(int(meta.stem[1:]), data["date"], data["reason"],
-                                int(data["entries"]), meta.with_suffix(".md")))
-        except (ValueError, KeyError, TypeError, OSError):  # a sidecar broken by hand
+            out.append(Snapshot(number, str(data["date"]), str(data["reason"]),
+                                int(data["entries"]), md))
             continue
+        except (ValueError, KeyError, TypeError, OSError):
+            pass
+        try:
+            stamp = datetime.fromtimestamp(md.stat().st_mtime, UTC).isoformat(
+                timespec="seconds").replace("+00:00", "Z")
+            entries = len(MemoryFile.load(md).entries)
+        except (OSError, MemoryFileError):
+            stamp, entries = "?", -1
+        out.append(Snapshot(number, stamp, f"(its {meta.name} is missing or damaged; the "
+                            "date is the file's)", entries, md))
     return sorted(out, key=lambda s: s.number)
 
 
 def snapshot(memory_md: Path, folder: Path, reason: str) -> Snapshot:
-    """Copy MEMORY.md as it is now into the next version; return it."""
+    """Copy MEMORY.md as it is now into the next version; return it. The number is one past
+    every snapshot file's, listed or not, and an existing file is never overwritten."""
     folder.mkdir(parents=True, exist_ok=True)
-    number = max((s.number for s in snapshots(folder)), default=0) + 1
+    taken = [n for n in (_number(f) for f in folder.glob("v*")) if n is not None]
+    number = max(taken, default=0) + 1
     data = read_bytes(memory_md)  # one that cannot be read cannot be kept: say so, first
     try:
         entries = len(MemoryFile.load(memory_md).entries)
     except MemoryFileError:
         entries = -1  # a file the owner broke is still worth keeping as it is
-    target = folder / f"v{number:04d}.md"
-    target.write_bytes(data)  # byte for byte: line endings and all
+    while True:  # another writer may take the number first: take the next
+        target = folder / f"v{number:04d}.md"
+        try:
+            with target.open("xb") as f:  # byte for byte: line endings and all
+                f.write(data)
+            break
+        except FileExistsError:
+            number += 1
     stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    (folder / f"v{number:04d}.json").write_text(
-        json.dumps({"date": stamp, "reason": reason, "entries": entries}, sort_keys=True),
-        encoding="utf-8")
+    with (folder / f"v{number:04d}.json").open("w", encoding="utf-8") as f:  # its .md is ours
+        f.write(json.dumps({"date": stamp, "reason": reason, "entries": entries},
+                           sort_keys=True))
     return Snapshot(number, stamp, reason, entries, target)
 
 
-def restore(memory_md: Path, folder: Path, number: int) -> tuple[Snapshot, Snapshot]:
-    """Bring version `number` back, after snapshotting the current file; return (before, v)."""
-    chosen = {s.number: s for s in snapshots(folder)}.get(number)
+def chosen_snapshot(folder: Path, number: int) -> Snapshot:
+    """Version `number`; a refusal listing the versions when there is none."""
+    kept = snapshots(folder)
+    chosen = {s.number: s for s in kept}.get(number)
     if chosen is None:
-        known = ", ".join(str(s.number) for s in snapshots(folder)) or "none yet"
+        known = ", ".join(str(s.number) for s in kept) or "none yet"
         raise Refused(f"no snapshot {number} (snapshots: {known}); `coworker snapshots` "
                       "lists them")
-    before = snapshot(memory_md, folder, f"before restoring v{number}")
+    return chosen
+
+
+def put_back(memory_md: Path, chosen: Snapshot) -> None:
+    """MEMORY.md replaced, byte for byte, by a snapshot's copy."""
     tmp = memory_md.with_suffix(".md.tmp")
     tmp.write_bytes(chosen.path.read_bytes())
     os.replace(tmp, memory_md)
-    return before, chosen
+

@@ -29,6 +29,25 @@ BUSY_TIMEOUT_MS = 5000
 ROWS_PER_INSERT = 4096  # rows of one multi-row INSERT at most (fewer when variables are few)
 
 
+def _check_ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    """A database the coworker made (its `_migrations` table), or an empty one a writer may
+    make into one; never another program's, which a writer would fill with our tables."""
+    names = {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    if "_migrations" in names:
+        return
+    if names:
+        raise StoreError(
+            f"{path} is not a coworker database (it holds other tables: "
+            f"{', '.join(sorted(names)[:5])}); move it aside, then `coworker restore-backup` "
+            "or point COWORKER_HOME at your coworker's folder")
+    if readonly:
+        raise StoreError(
+            f"the database at {path} is empty: no history in it yet. A coworker that writes "
+            "(`coworker tell`, `coworker run`) creates it; if it held your history, bring it "
+            "back with `coworker restore-backup`")
+
+
 class Store:
     """A connection to coworker.db. Use `with store.transaction():` around each logical write."""
 
@@ -70,6 +89,14 @@ class Store:
             if conn is not None:
                 conn.close()
             raise _error(e, path) from e  # a lock is StoreBusy: a caller may wait and retry
+        try:
+            _check_ours(conn, path, readonly)
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise _error(e, path) from e
+        except StoreError:
+            conn.close()
+            raise
         store = cls(conn, path, readonly)
         if migrate and not readonly:
             try:
