@@ -505,12 +505,15 @@ def _semantic(settings: Settings | None) -> Check:
     if vec is None:
         return Check(name, False, f"{embedder.name} does not embed ({why}); recall falls back "
                                   "to lexical until it does: fix [semantic] or set enabled = false")
-    if "minilm" not in settings.semantic.model.lower():
-        # the walk's semantic entry is calibrated for all-MiniLM-L6-v2 (memory.nearest)
+    from .memory.nearest import calibrated
+
+    if not calibrated(embedder.name):
+        # the walk's semantic entry has coefficients for MiniLM and mpnet (memory.nearest)
         return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)"
-                     "; the walk's semantic confidence is calibrated for all-MiniLM-L6-v2: "
-                     "refit it for this model with `coworker eval paraphrase --channels hybrid "
-                     "--half all --calibrate`", warn=True)
+                     "; the walk's semantic confidence is calibrated for all-MiniLM-L6-v2 and "
+                     "all-mpnet-base-v2 only, so it uses MiniLM's: fit this model's with "
+                     "`coworker eval paraphrase --channels hybrid --half all --calibrate`",
+                     warn=True)
     return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)")
 
 

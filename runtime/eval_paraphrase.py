@@ -212,7 +212,7 @@ class _Asker:
 
         if self.embedder is None:
             return None
-        pr = probe(self.store, self.vector(text), self.matrix)
+        pr = probe(self.store, self.vector(text), self.matrix, text=text)
         return None if pr is None else {**pr.as_dict(), "events": [i for i, _ in pr.events]}
 
     def ask(self, q: Question, facts: dict[str, set[int]]) -> dict[str, Any]:
@@ -286,7 +286,8 @@ def run_paraphrase(channels: str = "lexical", half: str = "all",
                     for k in ("exact", "paraphrase", "unanswerable")}
     report.latency_ms = {what: _percentiles(xs) for what, xs in asker.ms.items() if xs}
     if embedder is not None:
-        report.calibration = calibration(report.questions)
+        report.calibration = calibration(report.questions,
+                                         str(getattr(embedder, "name", "")))
     return report
 
 
@@ -296,7 +297,9 @@ def _probed(rows: list[dict[str, Any]], half: str) -> tuple[Any, Any]:
     import numpy as np
 
     # a probe below a line set aside as routine has no margin by rule, not by measure: it is
-    # left out of the fit (memory.nearest)
+    # left out of the fit (memory.nearest). One for a query naming what no event holds keeps
+    # its measured figures and stays in: the fit is of the vectors; the names are a rule
+    # applied after it, and such questions are most of the negatives a fit must see.
     mine = [r for r in rows if "probe" in r and (half == "all" or r["half"] == half)
             and not r["probe"].get("behind_routine")]
     x = np.asarray([[r["probe"]["best"], r["probe"]["margin"]] for r in mine], dtype=float)
@@ -309,7 +312,7 @@ def fit(rows: list[dict[str, Any]], half: str = "tuning", l2: float = 1.0) -> di
     over the questions of `half` (every kind: exact, paraphrase, unanswerable): Newton steps on
     standardised features with an L2 penalty of `l2` (few questions, nearly separable: without
     it the weights run off to infinity), deterministic. The coefficients go to
-    `memory.nearest.CALIBRATION`."""
+    `memory.nearest.CALIBRATIONS`, under the model's name."""
     import numpy as np
 
     x, y = _probed(rows, half)
@@ -331,12 +334,13 @@ def fit(rows: list[dict[str, Any]], half: str = "tuning", l2: float = 1.0) -> di
 
 
 def recalibrated(rows: list[dict[str, Any]], cal: dict[str, float]) -> list[dict[str, Any]]:
-    """The rows with each probe's confidence recomputed under `cal`; a probe behind a routine
-    line keeps its confidence of 0, which is a rule, not a measure (`memory.nearest`)."""
-    from .memory.nearest import confidence
+    """The rows with each probe's confidence recomputed under `cal`, with the probe's rules
+    applied after (`memory.nearest.ruled`: a probe behind a routine line has none)."""
+    from .memory.nearest import confidence, ruled
 
-    return [{**r, "probe": {**r["probe"], "confidence": 0.0 if r["probe"].get("behind_routine")
-                            else confidence(r["probe"]["best"], r["probe"]["margin"], cal)}}
+    return [{**r, "probe": {**r["probe"], "confidence": ruled(
+        confidence(r["probe"]["best"], r["probe"]["margin"], cal),
+        bool(r["probe"].get("behind_routine")), r["probe"].get("unseen") or ())}}
             if "probe" in r else r for r in rows]
 
 
@@ -358,12 +362,12 @@ def reliability(rows: list[dict[str, Any]], half: str) -> dict[str, Any]:
     return out
 
 
-def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """How the probe's confidences hold, per half, under the coefficients in use."""
-    from .memory.nearest import CALIBRATION
+def calibration(rows: list[dict[str, Any]], model: str = "") -> dict[str, Any]:
+    """How the probe's confidences hold, per half, under the coefficients in use for `model`."""
+    from .memory.nearest import calibration_for
 
     halves = sorted({r["half"] for r in rows})
-    return {"coefficients": CALIBRATION,
+    return {"model": model, "coefficients": calibration_for(model),
             "reliability": {h: reliability(rows, h) for h in halves}}
 
 

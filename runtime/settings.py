@@ -195,7 +195,8 @@ class SemanticSection(Section):
     provider: Literal["http", "local"] = Field(
         "http", description='"http": an Ollama-style server (/api/embed); "local": in process')
     url: str = Field("http://127.0.0.1:11434", description="the embedding server (provider http)")
-    model: str = Field("all-minilm", description="embedding model name (http) or a local folder")
+    model: str = Field("all-minilm", description='embedding model name (http); local: '
+                       '"all-minilm", "all-mpnet" or a model folder')
     timeout_s: float = Field(
         2.0, gt=0, le=600, description="a slower embedding falls back to lexical")
     gate: float = Field(

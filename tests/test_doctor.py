@@ -619,13 +619,14 @@ def test_the_semantic_channel_when_on_must_embed(offline_home: Home):
 
 
 def test_a_semantic_model_the_calibration_was_not_fitted_for_is_a_warning(offline_home: Home):
-    """The walk's semantic confidence is fitted for all-MiniLM-L6-v2: another model embeds
-    fine, and doctor says how to refit it."""
+    """The walk's semantic confidence is fitted for all-MiniLM-L6-v2 and all-mpnet-base-v2:
+    another model embeds fine, and doctor says how to refit it."""
     from .test_semantic import EmbedServer
 
     server = EmbedServer().start()
     try:
-        for model, warned in (("all-minilm", False), ("nomic-embed-text", True)):
+        for model, warned in (("all-minilm", False), ("all-mpnet-base-v2", False),
+                              ("nomic-embed-text", True)):
             write_config(offline_home.root, semantic={"enabled": True, "provider": "http",
                                                       "url": server.url, "model": model})
             c = by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"]

@@ -202,12 +202,12 @@ WINDOWS_SAID = 6  # days one text names, read at most (an event's, not a query's
 QUERY_WINDOWS = 3  # days a query names, read at most (recall, search and the walk)
 SAID_CHARS = 300  # of an event's text, read for the days it names (a log may run to megabytes)
 DATE_MARK = "\x00"  # `named(..., mark=DATE_MARK)` blanks a date so "on Monday, 1 April" is one day
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(
     r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday|(?<!the\s)last\s+night)|"
     r"(today|tonight|this\s+(?:morning|afternoon|evening))|"
     r"(?<![\d.,])(\d{1,2})\s+days?\s+ago|(last|this)\s+(week|month|weekend)|"
-    r"(?:last|on)\s+(" + "|".join(_WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b")
+    r"(?:last|on)\s+(" + "|".join(WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b")
 # matched against the lower-cased text, not case-folded: "Frıday" (a dotless i) is no weekday,
 # as the quick look (also on lower case) agrees, and any space ("last\xa0week") is a space
 
@@ -222,7 +222,7 @@ def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
         day = today - timedelta(days=back)
         return _span(day, day + one, "day", tz, until)
     if weekday:  # the latest such day before today ("on Monday", asked on a Wednesday)
-        back = (today.weekday() - _WEEKDAYS.index(weekday.lower()) - 1) % 7 + 1
+        back = (today.weekday() - WEEKDAYS.index(weekday.lower()) - 1) % 7 + 1
         day = today - timedelta(days=back)
         return _span(day, day + one, "day", tz, until)
     monday = today - timedelta(days=today.weekday())

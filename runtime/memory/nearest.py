@@ -23,7 +23,9 @@ loads a model and never writes.
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +33,77 @@ from typing import Any
 import numpy as np
 
 from ..store import Store
+from ..store import events as ev
+from . import dates
+from .tokens import stem
 
-# Fitted on the tuning half for all-MiniLM-L6-v2 (see the module docstring); another model
-# should be recalibrated with `coworker eval paraphrase --calibrate`.
-CALIBRATION = {"bias": -2.939, "best": 4.542, "margin": 9.842}
+log = logging.getLogger(__name__)
+
+# Fitted on the tuning half of the paraphrase set, one model each (`coworker eval paraphrase
+# --calibrate`): a model's cosines have their own scale, so its coefficients are its own.
+CALIBRATIONS = {
+    "all-minilm-l6-v2": {"bias": -2.939, "best": 4.542, "margin": 9.842},
+    "all-mpnet-base-v2": {"bias": -3.288, "best": 7.283, "margin": 7.758},
+}
+CALIBRATION = CALIBRATIONS["all-minilm-l6-v2"]  # the packaged model's, the default
+_ALIASES = {"all-minilm": "all-minilm-l6-v2", "all-mpnet": "all-mpnet-base-v2"}
+_warned: set[str] = set()
+
+
+def _calibration_key(model: str) -> str:
+    name = model.split(":", 1)[1] if model.startswith(("local:", "http:")) else model
+    name = name.rstrip("/").rsplit("/", 1)[-1].split(":")[0].lower()  # "all-minilm:latest"
+    return _ALIASES.get(name, name)
+
+
+def calibrated(model: str) -> bool:
+    """Whether `model` (an embedder's name) has coefficients of its own."""
+    return _calibration_key(model) in CALIBRATIONS
+
+
+def calibration_for(model: str) -> dict[str, float]:
+    """The coefficients fitted for `model` (an embedder's name: "local:all-minilm",
+    "http:all-minilm", a model folder's name); MiniLM's, with one WARNING, for a model never
+    calibrated."""
+    name = _calibration_key(model)
+    if name in CALIBRATIONS:
+        return CALIBRATIONS[name]
+    if model and model not in _warned:
+        _warned.add(model)
+        log.warning("the semantic entry has no calibration for %s: it uses all-MiniLM-L6-v2's, "
+                    "which may enter too often or too rarely; fit one with `coworker eval "
+                    "paraphrase --channels hybrid --half all --calibrate`", model)
+    return CALIBRATION
+
+
+# A name in the query: a word with a capital that does not open the text ("Lisbon", "GraphQL",
+# "iOS"), its possessive and edge punctuation taken off; months and weekdays are dates, not names
+_CALENDAR = frozenset({*dates.MONTHS, *(m[:3] for m in dates.MONTHS), "sept",
+                       *dates.WEEKDAYS, *(d[:3] for d in dates.WEEKDAYS), "tues", "thurs"})
+_WORD = re.compile(r"[^\W_][\w'’.-]*")
+
+
+def unseen_names(store: Store, text: str) -> tuple[str, ...]:
+    """The names the query writes that no event of the history holds (document frequency 0 in
+    the full-text index), in the query's order. Empty when the text has no lower case to tell
+    a name by."""
+    if not any(c.islower() for c in text):
+        return ()
+    names: list[str] = []
+    for i, token in enumerate(_WORD.findall(text)):
+        word = re.sub(r"['’]s$", "", token).strip(".'’-")
+        if (i and word and word != "I" and any(c.isupper() for c in word)
+                and word.lower().rstrip(".") not in _CALENDAR):
+            names.append(word)
+    if not names:
+        return ()
+    stems = {n: stem(n) for n in names}
+    seen = ev.doc_freqs(store, sorted(set(stems.values())))
+    return tuple(dict.fromkeys(n for n in names if not seen.get(stems[n])))
+# A query naming what no event holds ("the holiday party in Lisbon") finds neighbours about the
+# topic, not the thing: only a near-certain probe may enter (chosen on the tuning half: its one
+# such unanswerable question probed at 0.88 with mpnet)
+UNSEEN_FLOOR = 0.95
 NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it
 RETURNED = 5  # at most this many events come back from a semantic entry
 SCAN = 50  # nearest events read to find the entry and the best other episode
@@ -63,11 +132,16 @@ class Probe:
     events: tuple[tuple[int, float], ...]
     episode_cos: float | None = None  # the entry episode's own vector (title and summary)
     behind_routine: bool = False  # a line set aside as routine ranks above the entry
+    unseen: tuple[str, ...] = ()  # names of the query no event holds: no confidence
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
         behind = (", below a line said three times or more, so no margin and no confidence"
                   if self.behind_routine else "")
+        if self.unseen:
+            behind += (f"; the query names {', '.join(self.unseen)}, which no event holds, so "
+                       f"below {UNSEEN_FLOOR} no confidence: a neighbour by meaning may be "
+                       "about something else")
         return (f"semantic match in {where} (cosine {self.best:.2f}, margin {self.margin:.2f} "
                 f"over any other episode{behind}; confidence {self.confidence:.2f})")
 
@@ -75,7 +149,7 @@ class Probe:
         return {"episode": self.episode, "best": round(self.best, 4),
                 "margin": round(self.margin, 4), "confidence": self.confidence,
                 "episode_cos": None if self.episode_cos is None else round(self.episode_cos, 4),
-                "behind_routine": self.behind_routine}
+                "behind_routine": self.behind_routine, "unseen": list(self.unseen)}
 
 
 def confidence(best: float, margin: float, cal: dict[str, float] | None = None) -> float:
@@ -99,9 +173,11 @@ def _group(store: Store, ids: np.ndarray) -> list[int | None]:
 
 
 def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None = None,
-          cal: dict[str, float] | None = None) -> Probe | None:
+          cal: dict[str, float] | None = None, text: str | None = None) -> Probe | None:
     """The semantic probe for `vector` over `matrix` (ids below `before_id` only); None when
-    there is nothing to compare (no vectors, or none before `before_id`)."""
+    there is nothing to compare (no vectors, or none before `before_id`). `cal`: the
+    coefficients (default: those of the matrix's model). `text`, the query as written: when
+    it names something no event holds (`unseen_names`), the probe has no confidence."""
     ids, rows = matrix.ids, matrix.rows
     if not len(ids) or rows.shape[1] != vector.shape[0]:
         return None
@@ -137,9 +213,19 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     # out from it, so it has no margin and no confidence, however near it is (a rule, not a
     # measure: the calibration is fitted without such probes)
     margin = 0.0 if behind else best - other
-    sure = 0.0 if behind else confidence(best, margin, cal)
+    unseen = unseen_names(store, text) if text else ()
+    sure = ruled(confidence(best, margin, cal or calibration_for(getattr(matrix, "model", ""))),
+                 behind, unseen)
     return Probe(groups[0], best, margin, sure, events,
-                 _episode_cos(matrix, vector, groups[0]), behind)
+                 _episode_cos(matrix, vector, groups[0]), behind, unseen)
+
+
+def ruled(sure: float, behind_routine: bool, unseen: tuple[str, ...] | list[str]) -> float:
+    """The calibrated confidence after the two rules: none below a line said three times,
+    and none under UNSEEN_FLOOR for a query naming what no event holds."""
+    if behind_routine or (unseen and sure < UNSEEN_FLOOR):
+        return 0.0
+    return sure
 
 
 def routine(vectors: np.ndarray) -> np.ndarray:

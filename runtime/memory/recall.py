@@ -667,7 +667,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         if spoken is not None:
             rankings.append(matrix.nearest(vec, n, before_id,  # type: ignore[attr-defined]
                                            among=spoken))
-        pr = probe(store, vec, matrix, before_id)
+        pr = probe(store, vec, matrix, before_id, text=text)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
         return done("lexical (semantic failed)")

@@ -325,7 +325,7 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
         lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
                     "missing)")
     got = semantic() if semantic is not None else None
-    pr = probe(store, got[0], got[1], before_id) if got is not None else None
+    pr = probe(store, got[0], got[1], before_id, text=query) if got is not None else None
     if pr is not None and pr.confidence >= threshold:
         got_sem = _semantic(store, pr, tokens, seen, lexical, caps, cut, sc)
         if got_sem is not None:
