@@ -468,19 +468,21 @@ class Actions:
         text = key.strip()
         if not text:
             raise UsageError("nothing to strike: coworker strike ID|TEXT (see MEMORY.md)")
-        memory = MemoryFile.load(self.home.memory_md)
-        hits = memory.find(text)
-        if not hits:
-            raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
-                ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries) or "none"))
-        if len(hits) > 1:
-            raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
-                          "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
-        entry = hits[0]
         with self._store() as store:
-            # the write lock first, then the snapshot, the event and the file: a store that
-            # cannot take the event leaves MEMORY.md as it was (an extra snapshot at most)
+            # the write lock first: the file is read, snapshotted, recorded and written by one
+            # strike at a time (two at once would each save the other's entry back), and a
+            # store that cannot take the event leaves MEMORY.md as it was
             with store.transaction():
+                memory = MemoryFile.load(self.home.memory_md)
+                hits = memory.find(text)
+                if not hits:
+                    raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
+                        ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries)
+                        or "none"))
+                if len(hits) > 1:
+                    raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
+                                  "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
+                entry = hits[0]
                 snap = snapshot(self.home.memory_md, self.home.snapshots,
                                 f"before striking [{entry.id}]")
                 self._owner_event(store, "memory_strike", f"struck [{entry.id}] {entry.text}",

@@ -93,6 +93,9 @@ def turns(sample: dict[str, Any]) -> list[tuple[str, datetime, str, str]]:
     while f"session_{n}" in conv:
         start = session_time(conv.get(f"session_{n}_date_time", ""))
         for i, t in enumerate(conv[f"session_{n}"]):
+            if not all(isinstance(t.get(k), str) for k in ("speaker", "dia_id")) or not \
+                    isinstance(t.get("text", ""), str):
+                raise TypeError(f"session_{n} turn {i}: speaker, dia_id and text must be text")
             text = t.get("text", "")
             if t.get("blip_caption"):
                 text += f" [shares a photo: {t['blip_caption']}]"
@@ -338,8 +341,9 @@ def load(path: Path) -> list[dict[str, Any]]:
     for i, sample in enumerate(data):
         try:  # read every turn now: a damaged sample is one line, before any work
             turns(sample)
-            if not all(isinstance(qa, dict) for qa in sample["qa"]):
-                raise TypeError("a question that is not an object")
+            if not all(isinstance(qa, dict) and isinstance(qa.get("evidence", []), list)
+                       for qa in sample["qa"]):
+                raise TypeError("a question that is not an object with a list of evidence")
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             what = f"missing {e}" if isinstance(e, KeyError) else str(e)[:120]
             raise UsageError(f"{path.name}: sample {i} ({sample.get('sample_id', '?')}) is not "

@@ -197,9 +197,9 @@ class Home:
             if not self.memory_md.exists():
                 created.append("MEMORY.md")
             self.ensure_dirs()
-        except PermissionError as e:
-            raise UsageError(f"cannot write {e.filename or self.root} (permission denied); "
-                             "make the folder writable, or choose another") from e
+        except OSError as e:  # permission, a read-only file system, a full disk
+            raise UsageError(f"cannot write {e.filename or self.root} ({e.strerror}); make the "
+                             "folder writable, or choose another") from e
         return created
 
     def settings(self) -> settings_mod.Settings:

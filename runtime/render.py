@@ -25,7 +25,7 @@ from .store import Event, Store
 
 # Control characters and bidi overrides in user text would act on the terminal (erase a line,
 # recolour it, reorder it): each is shown as its escape instead, \x1b for ESC
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 _SHOWN = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0)) if chr(c) not in "\t\n"}
 _SHOWN.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
 
@@ -36,8 +36,27 @@ def clean(text: str) -> str:
     return text.translate(_SHOWN)
 
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+class _Console(Console):
+    """A console that shows the control characters of every text it prints as escapes
+    (`clean`): a line built from a body, an actor, an error quoting what was typed or
+    imported never drives the terminal, wherever it is printed."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+        super().print(*(_cleaned(o) for o in objects), **kwargs)
+
+
+def _cleaned(o: Any) -> Any:
+    """A str or Text with its control characters shown (a Text that needs it keeps its
+    style, not its inner spans); anything else as it is (a table cleans its own cells)."""
+    if isinstance(o, str):
+        return clean(o)
+    if isinstance(o, Text) and clean(o.plain) != o.plain:
+        return Text(clean(o.plain), style=o.style)
+    return o
+
+
+out = _Console(highlight=False, soft_wrap=True, markup=False)
+err = _Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:

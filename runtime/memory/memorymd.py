@@ -267,10 +267,13 @@ class Snapshot:
     path: Path
 
 
+_VERSION = re.compile(r"v([0-9]{1,9})")  # ASCII digits only: "v²" or "v٣" is no version
+
+
 def _number(path: Path) -> int | None:
     """The version a snapshot file's name gives ("v0002.md" -> 2), None for any other file."""
-    stem = path.stem
-    return int(stem[1:]) if stem[:1] == "v" and stem[1:].isdigit() else None
+    m = _VERSION.fullmatch(path.stem)
+    return int(m.group(1)) if m else None
 
 
 def snapshots(folder: Path) -> list[Snapshot]:

@@ -52,7 +52,10 @@ _warned: set[str] = set()
 
 def _calibration_key(model: str) -> str:
     name = model.split(":", 1)[1] if model.startswith(("local:", "http:")) else model
-    name = name.rstrip("/").rsplit("/", 1)[-1].split(":")[0].lower()  # "all-minilm:latest"
+    name = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    base, _, tag = name.partition(":")  # Ollama's "all-minilm:latest", ":22m" (L6), ":33m" (L12)
+    if tag in ("", "latest", "22m", "l6-v2"):
+        name = base
     return _ALIASES.get(name, name)
 
 
@@ -85,21 +88,30 @@ _WORD = re.compile(r"[^\W_][\w'’.-]*")
 
 def unseen_names(store: Store, text: str) -> tuple[str, ...]:
     """The names the query writes that no event of the history holds (document frequency 0 in
-    the full-text index), in the query's order. Empty when the text has no lower case to tell
-    a name by."""
+    the full-text index), in the query's order. A name is read as the index reads it, in parts
+    split at apostrophes, hyphens and dots ("Jean-Luc", "O'Brien", "U.S."), and is held when
+    every part is. A word that opens the text or a sentence, "I" and its contractions ("I'm"),
+    months and weekdays are no names; a text with no lower case tells none."""
     if not any(c.islower() for c in text):
         return ()
-    names: list[str] = []
-    for i, token in enumerate(_WORD.findall(text)):
-        word = re.sub(r"['’]s$", "", token).strip(".'’-")
-        if (i and word and word != "I" and any(c.isupper() for c in word)
-                and word.lower().rstrip(".") not in _CALENDAR):
-            names.append(word)
+    names: list[tuple[str, tuple[str, ...]]] = []
+    for m in _WORD.finditer(text):
+        word = re.sub(r"['’]s$", "", m.group()).strip(".'’-")
+        before = text[:m.start()].rstrip()
+        if not before or before[-1] in ".?!:\n" or not any(c.isupper() for c in word):
+            continue  # the first word of the text or of a sentence is capitalised anyway
+        parts = tuple(p for p in re.split(r"[^\w]+|_", word) if p)
+        if not parts or parts[0] == "I" or word.lower().rstrip(".") in _CALENDAR:
+            continue
+        names.append((word, parts))
     if not names:
         return ()
-    stems = {n: stem(n) for n in names}
+    stems = {p: stem(p) for _, parts in names for p in parts}
     seen = ev.doc_freqs(store, sorted(set(stems.values())))
-    return tuple(dict.fromkeys(n for n in names if not seen.get(stems[n])))
+    return tuple(dict.fromkeys(w for w, parts in names
+                               if not all(seen.get(stems[p]) for p in parts)))
+
+
 # A query naming what no event holds ("the holiday party in Lisbon") finds neighbours about the
 # topic, not the thing: only a near-certain probe may enter (chosen on the tuning half: its one
 # such unanswerable question probed at 0.88 with mpnet)

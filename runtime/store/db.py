@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -31,9 +32,17 @@ ROWS_PER_INSERT = 4096  # rows of one multi-row INSERT at most (fewer when varia
 
 def _check_ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     """A database the coworker made (its `_migrations` table), or an empty one a writer may
-    make into one; never another program's, which a writer would fill with our tables."""
-    names = {r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    make into one; never another program's, which a writer would fill with our tables. A
+    reader that finds it empty waits a moment: the first writer may be creating it."""
+    def tables() -> set[str]:
+        return {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+
+    names = tables()
+    for _ in range(10 if readonly and not names else 0):
+        time.sleep(0.1)
+        if names := tables():
+            break
     if "_migrations" in names:
         return
     if names:
@@ -43,9 +52,9 @@ def _check_ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
             "or point COWORKER_HOME at your coworker's folder")
     if readonly:
         raise StoreError(
-            f"the database at {path} is empty: no history in it yet. A coworker that writes "
-            "(`coworker tell`, `coworker run`) creates it; if it held your history, bring it "
-            "back with `coworker restore-backup`")
+            f"the database at {path} is empty: no history in it yet (a coworker that writes, "
+            "`coworker tell` or `coworker run`, creates it; if one is starting, try again). "
+            "If it held your history, bring it back with `coworker restore-backup`")
 
 
 class Store:

@@ -516,6 +516,26 @@ def m014_add_tag_origin(db: sqlite3.Connection) -> None:
     )
 
 
+def m015_count_vector_changes(db: sqlite3.Connection) -> None:
+    # Every write to the vectors (a backfill, a redaction or a hand-made delete) moves one
+    # counter, so a process keeping them loaded (the loop, the MCP server) reloads when they
+    # changed, whatever the count and the rowids look like after (SQLite reuses a deleted top
+    # rowid). One row; the triggers cost one UPDATE per vector written.
+    _script(
+        db,
+        """
+        CREATE TABLE vector_changes (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+        INSERT INTO vector_changes (id, n) VALUES (1, 0);
+        CREATE TRIGGER vectors_inserted AFTER INSERT ON vectors
+            BEGIN UPDATE vector_changes SET n = n + 1 WHERE id = 1; END;
+        CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors
+            BEGIN UPDATE vector_changes SET n = n + 1 WHERE id = 1; END;
+        CREATE TRIGGER vectors_updated AFTER UPDATE ON vectors
+            BEGIN UPDATE vector_changes SET n = n + 1 WHERE id = 1; END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -531,6 +551,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_create_approvals,
     m013_add_promotion_supersedes,
     m014_add_tag_origin,
+    m015_count_vector_changes,
 ]
 
 

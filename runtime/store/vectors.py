@@ -50,11 +50,12 @@ def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]],
 
 
 def all_for(store: Store, model: str, kind: str = "event", after_id: int = 0
-            ) -> list[tuple[int, bytes]]:
-    """The vectors of one kind and model, of items with id > after_id, in id order."""
-    return [(int(r[0]), bytes(r[1])) for r in store.query(
-        "SELECT item_id, vector FROM vectors WHERE item_kind = ? AND model = ? AND item_id > ? "
-        "ORDER BY item_id", (kind, model, after_id))]
+            ) -> list[tuple[int, bytes, int]]:
+    """(item_id, vector, dim) of one kind and model, of items with id > after_id, in id
+    order."""
+    return [(int(r[0]), bytes(r[1]), int(r[2] or 0)) for r in store.query(
+        "SELECT item_id, vector, dim FROM vectors WHERE item_kind = ? AND model = ? AND "
+        "item_id > ? ORDER BY item_id", (kind, model, after_id))]
 
 
 def window_start(store: Store, window: int) -> int:
@@ -73,17 +74,14 @@ def count(store: Store, model: str, kind: str | None = None, after_id: int = 0) 
 
 
 def signature(store: Store, model: str, after_id: int = 0) -> tuple[int, ...]:
-    """What changes whenever a loaded matrix would: per kind (events with id > after_id, every
-    rollup) the count and the highest rowid of this model's vectors, and the newest redaction
-    (which drops a vector that a backfill may write again under the same count). Read from the
-    primary key's index and the redactions' rowid, never from the vectors themselves."""
+    """What changes whenever a loaded matrix would: the count of this model's event vectors
+    with id > after_id and of its rollup vectors, and the counter every write to the vectors
+    moves (migration m015: a delete and a rewrite leave count and rowids as they were)."""
     out: list[int] = []
     for kind, after in (("event", after_id), ("rollup", 0)):
-        n, top = store.query("SELECT COUNT(*), coalesce(MAX(rowid), 0) FROM vectors "
-                             "WHERE item_kind = ? AND item_id > ? AND model = ?",
-                             (kind, after, model))[0]
-        out += [int(n), int(top)]
-    out.append(int(store.scalar("SELECT coalesce(MAX(id), 0) FROM redactions") or 0))
+        out.append(int(store.scalar("SELECT COUNT(*) FROM vectors WHERE item_kind = ? AND "
+                                    "item_id > ? AND model = ?", (kind, after, model)) or 0))
+    out.append(int(store.scalar("SELECT n FROM vector_changes WHERE id = 1") or 0))
     return tuple(out)
 
 
