@@ -468,21 +468,14 @@ class Actions:
         text = key.strip()
         if not text:
             raise UsageError("nothing to strike: coworker strike ID|TEXT (see MEMORY.md)")
+        self._one_entry(MemoryFile.load(self.home.memory_md), text)  # refused at once
         with self._store() as store:
-            # the write lock first: the file is read, snapshotted, recorded and written by one
-            # strike at a time (two at once would each save the other's entry back), and a
-            # store that cannot take the event leaves MEMORY.md as it was
+            # then the write lock: the file is read again, snapshotted, recorded and written
+            # by one strike at a time (two at once would each save the other's entry back),
+            # and a store that cannot take the event leaves MEMORY.md as it was
             with store.transaction():
                 memory = MemoryFile.load(self.home.memory_md)
-                hits = memory.find(text)
-                if not hits:
-                    raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
-                        ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries)
-                        or "none"))
-                if len(hits) > 1:
-                    raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
-                                  "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
-                entry = hits[0]
+                entry = self._one_entry(memory, text)
                 snap = snapshot(self.home.memory_md, self.home.snapshots,
                                 f"before striking [{entry.id}]")
                 self._owner_event(store, "memory_strike", f"struck [{entry.id}] {entry.text}",
@@ -490,6 +483,20 @@ class Actions:
                 memory.without(str(entry.id)).save()
             warning = self._rerender_map(store)
         return Changed(str(entry.id), entry.text, snap.number, warning)
+
+    @staticmethod
+    def _one_entry(memory: Any, text: str) -> Any:
+        """The one MEMORY.md entry `text` names (an id, or words it holds); a refusal that
+        lists them when none or several do."""
+        hits = memory.find(text)
+        if not hits:
+            raise Refused(f"no MEMORY.md entry matches {text!r}; entries: " + (
+                ", ".join(f"[{e.id}] {e.text[:40]}" for e in memory.numbered().entries)
+                or "none"))
+        if len(hits) > 1:
+            raise Refused(f"{len(hits)} entries match {text!r}, strike one by id: " +
+                          "; ".join(f"[{e.id}] {e.text[:50]}" for e in hits))
+        return hits[0]
 
     def supersede(self, entry_id: str, text: str) -> Replaced:
         """Replace MEMORY.md entry `entry_id` (m12) with `text`, the owner's own words: a

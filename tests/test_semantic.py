@@ -375,13 +375,15 @@ def test_integrity_all_agree_after_a_fresh_backfill(offline_home: Home,
     assert [len(r["inputs"]) for r in embed_server.requests] == [len(ids), len(ids), 4]
 
 
-@pytest.mark.parametrize("what", ["vector", "text_hash"])
+@pytest.mark.parametrize("what", ["vector", "text_hash", "damaged"])
 def test_integrity_detects_a_tampered_vector(offline_home: Home, embed_server: EmbedServer,
                                              what: str):
     ids, e = _backfilled(offline_home, embed_server)
     victim = ids[1]
     if what == "vector":  # another event's vector under this id
         tamper(offline_home, victim, vector=f32(DISTRACTORS[0]))
+    elif what == "damaged":  # bytes that are no float32s: what a damaged-row WARNING sends here
+        tamper(offline_home, victim, vector=b"\x00\x00\x80")
     else:  # the text it was computed from is not this event's text
         tamper(offline_home, victim, text_hash="0123456789abcdef")
     with Store.open(offline_home.db_path) as store:
@@ -397,6 +399,25 @@ def test_integrity_detects_a_switched_model(offline_home: Home, embed_server: Em
         checked, agree, bad = em.integrity(store, e, sample=50)
     assert (checked, agree) == (len(ids), 0), (checked, agree, bad)
     assert sorted(bad) == ids
+
+
+def test_a_reader_of_a_database_before_m015_keeps_its_semantic_cache(
+        offline_home: Home, embed_server: EmbedServer):
+    """A read-only door never migrates: on a database an older version wrote (no
+    vector_changes), the cache's signature falls back to the figures it used before."""
+    ids, e = _backfilled(offline_home, embed_server)
+    raw = sqlite3.connect(offline_home.db_path)
+    raw.executescript("DROP TRIGGER vectors_inserted; DROP TRIGGER vectors_deleted; "
+                      "DROP TRIGGER vectors_updated; DROP TABLE vector_changes; "
+                      "DELETE FROM _migrations WHERE name = 'm015_count_vector_changes';")
+    raw.close()
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        before = vs.signature(store, e.name)
+    with Store.open(offline_home.db_path, migrate=False) as store:
+        em.backfill(store, e)  # nothing to do: the signature holds still
+        assert vs.signature(store, e.name) == before
+        store.execute("DELETE FROM vectors WHERE item_id = ?", (ids[-1],))
+        assert vs.signature(store, e.name) != before
 
 
 # --- fusion ------------------------------------------------------------------------------------

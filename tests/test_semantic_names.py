@@ -79,6 +79,8 @@ def test_an_unseen_name_asks_for_a_near_certain_probe():
     ("I forgot. Remind me about the zeppelin", ()),  # a sentence's first word
     ("What did Jean-Luc say about O'Brien?", ()),  # held in parts, as the index reads them
     ("What did Jean-Paul say about O'Hara?", ("Jean-Paul", "O'Hara")),
+    ("When did I see Dr. Okafor?", ("Okafor",)),  # a title's dot ends no sentence
+    ("Which office did the U.S. Lisbon team pick?", ("Lisbon",)),
 ])
 def test_unseen_names_are_the_names_no_event_holds(sem_home, text: str, unseen: tuple):
     home, _ = sem_home
@@ -96,6 +98,7 @@ def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPa
                  "local:all-MiniLM-L6-v2"):
         assert nearest.calibration_for(name) is minilm, name
     assert not nearest.calibrated("http:all-minilm:33m")  # Ollama's tag for the L12 model
+    assert nearest.calibrated("http:all-minilm:l6-v2-fp16")
     for name in ("local:all-mpnet", "local:all-mpnet-base-v2"):
         assert nearest.calibration_for(name) is mpnet, name
     with caplog.at_level(logging.WARNING):

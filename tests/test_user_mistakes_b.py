@@ -92,6 +92,21 @@ def test_two_strikes_at_once_both_hold(offline_home: Home, tmp_path: Path):
     assert "alpha" not in text and "beta" not in text and "gamma" in text, text
 
 
+def test_a_strike_that_names_nothing_is_refused_without_waiting_for_the_store(
+        offline_home: Home):
+    """The refusal reads MEMORY.md alone: a busy database does not hide it behind a lock."""
+    _memory_with(offline_home, "- [m1] coffee with ana", "- [m2] coffee with bob")
+    assert coworker("tell", "hello").returncode == 0
+    blocker = sqlite3.connect(offline_home.db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        for key, said in (("zzz", "no MEMORY.md entry matches"), ("coffee", "2 entries match")):
+            assert said in _one_line_error(coworker("strike", key), 1)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
 def test_odd_files_in_the_snapshot_folder_are_not_versions(offline_home: Home):
     _memory_with(offline_home, "- [m1] A one")
     offline_home.snapshots.mkdir(parents=True, exist_ok=True)

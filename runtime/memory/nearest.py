@@ -54,7 +54,7 @@ def _calibration_key(model: str) -> str:
     name = model.split(":", 1)[1] if model.startswith(("local:", "http:")) else model
     name = name.rstrip("/").rsplit("/", 1)[-1].lower()
     base, _, tag = name.partition(":")  # Ollama's "all-minilm:latest", ":22m" (L6), ":33m" (L12)
-    if tag in ("", "latest", "22m", "l6-v2"):
+    if tag in ("", "latest") or tag.startswith(("22m", "l6")):  # ":l6-v2-fp16" too
         name = base
     return _ALIASES.get(name, name)
 
@@ -86,6 +86,17 @@ _CALENDAR = frozenset({*dates.MONTHS, *(m[:3] for m in dates.MONTHS), "sept",
 _WORD = re.compile(r"[^\W_][\w'’.-]*")
 
 
+_TITLE = re.compile(r"(?:^|\W)[A-Z][a-z]{0,3}\.$")  # "Dr.", "Mrs.", "St.", "U.S.": no full stop
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof", "jr", "sr"})
+
+
+def _opens_sentence(before: str) -> bool:
+    """Whether the word after `before` (stripped of trailing spaces) opens a sentence."""
+    if before[-1] in "?!:\n":
+        return True
+    return before[-1] == "." and not _TITLE.search(before)
+
+
 def unseen_names(store: Store, text: str) -> tuple[str, ...]:
     """The names the query writes that no event of the history holds (document frequency 0 in
     the full-text index), in the query's order. A name is read as the index reads it, in parts
@@ -98,11 +109,12 @@ def unseen_names(store: Store, text: str) -> tuple[str, ...]:
     for m in _WORD.finditer(text):
         word = re.sub(r"['’]s$", "", m.group()).strip(".'’-")
         before = text[:m.start()].rstrip()
-        if not before or before[-1] in ".?!:\n" or not any(c.isupper() for c in word):
+        if not before or _opens_sentence(before) or not any(c.isupper() for c in word):
             continue  # the first word of the text or of a sentence is capitalised anyway
         parts = tuple(p for p in re.split(r"[^\w]+|_", word) if p)
-        if not parts or parts[0] == "I" or word.lower().rstrip(".") in _CALENDAR:
-            continue
+        if (not parts or parts[0] == "I" or word.lower() in _CALENDAR
+                or word.lower() in _TITLES or _TITLE.search(m.group())):
+            continue  # "I'm", "May", "Dr", "U.S.": no name of a thing
         names.append((word, parts))
     if not names:
         return ()

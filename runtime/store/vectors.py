@@ -81,7 +81,12 @@ def signature(store: Store, model: str, after_id: int = 0) -> tuple[int, ...]:
     for kind, after in (("event", after_id), ("rollup", 0)):
         out.append(int(store.scalar("SELECT COUNT(*) FROM vectors WHERE item_kind = ? AND "
                                     "item_id > ? AND model = ?", (kind, after, model)) or 0))
-    out.append(int(store.scalar("SELECT n FROM vector_changes WHERE id = 1") or 0))
+    if store.scalar("SELECT 1 FROM sqlite_master WHERE name = 'vector_changes'"):
+        out.append(int(store.scalar("SELECT n FROM vector_changes WHERE id = 1") or 0))
+    else:  # a database not migrated yet (a reader never migrates): the figures before m015
+        out += [int(store.scalar("SELECT coalesce(MAX(rowid), 0) FROM vectors WHERE "
+                                 "item_kind = ?", (kind,)) or 0) for kind in ("event", "rollup")]
+        out.append(int(store.scalar("SELECT coalesce(MAX(id), 0) FROM redactions") or 0))
     return tuple(out)
 
 
