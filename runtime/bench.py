@@ -231,9 +231,10 @@ _IMPORTED = re.compile(r"imported (\d+) events.* in ([0-9.]+) s")
 
 
 def run(n_events: int, n_queries: int = 200, keep: Path | None = None,
-        semantic: bool = False) -> dict[str, Any]:
+        semantic: bool = False, model: str = "all-minilm") -> dict[str, Any]:
     """Build, import, reflect and measure a history of n_events in a temporary home; with
-    `semantic`, the semantic channel's cost too (runtime.bench_semantic)."""
+    `semantic`, the semantic channel's cost too, with the packaged local `model`
+    (runtime.bench_semantic)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = keep or Path(tmp) / "home"
         home.mkdir(parents=True, exist_ok=True)
@@ -269,7 +270,7 @@ def run(n_events: int, n_queries: int = 200, keep: Path | None = None,
         if semantic:
             from .bench_semantic import measure as semantic_cost
 
-            result["semantic"] = semantic_cost(db, queries(n_queries))
+            result["semantic"] = semantic_cost(db, queries(n_queries), model=model)
         return result
 
 

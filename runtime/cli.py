@@ -623,11 +623,14 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
 @click.option("--semantic", is_flag=True,
               help="Also the semantic channel's cost (needs the semantic extra): query "
                    "embedding and hybrid recall p50/p95, over placeholder vectors.")
+@click.option("--model", type=click.Choice(["all-minilm", "all-mpnet"]), default="all-minilm",
+              show_default=True, help="With --semantic: the packaged local model to time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def bench(n_events: int, n_queries: int, semantic: bool, as_json: bool) -> None:
+def bench(n_events: int, n_queries: int, semantic: bool, model: str, as_json: bool) -> None:
     """Measure a synthetic history in a temporary home: import rate, reflect time and peak
     memory, walk, recall and search latency p50/p95, beside bare FTS5 MATCH on the same
-    database; with --semantic, hybrid recall's cost with all-MiniLM embedding each query.
+    database; with --semantic, hybrid recall's cost with a local model (--model) embedding
+    each query.
 
     Reports figures; never fails on speed. Needs no coworker home.
 
@@ -638,7 +641,7 @@ def bench(n_events: int, n_queries: int, semantic: bool, as_json: bool) -> None:
     from .bench import insert_line
     from .bench import run as run_bench
 
-    result = run_bench(n_events, n_queries, semantic=semantic)
+    result = run_bench(n_events, n_queries, semantic=semantic, model=model)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

