@@ -527,6 +527,7 @@ class Actions:
         from .memory.memorymd import chosen_snapshot, put_back, snapshot
 
         self._owner("restore")
+        chosen_snapshot(self.home.snapshots, number)  # an unknown version: refused at once
         with self._store() as store:
             with store.transaction():  # as strike: the file changes only with its event
                 chosen = chosen_snapshot(self.home.snapshots, number)

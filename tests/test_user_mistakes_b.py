@@ -94,7 +94,8 @@ def test_two_strikes_at_once_both_hold(offline_home: Home, tmp_path: Path):
 
 def test_a_strike_that_names_nothing_is_refused_without_waiting_for_the_store(
         offline_home: Home):
-    """The refusal reads MEMORY.md alone: a busy database does not hide it behind a lock."""
+    """The refusal reads MEMORY.md (or the snapshots) alone: a busy database does not hide it
+    behind a lock."""
     _memory_with(offline_home, "- [m1] coffee with ana", "- [m2] coffee with bob")
     assert coworker("tell", "hello").returncode == 0
     blocker = sqlite3.connect(offline_home.db_path, isolation_level=None)
@@ -102,6 +103,7 @@ def test_a_strike_that_names_nothing_is_refused_without_waiting_for_the_store(
     try:
         for key, said in (("zzz", "no MEMORY.md entry matches"), ("coffee", "2 entries match")):
             assert said in _one_line_error(coworker("strike", key), 1)
+        assert "no snapshot 7" in _one_line_error(coworker("restore", "7"), 1)
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()

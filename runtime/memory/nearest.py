@@ -6,9 +6,12 @@ of a query vector the caller embedded against event vectors the caller loaded (a
 a calibrated confidence on the walk's 0..1 scale (ADR-0020). Confidence is a logistic function
 of two figures: the best cosine, and its margin over the best event of any *other* episode. A
 fact said in other words tends to stand out from the rest of the history by a clear margin; a
-question nothing answers lands among many near-equal strangers. The coefficients were fitted on
-the tuning half of the paraphrase set (`coworker eval paraphrase --calibrate`) for
-all-MiniLM-L6-v2; the held half reports how well they hold (docs/benchmarks.md).
+question nothing answers lands among many near-equal strangers. The coefficients are each
+model's own, fitted on the tuning half of the paraphrase set (`coworker eval paraphrase
+--calibrate`) for all-MiniLM-L6-v2 and all-mpnet-base-v2; the held half reports how well they
+hold (docs/benchmarks.md). A query that names something no event holds ("the party in Lisbon")
+counts only a near-certain confidence: its neighbours by meaning are about the topic, not the
+thing (ADR-0031).
 
 Routine lines are left out of both figures: an event said three times or more in nearly the same
 words (a reminder, a ticket template, a status line) tells nothing about any one episode, so it
@@ -84,8 +87,6 @@ def calibration_for(model: str) -> dict[str, float]:
 _CALENDAR = frozenset({*dates.MONTHS, *(m[:3] for m in dates.MONTHS), "sept",
                        *dates.WEEKDAYS, *(d[:3] for d in dates.WEEKDAYS), "tues", "thurs"})
 _WORD = re.compile(r"[^\W_][\w'’.-]*")
-
-
 _TITLE = re.compile(r"(?:^|\W)[A-Z][a-z]{0,3}\.$")  # "Dr.", "Mrs.", "St.", "U.S.": no full stop
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof", "jr", "sr"})
 
@@ -156,7 +157,7 @@ class Probe:
     events: tuple[tuple[int, float], ...]
     episode_cos: float | None = None  # the entry episode's own vector (title and summary)
     behind_routine: bool = False  # a line set aside as routine ranks above the entry
-    unseen: tuple[str, ...] = ()  # names of the query no event holds: no confidence
+    unseen: tuple[str, ...] = ()  # names of the query no event holds (see UNSEEN_FLOOR)
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
