@@ -893,7 +893,7 @@ def pins() -> None:
     if not rows:
         out.print("no pins")
     for p in rows:
-        out.print(f"{p.id}: {render.clean(p.text)}")
+        out.print(f"{p.id}: {p.text}")  # the console shows control characters as escapes
 
 
 @cli.group(name="eval")

