@@ -161,8 +161,8 @@ class _Asker:
         if self.channels == "bm25":
             hits = self._timed("search", lambda: _bm25_ranker(self.store)(text, TOP))
             return {int(e.id or 0) for e in hits}, []
-        semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
-                    else None)
+        semantic = ((lambda other=None: (self.vector(other or text), self.matrix))
+                    if self.embedder is not None else None)
         found = self._timed("search", lambda: search(self.store, text, limit=TOP,
                                                      semantic=semantic, gate=self.gate,
                                                      today=self.today))
@@ -200,8 +200,8 @@ class _Asker:
     def walk(self, text: str) -> tuple[bool, set[int], str | None]:
         from .memory.walk import walk_result
 
-        semantic = ((lambda: (self.vector(text), self.matrix)) if self.embedder is not None
-                    else None)
+        semantic = ((lambda other=None: (self.vector(other or text), self.matrix))
+                    if self.embedder is not None else None)
         got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic,
                                                       today=self.today))
         return got.refused, {int(f.event.id or 0) for f in got.events}, got.entry

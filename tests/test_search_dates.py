@@ -347,7 +347,7 @@ def test_a_fused_page_keeps_the_days_matches_first(offline_home: Home):
     with Store.open(offline_home.db_path, readonly=True) as store:
         for exhaustive in (False, True):
             page = search(store, "flashing firmware board on 8 April 2024", 5,
-                          semantic=lambda: (query, matrix), exhaustive=exhaustive)
+                          semantic=lambda text=None: (query, matrix), exhaustive=exhaustive)
             assert {h.id for h in page[:3]} == set(on), (exhaustive, [h.id for h in page])
             assert [h.id for h in page[3:]] and set(h.id for h in page[3:]) <= set(off)
             assert page.dates == ("2024-04-08",)

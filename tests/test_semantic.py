@@ -536,7 +536,7 @@ def test_search_keeps_its_lexical_page_when_the_model_changed_dimension(
     embed_server.dim = 32
     with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
         matrix = Matrix.load(store, e.name)
-        got = search(store, "zeppelin rocket", semantic=lambda: (
+        got = search(store, "zeppelin rocket", semantic=lambda text=None: (
             e.embed(["zeppelin rocket"])[0], matrix))
     assert [h.id for h in got if h.kind == "event"] == [ids[3]], got
     assert any("search goes on lexical only" in r.getMessage() for r in caplog.records
@@ -845,8 +845,9 @@ def test_a_turn_pays_one_pass_over_the_vectors(offline_home: Home):
 
 def test_a_query_is_embedded_on_one_thread(monkeypatch: pytest.MonkeyPatch):
     """On two cores shared with other work, torch's second thread made a one-text embedding
-    wait (p95 188 ms on two threads, 26 ms on one): a query runs on one thread, a batch on
-    all of them, and the setting is put back even when encoding fails."""
+    wait (p95 188 ms on two threads, 26 ms on one): a query's few texts (the question, and
+    as the person it names would say it) run on one thread, a batch on all of them, and the
+    setting is put back even when encoding fails."""
     import sys
     import types
 
@@ -866,7 +867,8 @@ def test_a_query_is_embedded_on_one_thread(monkeypatch: pytest.MonkeyPatch):
     e = em.LocalEmbedder("all-minilm")
     e._st = Model()
     e.embed(["one query"])
-    e.embed(["a batch", "of two"])
+    e.embed(["What do Dana's kids like?", "What do my kids like?"])
+    e.embed([f"backfill {i}" for i in range(em.QUERY_TEXTS + 1)])
     with pytest.raises(RuntimeError):
         e.embed(["boom"])
-    assert seen == [(1, 1), (2, 2), (1, 1)] and fake.n == 2
+    assert seen == [(1, 1), (2, 1), (em.QUERY_TEXTS + 1, 2), (1, 1)] and fake.n == 2

@@ -472,9 +472,9 @@ def test_the_semantic_entry_returns_what_was_said_about_the_day_in_other_words(
     query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
     with Store.open(offline_home.db_path, readonly=True) as store:
         fifth = walk_result(store, "vehicle failure on 5 March 2025",
-                            semantic=lambda: (query, Matrix(ids, rows)))
+                            semantic=lambda text=None: (query, Matrix(ids, rows)))
         fourth = walk_result(store, "vehicle failure on 4 March 2025",
-                             semantic=lambda: (query, Matrix(ids, rows)))
+                             semantic=lambda text=None: (query, Matrix(ids, rows)))
     assert not fifth.refused and fifth.entry == "semantic" and _ids(fifth) == [told]
     assert fourth.refused and fourth.events == ()
 

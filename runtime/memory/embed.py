@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 
 MIN_SIMILARITY = 0.2
+QUERY_TEXTS = 4  # at most this many texts are a query's, embedded on one thread (LocalEmbedder)
 
 
 class EmbedError(CoworkerError):
@@ -117,14 +118,16 @@ class LocalEmbedder:
         return self._st
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors of `texts`. One text (a query) is embedded on one thread: on a machine
-        whose other core is busy, torch's second thread waits for it (measured on 2 cores beside
-        other work: p95 188 ms on two threads, 26 ms on one); a batch uses them all."""
+        """Unit vectors of `texts`. A query's few texts (the question, and as the person it
+        names would say it) are embedded on one thread: on a machine whose other core is busy,
+        torch's second thread waits for it (measured on 2 cores beside other work: p95 188 ms
+        on two threads, 26 ms on one; two texts on all threads took recall's p95 from 21 to
+        119 ms); a batch uses them all."""
         st = self._load()
         import torch
 
         threads = torch.get_num_threads()
-        if len(texts) == 1 and threads > 1:
+        if len(texts) <= QUERY_TEXTS and threads > 1:
             torch.set_num_threads(1)
         try:
             vecs = st.encode(list(texts), batch_size=64, show_progress_bar=False,
@@ -429,10 +432,20 @@ def integrity(store: Store, embedder: Embedder, sample: int = 20,
 
 def timed_embed(embedder: Embedder, text: str) -> tuple[np.ndarray | None, float, str | None]:
     """Embed one query; (vector or None, ms, why it failed)."""
+    rows, ms, why = timed_embed_all(embedder, [text])
+    return (None if rows is None else rows[0]), ms, why
+
+
+def timed_embed_all(embedder: Embedder, texts: Sequence[str]
+                    ) -> tuple[np.ndarray | None, float, str | None]:
+    """Embed a query's texts in one call (one request, one batch); (their vectors, one row
+    each, or None, ms, why it failed)."""
     t0 = time.perf_counter()
     try:
-        vec = embedder.embed([text])[0]
-        return vec, (time.perf_counter() - t0) * 1000, None
+        rows = embedder.embed(list(texts))
+        if len(rows) != len(texts):
+            raise EmbedError(f"asked for {len(texts)} embeddings, got {len(rows)}")
+        return rows, (time.perf_counter() - t0) * 1000, None
     except Exception as e:  # a cold model or a dead server: lexical carries on
         return None, (time.perf_counter() - t0) * 1000, f"{type(e).__name__}: {e}"
 
@@ -464,14 +477,15 @@ class SemanticCache:
         return embedder, self._matrix[1]
 
     def for_query(self, store: Store, cfg: SemanticSection, text: str
-                  ) -> Callable[[], tuple[np.ndarray, Matrix] | None] | None:
+                  ) -> Callable[..., tuple[np.ndarray, Matrix] | None] | None:
         """What a door hands the walk or search: None when the channel is off, else a function
-        that embeds `text` and returns (vector, vectors), called only when lexical falls
-        short. A failed embedding is a WARNING and None: the caller goes on lexical only."""
+        that embeds `text` (or the text it is given) and returns (vector, vectors), called only
+        when lexical falls short. A failed embedding is a WARNING and None: the caller goes on
+        lexical only."""
         if not cfg.enabled:
             return None
 
-        def semantic() -> tuple[np.ndarray, Matrix] | None:
+        def semantic(other: str | None = None) -> tuple[np.ndarray, Matrix] | None:
             try:
                 got = self.get(store, cfg)
             except Exception as e:  # a store or model failure: lexical carries on
@@ -480,7 +494,7 @@ class SemanticCache:
                 return None
             if got is None:
                 return None
-            vec, _, why = timed_embed(got[0], text)
+            vec, _, why = timed_embed(got[0], text if other is None else other)
             if vec is None:
                 log.warning("semantic channel unavailable (%s); lexical only", why)
                 return None

@@ -141,7 +141,8 @@ REPEATS = 2
 # What a door hands the walk and search for the semantic channel: called only when lexical
 # falls short, it returns (the query's unit vector, the event vectors as an `embed.Matrix`), or
 # None when the channel cannot answer (a WARNING was logged; the caller goes on lexical only).
-Semantic = Callable[[], "tuple[Any, Any] | None"]
+# Called with a text, the same for that text (search: the query in a named person's words).
+Semantic = Callable[..., "tuple[Any, Any] | None"]
 
 
 @dataclass(frozen=True)

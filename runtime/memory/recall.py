@@ -35,7 +35,8 @@ superseded decision "stale: superseded by decision N", the words of search and w
 
 With the semantic channel on (`recall_hybrid`), the whole history's nearest events are fused
 when the words cover too little of the query, and a query naming one person who speaks in the
-history also fuses that person's nearest lines (`named_people`, ADR-0030).
+history also fuses that person's nearest lines to the query in their own words (`named_people`,
+`in_their_words`, ADR-0030).
 
 Pure of side effects: it reads the store and returns what it found; the loop writes the
 `recall` event and telemetry. It never calls a model.
@@ -544,25 +545,21 @@ _POSSESSIVE = ("'s", "’s")
 NOT_A_NAME = frozenset({"owner"})  # the owner's actor: "the owner of billing" names no one
 
 
+def _token(raw: str) -> str:
+    t = raw.strip(_EDGES)
+    for p in _POSSESSIVE:
+        if t.lower().endswith(p):
+            t = t[: -len(p)].strip(_EDGES)
+    return t
+
+
 def _tokens(text: str) -> list[str]:
-    out = []
-    for t in _TOKEN.findall(text):
-        t = t.strip(_EDGES)
-        for p in _POSSESSIVE:
-            if t.lower().endswith(p):
-                t = t[: -len(p)].strip(_EDGES)
-        out.append(t)
-    return out
+    return [_token(m.group()) for m in _TOKEN.finditer(text)]
 
 
-def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
-    """The keys of `names` (`embed.name_key` -> the spellings the history uses) that the text
-    names: a run of one to three tokens; of runs that overlap, the longest ("Dana Smith", not
-    also "Dana"). A name the history writes with a capital must be written with one when the
-    text uses capitals at all (not counting "I" and words in capitals): "What did Bill say",
-    not "the electricity bill". A name with no content word ("me", "Li", "Will") counts only
-    so capitalised and not as the text's first word; the owner's actor name never counts."""
-    tokens = _tokens(text)
+def _name_runs(tokens: Sequence[str], names: Mapping[str, Sequence[str]]
+               ) -> list[tuple[int, int, str]]:
+    """The runs of tokens that name a key of `names`: (first, past the last, key)."""
     cased = any(t[:1].isupper() for t in tokens if t != "I" and not t.isupper())
     found: list[tuple[int, int, str]] = []
     for n in (3, 2, 1):
@@ -582,32 +579,143 @@ def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
             if any(a < i + n and i < b for a, b, _ in found):  # inside a longer name found
                 continue
             found.append((i, i + n, key))
-    return {key for _, _, key in found}
+    return found
 
 
-def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
+def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
+    """The keys of `names` (`embed.name_key` -> the spellings the history uses) that the text
+    names: a run of one to three tokens; of runs that overlap, the longest ("Dana Smith", not
+    also "Dana"). A name the history writes with a capital must be written with one when the
+    text uses capitals at all (not counting "I" and words in capitals): "What did Bill say",
+    not "the electricity bill". A name with no content word ("me", "Li", "Will") counts only
+    so capitalised and not as the text's first word; the owner's actor name never counts."""
+    return {key for _, _, key in _name_runs(_tokens(text), names)}
+
+
+# "What does Dana do?" asked as Dana would say it of herself: "What do I do?"
+_FIRST_PERSON_VERB = {"does": "do", "has": "have", "is": "am", "was": "was", "did": "did",
+                      "had": "had", "will": "will", "would": "would", "can": "can",
+                      "could": "could", "should": "should", "might": "might"}
+_OBJECT_AFTER = frozenset("to with for from about at by of like than into toward towards "
+                          "without behind beside against near".split())
+_SUBJECT = {"she": "I", "he": "I", "she's": "I'm", "he's": "I'm"}
+_OTHER_CASE = {"his": "my", "hers": "mine", "him": "me", "herself": "myself",
+               "himself": "myself"}
+_CLAUSE_END = frozenset(".,;:!?)\"”’'")
+
+
+def in_their_words(text: str, topic: str, key: str, names: Mapping[str, Sequence[str]]) -> str:
+    """`text` as the person `key` names would say it of themself, the way their own lines are
+    written: "What do Melanie's kids like?" -> "What do my kids like?", "Where has Melanie
+    camped?" -> "Where have I camped?", "What did she paint?" -> "What did I paint?". Their
+    lines say "I" and "my", never their own name; the name's vector only pulls towards the
+    lines that address them. `topic`: the text with its dates blanked, position for position
+    (`dates.windows`), where the name is looked for, so "May 2024" is never the speaker May.
+    A third-person pronoun (she, he, her, his, him, hers, herself, himself) is taken to be
+    theirs: the query names no one else. Only the name, the pronouns and a verb right before
+    them change; the quotes and punctuation around them stay."""
+    spans = list(_TOKEN.finditer(topic))
+    tokens = [_token(m.group()) for m in spans]
+    edits: list[tuple[int, int, str]] = []
+
+    def subject(at: int, start: int) -> tuple[int, str]:
+        """"I", and the verb just before it put in the first person ("has Dana" -> "have
+        I"): where the edit starts, and what it writes."""
+        before = tokens[at - 1].lower() if at else ""
+        if before in _FIRST_PERSON_VERB and text[spans[at - 1].end():start].isspace() \
+                and spans[at - 1].group() == tokens[at - 1]:
+            word = _FIRST_PERSON_VERB[before] + " I"
+            if tokens[at - 1][:1].isupper():  # "Is Dana coming?" -> "Am I coming?"
+                word = word[0].upper() + word[1:]
+            return spans[at - 1].start(), word
+        return start, "me" if before in _OBJECT_AFTER else "I"
+
+    for a, b, found in _name_runs(tokens, names):
+        if found != key:
+            continue
+        first, last = spans[a].group(), spans[b - 1].group()
+        lead = first[:len(first) - len(first.lstrip(_EDGES))]  # an opening quote stays
+        core = last.rstrip(".-")
+        # "Dana's." and "James'" are hers; "'Jess'" is a name in quotes
+        possessive = core.lower().endswith(_POSSESSIVE) or (
+            not lead and core.lower().endswith(("s'", "s’")))
+        tail = last[len(core):] if possessive else last[len(last.rstrip(_EDGES)):]
+        start = spans[a].start() + len(lead)
+        if possessive:
+            word = "my"
+        else:
+            start, word = subject(a, start)
+        edits.append((start, spans[b - 1].end() - len(tail), word))
+    for i, m in enumerate(spans):
+        raw = m.group()
+        bare = raw.strip(_EDGES)
+        low = bare.lower().replace("’", "'")
+        start = m.start() + raw.index(bare) if bare else m.start()
+        end = start + len(bare)
+        if low in _SUBJECT:
+            start, word = subject(i, start)
+            word = word[:-1] + _SUBJECT[low] if word.endswith("I") else _SUBJECT[low]
+        elif low in _OTHER_CASE:
+            word = _OTHER_CASE[low]
+        elif low == "her":  # "her art" -> "my art"; "buy her?", "her a gift" -> "me"
+            after = text[end:end + 1]
+            nxt = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+            closes = after in _CLAUSE_END or bare != raw
+            word = "my" if nxt and not closes and is_content_word(nxt) else "me"
+        else:
+            continue
+        edits.append((start, end, word))
+    out, taken = text, []
+    for start, end, _ in edits:  # the names' first: a pronoun inside one ("He Jing") is not
+        if any(s < end and start < e for s, e in taken):
+            continue
+        taken.append((start, end))
+    for start, end, word in sorted((e for e in edits if (e[0], e[1]) in taken), reverse=True):
+        out = out[:start] + word + out[end:]
+    return out
+
+
+@dataclass(frozen=True)
+class Person:
+    """The one person a query names: their event rows in the matrix, and the query in their
+    own words (`in_their_words`), which is what their nearest lines are found with."""
+
+    mask: Any
+    asked: str
+
+
+def named_person(store: Store, text: str, matrix: object) -> Person | None:
     """When the query names exactly one person who speaks in the history ("What does Dana do
-    to relax?", "Dana's plan"), a mask of that person's event rows in `matrix`; else None.
+    to relax?", "Dana's plan"), that person's event rows in `matrix` and the query as they
+    would ask it; else None.
 
     Who a question is about is the one thing its other words cannot find: "What activities
     does Melanie partake in?" is answered by Melanie's own lines about pottery and camping, none
-    of which says "activities" or, being hers, "Melanie". Recall then fuses the query's
-    nearest among that person's events (ADR-0030)."""
+    of which says "activities" or, being hers, "Melanie". Recall then fuses the nearest of
+    that person's events to the question in the first person (ADR-0030)."""
     who, names = matrix.people(store)  # type: ignore[attr-defined]
     if not names:
         return None
-    # a date is not a person: "in May 2024" names no speaker called May
-    named = named_people(dates.windows(cap_query(text)[0])[1], names)
+    text = cap_query(text)[0]
+    topic = dates.windows(text)[1]  # a date is not a person: "in May 2024" names no one
+    named = named_people(topic, names)
     if len(named) != 1:
         return None
-    return np.isin(who, names[named.pop()])
+    key = named.pop()
+    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names))
 
 
-def person_mask(store: Store, text: str, matrix: object) -> Any:
-    """`spoken_by_named`, with a store failure reading who spoke logged at WARNING and taken as
+def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
+    """The mask of `named_person`: the named person's event rows in `matrix`, or None."""
+    person = named_person(store, text, matrix)
+    return None if person is None else person.mask
+
+
+def person_named(store: Store, text: str, matrix: object) -> Person | None:
+    """`named_person`, with a store failure reading who spoke logged at WARNING and taken as
     no one named: the caller goes on without the person's lines."""
     try:
-        return spoken_by_named(store, text, matrix)
+        return named_person(store, text, matrix)
     except (StoreError, sqlite3.Error) as e:
         log.warning("could not read who said the events (%s: %s); no person channel",
                     type(e).__name__, e)
@@ -623,7 +731,8 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
 
     The whole history's nearest events are asked for when the top lexical hits cover less
     than `gate` of the query. When the text names one person who speaks in the history and
-    the lexical evidence is above its floor, that person's nearest events are fused too,
+    the lexical evidence is above its floor, that person's nearest events to the text in
+    their own words (`in_their_words`; embedded in the same call as the text) are fused too,
     whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
     keep their places (ADR-0030). A failed or slow embedding (a cold model, a dead server)
     falls back to the lexical result with a WARNING. When the lexical evidence is below its
@@ -647,26 +756,29 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     if embedder is None or matrix is None:
         return done("lexical")
     weak = lex.skipped == "evidence below the floor" or not lex.hits
-    spoken = None  # a person named: only to widen what the words found, never to replace it
+    person = None  # a person named: only to widen what the words found, never to replace it
     if not weak:
-        spoken = person_mask(store, text, matrix)
+        person = person_named(store, text, matrix)
     short = lex.coverage < gate  # the words fall short: the whole history's nearest too
     # with the words' best kept first, a person's lines cannot change the first k: no embedding
     settled = not short and k <= WORDS_FIRST and len(lex.hits) >= k
-    if not short and (spoken is None or settled):
+    if not short and (person is None or settled):
         return done("lexical (coverage above the gate)")
-    vec, _, why = em.timed_embed(embedder, cap_query(text)[0])  # type: ignore[arg-type]
-    if vec is None:
+    # the question, and as the person named would ask it: one call
+    asked = [cap_query(text)[0], *([person.asked] if person is not None else [])]
+    vecs, _, why = em.timed_embed_all(embedder, asked)  # type: ignore[arg-type]
+    if vecs is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
         return done("lexical (semantic failed)")
+    vec = vecs[0]
     n = max(k, 20)
     try:
         rankings = [[int(h.event.id or 0) for h in lex.hits]]
         if short:
             rankings.append(matrix.nearest(vec, n, before_id))  # type: ignore[attr-defined]
-        if spoken is not None:
-            rankings.append(matrix.nearest(vec, n, before_id,  # type: ignore[attr-defined]
-                                           among=spoken))
+        if person is not None:
+            rankings.append(matrix.nearest(vecs[1], n, before_id,  # type: ignore[attr-defined]
+                                           among=person.mask))
         pr = probe(store, vec, matrix, before_id, text=text)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
@@ -675,7 +787,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     # the ranking is kept either way (the eval measures it; the `recall` event records it);
     # whether a block is injected is the decision below
     fused = rrf(*rankings)
-    if spoken is not None and not short:  # the words' best keep their places
+    if person is not None and not short:  # the words' best keep their places
         score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
     lex.hits = _fused_hits(store, lex.hits, fused[:k])

@@ -62,7 +62,7 @@ from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
 from .recall import coverage as covered
-from .recall import person_mask, rrf, told_about
+from .recall import person_named, rrf, told_about
 from .tokens import query_words, stem
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
                 store, [h.hit for h in lexical],
                 {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
                 got, limit, page.stale, coverage / gate if gate else 1.0,
-                [h.hit for h in lexical if h.key in page.on_day], query)
+                [h.hit for h in lexical if h.key in page.on_day], query, semantic)
             if fused is not None:
                 page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
                 return page.finish(fused, done=False)
@@ -572,7 +572,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
         got = semantic()
         fused = None if got is None else _fused(
             store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0,
-            [h for h in hits if h.kind == "event" and h.id in on_day], query)
+            [h for h in hits if h.kind == "event" and h.id in on_day], query, semantic)
         if fused is not None:
             out = Hits(fused)
     out.dates = tuple(name for _, _, name in windows)
@@ -594,14 +594,16 @@ def _label(event: Event, stale: dict[int, int]) -> str:
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
            limit: int, stale: dict[int, int], lexical_weight: float,
-           first: list[Hit] | None = None, query: str = "") -> list[Hit] | None:
+           first: list[Hit] | None = None, query: str = "",
+           semantic: Semantic | None = None) -> list[Hit] | None:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
     nearest events and the nearest rollups (title and summary); and a fourth when the query
-    names one person who speaks in the history: that person's nearest events, as recall fuses
-    them (ADR-0030). `bodies`: the lexical event hits' whole texts. A text said again (a
-    reminder posted every week) is one hit: its best copy stands for the rest, which would
-    otherwise fill the page with one line. `first`: the matches said on a day the query names,
+    names one person who speaks in the history: that person's nearest events to the query in
+    their own words (`semantic`, given that text, embeds it), as recall fuses them
+    (ADR-0030). `bodies`: the lexical event hits' whole texts. A text said again (a reminder
+    posted every week) is one hit: its best copy stands for the rest, which would otherwise
+    fill the page with one line. `first`: the matches said on a day the query names,
     which keep their places at the top (ADR-0028). None, with a WARNING, when the vectors
     cannot be read against the query's (the model changed): the caller keeps its lexical
     page."""
@@ -611,10 +613,13 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
         rollups = getattr(matrix, "rollups", None)
         near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
                         if rollups is not None and len(rollups.ids) else [])
-        spoken = (person_mask(store, query, matrix) if query and hasattr(matrix, "people")
-                  else None)
-        person = ([("event", i) for i in matrix.nearest(vector, max(limit, 20), among=spoken)]
-                  if spoken is not None else [])
+        named = (person_named(store, query, matrix) if query and hasattr(matrix, "people")
+                 else None)
+        person: list[tuple[str, int]] = []
+        if named is not None:
+            theirs = semantic(named.asked) if semantic is not None else None
+            person = [("event", i) for i in matrix.nearest(
+                vector if theirs is None else theirs[0], max(limit, 20), among=named.mask)]
     except EmbedError as e:
         log.warning("semantic channel unusable (%s); search goes on lexical only", e)
         return None
