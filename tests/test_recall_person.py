@@ -21,13 +21,19 @@ from runtime.memory.recall import (
     named_person,
     recall,
     recall_hybrid,
-    spoken_by_named,
 )
 from runtime.store import Event, Store
 from runtime.store import events as ev
 
 from .conftest import write_config
 from .test_semantic import EmbedServer, backfill_with_settings, semantic_cfg
+
+
+def spoken_by_named(store: Store, text: str, matrix) -> np.ndarray | None:
+    """The named person's event rows in `matrix`, or None when the text names no one."""
+    person = named_person(store, text, matrix)
+    return None if person is None else person.mask
+
 
 ANSWER = "My automobile is a red hatchback from 2019."  # "automobile" is "car" to the embedder
 QUESTION = "Which car does Dana drive?"

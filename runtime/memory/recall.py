@@ -665,12 +665,12 @@ def in_their_words(text: str, topic: str, key: str, names: Mapping[str, Sequence
         else:
             continue
         edits.append((start, end, word))
-    out, taken = text, []
-    for start, end, _ in edits:  # the names' first: a pronoun inside one ("He Jing") is not
-        if any(s < end and start < e for s, e in taken):
-            continue
-        taken.append((start, end))
-    for start, end, word in sorted((e for e in edits if (e[0], e[1]) in taken), reverse=True):
+    kept: list[tuple[int, int, str]] = []
+    for start, end, word in edits:  # the names' first: a pronoun inside one ("He Jing") is not
+        if not any(s < end and start < e for s, e, _ in kept):
+            kept.append((start, end, word))
+    out = text
+    for start, end, word in sorted(kept, reverse=True):
         out = out[:start] + word + out[end:]
     return out
 
@@ -705,13 +705,7 @@ def named_person(store: Store, text: str, matrix: object) -> Person | None:
     return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names))
 
 
-def spoken_by_named(store: Store, text: str, matrix: object) -> Any:
-    """The mask of `named_person`: the named person's event rows in `matrix`, or None."""
-    person = named_person(store, text, matrix)
-    return None if person is None else person.mask
-
-
-def person_named(store: Store, text: str, matrix: object) -> Person | None:
+def named_person_or_none(store: Store, text: str, matrix: object) -> Person | None:
     """`named_person`, with a store failure reading who spoke logged at WARNING and taken as
     no one named: the caller goes on without the person's lines."""
     try:
@@ -758,7 +752,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     weak = lex.skipped == "evidence below the floor" or not lex.hits
     person = None  # a person named: only to widen what the words found, never to replace it
     if not weak:
-        person = person_named(store, text, matrix)
+        person = named_person_or_none(store, text, matrix)
     short = lex.coverage < gate  # the words fall short: the whole history's nearest too
     # with the words' best kept first, a person's lines cannot change the first k: no embedding
     settled = not short and k <= WORDS_FIRST and len(lex.hits) >= k

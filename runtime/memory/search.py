@@ -62,7 +62,7 @@ from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
 from .recall import coverage as covered
-from .recall import person_named, rrf, told_about
+from .recall import named_person_or_none, rrf, told_about
 from .tokens import query_words, stem
 
 log = logging.getLogger(__name__)
@@ -613,7 +613,7 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
         rollups = getattr(matrix, "rollups", None)
         near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
                         if rollups is not None and len(rollups.ids) else [])
-        named = (person_named(store, query, matrix) if query and hasattr(matrix, "people")
+        named = (named_person_or_none(store, query, matrix) if query and hasattr(matrix, "people")
                  else None)
         person: list[tuple[str, int]] = []
         if named is not None:
