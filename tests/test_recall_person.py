@@ -4,6 +4,8 @@ server on 127.0.0.1 (tests/test_semantic.py's hashed bag of words, synonyms fold
 - a question naming one person who speaks in the history fuses that person's nearest lines
   with the lexical hits, even when the lexical hits cover the query well enough to skip the
   semantic channel otherwise; the lexical top three keep their places;
+- when the words' best line is the person's own, their other lines the words found rank before
+  other people's lines about them; when another's line is best, the words' order stands;
 - a person is named by a whole word, any case, possessive or not; two people, a name inside
   another word, a speaker called "me", and the coworker's, tools' or the system's actor names
   ask for nothing.
@@ -410,3 +412,56 @@ def test_search_finds_the_named_persons_lines_in_their_words(offline_home: Home,
     assert "Which car do I drive on sunny weekends at the coast?" in embed_server.inputs
     assert answer in [h.id for h in found if h.kind == "event"], [h.excerpt for h in found]
     assert answer not in [h.id for h in as_asked if h.kind == "event"]
+
+
+TYRES = "The depot car got tyres, mirrors, seats, wipers, lamps, brakes and mats."
+EXTRAS = ("needs keys cut before Monday", "wants fuel receipts filed weekly",
+          "lacks a parking permit downtown", "insurance renewal arrives in June",
+          "paint job looks scratched underneath", "radio crackles during long trips",
+          "jack went missing last winter", "smells of coffee every morning")
+
+
+def _depot_home(offline_home: Home, embed_server: EmbedServer, first: str
+                ) -> tuple[int, int, set[int]]:
+    """Dana's line on the depot car's tyres matches two words of the question and no more;
+    Sam's lines naming Dana match three, so the words rank them above it; Dana's many lines
+    on buying a vehicle sit nearer her question by meaning, so her nearest lines miss it too.
+    `first` says the line the words rank first: Dana's own, or one of Sam's. Returns the ids
+    of Dana's line on the tyres, of that first line, and of Sam's lines."""
+    rows = [_said("Dana", "message", TYRES)]
+    rows += [_said("Dana", "message", f"We purchased an automobile, a vehicle, for yard {i}.")
+             for i in range(30)]
+    rows += [_said("Sam", "message", f"Dana, the depot car {x}.") for x in EXTRAS]
+    top = ("Dana's depot car: I buy it for Dana, the buy of the year." if first == "Sam"
+           else "Dana here: I buy the depot car, the depot's car, for the depot.")
+    rows.append(_said(first, "message", top))
+    ids = _home_with(offline_home, embed_server, rows)
+    return ids[0], ids[-1], {i for i, r in zip(ids, rows, strict=True) if r.actor == "Sam"}
+
+
+@pytest.mark.parametrize("first", ["Dana", "Sam"])
+def test_the_named_persons_own_lines_come_first_when_the_words_best_is_theirs(
+        offline_home: Home, embed_server: EmbedServer, first: str):
+    """When the words' best line is the named person's own, their other lines the words found
+    rank before other people's lines about them (multi-hop questions are answered in the
+    person's own lines); when another person's line is best (the premise may be wrong), the
+    words' order stands."""
+    tyres, top, sams = _depot_home(offline_home, embed_server, first)
+    question = "Which car did Dana buy for the depot?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        words = [int(h.event.id or 0) for h in recall(store, question, k=20).hits]
+        person = named_person(store, question, matrix)
+        assert person is not None and person.spellings == ("Dana",)
+        near = matrix.nearest(embedder.embed([person.asked])[0], 20, among=person.mask)
+        got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=20)
+    assert words[0] == top and tyres in words[5:], (words.index(tyres), words[:3], top)
+    assert tyres not in near, "her nearest lines must miss it for this to show anything"
+    ids = [int(h.event.id or 0) for h in got.hits]
+    assert got.channel == "hybrid" and ids[:WORDS_FIRST] == words[:WORDS_FIRST]
+    above = [i for i in words[WORDS_FIRST:words.index(tyres)] if i in sams]
+    assert above, "the words must rank some of Sam's lines above hers"
+    cut = ids.index(tyres) if tyres in ids else len(ids)
+    assert cut < len(ids) or first == "Sam", [h.event.body for h in got.hits]
+    before = [i for i in ids[:cut] if i in sams and i not in words[:WORDS_FIRST]]
+    assert before == ([] if first == "Dana" else above), [h.event.body for h in got.hits]

@@ -682,6 +682,7 @@ class Person:
 
     mask: Any
     asked: str
+    spellings: tuple[str, ...] = ()  # how the history writes the person's name (events' actor)
 
 
 def named_person(store: Store, text: str, matrix: object) -> Person | None:
@@ -702,7 +703,7 @@ def named_person(store: Store, text: str, matrix: object) -> Person | None:
     if len(named) != 1:
         return None
     key = named.pop()
-    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names))
+    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names), names[key])
 
 
 def named_person_or_none(store: Store, text: str, matrix: object) -> Person | None:
@@ -728,10 +729,14 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     the lexical evidence is above its floor, that person's nearest events to the text in
     their own words (`in_their_words`; embedded in the same call as the text) are fused too,
     whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
-    keep their places (ADR-0030). A failed or slow embedding (a cold model, a dead server)
-    falls back to the lexical result with a WARNING. When the lexical evidence is below its
-    floor, the semantic side must carry the turn: its probe (`memory.nearest`, the walk's
-    semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is injected."""
+    keep their places (ADR-0030). When the words' best line is that person's own, the lexical
+    ranking is fused with their lines first (`_theirs_first`): a question about them is
+    answered in their own lines, not in others' lines about them; when another's line is the
+    words' best, the question may name the wrong person and the words' order stands. A
+    failed or slow embedding (a cold model, a dead server) falls back to the lexical result
+    with a WARNING. When the lexical evidence is below its floor, the semantic side must
+    carry the turn: its probe (`memory.nearest`, the walk's semantic entry) must reach
+    `SEMANTIC_FLOOR`, or nothing is injected."""
     from . import embed as em
 
     t0 = time.perf_counter()
@@ -768,6 +773,9 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     n = max(k, 20)
     try:
         rankings = [[int(h.event.id or 0) for h in lex.hits]]
+        head = rankings[0][:WORDS_FIRST]
+        if person is not None and lex.hits and lex.hits[0].event.actor in person.spellings:
+            rankings[0] = _theirs_first(lex.hits, person.spellings)
         if short:
             rankings.append(matrix.nearest(vec, n, before_id))  # type: ignore[attr-defined]
         if person is not None:
@@ -782,7 +790,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     # whether a block is injected is the decision below
     fused = rrf(*rankings)
     if person is not None and not short:  # the words' best keep their places
-        score, head = dict(fused), rankings[0][:WORDS_FIRST]
+        score = dict(fused)
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
     lex.hits = _fused_hits(store, lex.hits, fused[:k])
     lex.skipped = None
@@ -790,6 +798,12 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
                        f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
     return done("hybrid")
+
+
+def _theirs_first(hits: Sequence[Hit], spellings: Collection[str]) -> list[int]:
+    """The lexical hits' ids with the named person's own lines first, each side in its order."""
+    theirs = [int(h.event.id or 0) for h in hits if h.event.actor in spellings]
+    return theirs + [int(h.event.id or 0) for h in hits if h.event.actor not in spellings]
 
 
 def _fused_hits(store: Store, lexical: list[Hit], fused: list[tuple[int, float]]) -> list[Hit]:
