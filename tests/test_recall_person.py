@@ -414,11 +414,15 @@ def test_search_finds_the_named_persons_lines_in_their_words(offline_home: Home,
     assert answer not in [h.id for h in as_asked if h.kind == "event"]
 
 
+
 TYRES = "The depot car got tyres, mirrors, seats, wipers, lamps, brakes and mats."
 EXTRAS = ("needs keys cut before Monday", "wants fuel receipts filed weekly",
           "lacks a parking permit downtown", "insurance renewal arrives in June",
           "paint job looks scratched underneath", "radio crackles during long trips",
-          "jack went missing last winter", "smells of coffee every morning")
+          "jack went missing last winter", "smells of coffee every morning",
+          "horn sounds weak in the rain", "seat belt sticks on cold days",
+          "boot lid rattles over cobbles", "mileage log is due on Friday")
+DEPOT = "Which car did Dana buy for the depot?"
 
 
 def _depot_home(offline_home: Home, embed_server: EmbedServer, first: str
@@ -426,42 +430,56 @@ def _depot_home(offline_home: Home, embed_server: EmbedServer, first: str
     """Dana's line on the depot car's tyres matches two words of the question and no more;
     Sam's lines naming Dana match three, so the words rank them above it; Dana's many lines
     on buying a vehicle sit nearer her question by meaning, so her nearest lines miss it too.
-    `first` says the line the words rank first: Dana's own, or one of Sam's. Returns the ids
-    of Dana's line on the tyres, of that first line, and of Sam's lines."""
+    `first` says who said the line the words rank first (the same words either way). Returns
+    the ids of Dana's line on the tyres, of that first line, and of Sam's other lines."""
     rows = [_said("Dana", "message", TYRES)]
     rows += [_said("Dana", "message", f"We purchased an automobile, a vehicle, for yard {i}.")
              for i in range(30)]
     rows += [_said("Sam", "message", f"Dana, the depot car {x}.") for x in EXTRAS]
-    top = ("Dana's depot car: I buy it for Dana, the buy of the year." if first == "Sam"
-           else "Dana here: I buy the depot car, the depot's car, for the depot.")
-    rows.append(_said(first, "message", top))
+    rows.append(_said(first, "message", "Dana's depot car: I buy the depot car for Dana."))
     ids = _home_with(offline_home, embed_server, rows)
-    return ids[0], ids[-1], {i for i, r in zip(ids, rows, strict=True) if r.actor == "Sam"}
+    return ids[0], ids[-1], {i for i, r in zip(ids[:-1], rows, strict=False) if r.actor == "Sam"}
+
+
+def _before(ids: list[int], tyres: int, sams: set[int]) -> list[int]:
+    """Sam's lines after the top three that rank before Dana's line on the tyres."""
+    cut = ids.index(tyres) if tyres in ids else len(ids)
+    return [i for i in ids[WORDS_FIRST:cut] if i in sams]
 
 
 @pytest.mark.parametrize("first", ["Dana", "Sam"])
 def test_the_named_persons_own_lines_come_first_when_the_words_best_is_theirs(
         offline_home: Home, embed_server: EmbedServer, first: str):
-    """When the words' best line is the named person's own, their other lines the words found
-    rank before other people's lines about them (multi-hop questions are answered in the
-    person's own lines); when another person's line is best (the premise may be wrong), the
-    words' order stands."""
+    """When the words' best line is the named person's own, their other lines among the best
+    twenty rank before other people's lines about them, after the top three (a question about
+    them is answered in their own lines); when another person's line is best (the question may
+    name the wrong person), the words' order stands. Lexical recall, with no vectors."""
     tyres, top, sams = _depot_home(offline_home, embed_server, first)
-    question = "Which car did Dana buy for the depot?"
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        wide = [int(h.event.id or 0) for h in recall(store, DEPOT, k=20).hits]
+        ten = [int(h.event.id or 0) for h in recall(store, DEPOT, k=10).hits]
+        three = [int(h.event.id or 0) for h in recall(store, DEPOT, k=3).hits]
+    assert wide[0] == top and three == wide[:3] == ten[:3], (wide, three)
+    if first == "Sam":  # the words alone: Sam's lines above hers, and hers not in the ten
+        assert _before(wide, tyres, sams) and tyres in wide and tyres not in ten, wide
+    else:  # and the ten are chosen from the twenty: hers is among them
+        assert _before(wide, tyres, sams) == [] == _before(ten, tyres, sams), wide
+        assert tyres in ten, ten
+
+
+@pytest.mark.parametrize("first", ["Dana", "Sam"])
+def test_hybrid_recall_keeps_the_named_persons_own_lines_first(
+        offline_home: Home, embed_server: EmbedServer, first: str):
+    """The same through hybrid recall: Dana's nearest lines by meaning miss the tyres line, so
+    only her own lines coming first among what the words found puts it before Sam's."""
+    tyres, top, sams = _depot_home(offline_home, embed_server, first)
     with Store.open(offline_home.db_path, readonly=True) as store:
         embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
-        words = [int(h.event.id or 0) for h in recall(store, question, k=20).hits]
-        person = named_person(store, question, matrix)
-        assert person is not None and person.spellings == ("Dana",)
+        person = named_person(store, DEPOT, matrix)
+        assert person is not None
         near = matrix.nearest(embedder.embed([person.asked])[0], 20, among=person.mask)
-        got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=20)
-    assert words[0] == top and tyres in words[5:], (words.index(tyres), words[:3], top)
+        got = recall_hybrid(store, DEPOT, embedder=embedder, matrix=matrix, gate=0.6, k=20)
     assert tyres not in near, "her nearest lines must miss it for this to show anything"
     ids = [int(h.event.id or 0) for h in got.hits]
-    assert got.channel == "hybrid" and ids[:WORDS_FIRST] == words[:WORDS_FIRST]
-    above = [i for i in words[WORDS_FIRST:words.index(tyres)] if i in sams]
-    assert above, "the words must rank some of Sam's lines above hers"
-    cut = ids.index(tyres) if tyres in ids else len(ids)
-    assert cut < len(ids) or first == "Sam", [h.event.body for h in got.hits]
-    before = [i for i in ids[:cut] if i in sams and i not in words[:WORDS_FIRST]]
-    assert before == ([] if first == "Dana" else above), [h.event.body for h in got.hits]
+    assert got.channel == "hybrid" and ids[0] == top
+    assert (_before(ids, tyres, sams) == []) == (first == "Dana"), [h.event.body for h in got.hits]

@@ -31,7 +31,9 @@ words hold less than `EVIDENCE_FLOOR` of the query's idf means no block (the hit
 result, for the eval's ranking and the `recall` event). The reason is `Recall.skipped`, and
 `as_meta` records it as `decision`. The top k are chosen by rank with near-duplicates of a hit
 already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
-superseded decision "stale: superseded by decision N", the words of search and walk.
+superseded decision "stale: superseded by decision N", the words of search and walk. When the
+query names one person who said a line among the candidates and the best hit is theirs, their
+own lines come before others' lines about them after the top three (ADR-0030).
 
 With the semantic channel on (`recall_hybrid`), the whole history's nearest events are fused
 when the words cover too little of the query, and a query naming one person who speaks in the
@@ -103,6 +105,8 @@ PHATIC = frozenset("""
     awesome hello hey hi bye morning evening afternoon night sounds talk soon later welcome
     sorry done well lot much danke bitte hallo gut super genau tschüss morgen
     """.split())
+THEIRS_POOL = 20  # with a speaker named, their lines first among this many of the best
+PEOPLE = ("user", "third_party")  # the author kinds whose actor is a person who may be named
 DUPLICATE_PENALTY = 1.0  # a copy of a hit already taken (word overlap 1) is worth nothing more
 
 
@@ -379,6 +383,29 @@ def _asks(e: Event) -> bool:
     return "?" in e.body and e.author_kind != "tool"
 
 
+def _speakers(topic: str, events: Sequence[Event]) -> tuple[str, ...]:
+    """How the history writes the one person `topic` names, when it names exactly one of the
+    people (the owner or a third party) who said one of `events`; else ()."""
+    names: dict[str, set[str]] = {}
+    for actor in {e.actor for e in events if e.author_kind in PEOPLE and e.actor}:
+        if key := name_key(actor):
+            names.setdefault(key, set()).add(actor)
+    named = named_people(topic, {k: tuple(sorted(v)) for k, v in names.items()})
+    return tuple(sorted(names[named.pop()])) if len(named) == 1 else ()
+
+
+def _theirs_first(ranked: list[Hit], spellings: Collection[str]) -> list[Hit]:
+    """When the best hit is the named person's own line, the hits after the top `WORDS_FIRST`
+    with that person's lines first, each side in its order: a question about them is answered
+    in their own lines, not in others' lines about them. When another's line is best, the
+    question may name the wrong person (it was asked in that line's words): the order stands."""
+    if not ranked or ranked[0].event.actor not in spellings:
+        return ranked
+    head, rest = ranked[:WORDS_FIRST], ranked[WORDS_FIRST:]
+    return (head + [h for h in rest if h.event.actor in spellings]
+            + [h for h in rest if h.event.actor not in spellings])
+
+
 def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
     """The hits with their events' meta read (whether an event was imported is in it)."""
     return [replace(h, event=ev.meta_read(h.event, unread[i]))
@@ -390,7 +417,9 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
            today: date | None = None, tz: tzinfo | None = None) -> Recall:
     """The k best earlier events for `text` (ids below `before_id` only, when given); a day
     the text names is the owner's day in `tz` (default UTC), and one named without its year
-    is placed by `today` (default: today in `tz`)."""
+    is placed by `today` (default: today in `tz`). When the text names one person who said a
+    line among the candidates and the best hit is theirs, their lines among the best
+    `THEIRS_POOL` come first after the top `WORDS_FIRST` (`_theirs_first`, ADR-0030)."""
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
@@ -449,7 +478,11 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    result.hits = _whole(diversify(scored, k, topic), unread)
+    # with a speaker named, that speaker's own lines of the wider pool come first after the top
+    # three (which nothing can change, so a block of three reads no more)
+    who = _speakers(topic_text, [e for e, _, _ in docs]) if k > WORDS_FIRST else ()
+    ranked = diversify(scored, max(k, THEIRS_POOL) if who else k, topic)
+    result.hits = _whole(_theirs_first(ranked, who)[:k], unread)
     bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
     if result.hits and (i := int(result.hits[0].event.id or 0)) - 1 in asks and (
             asks[i - 1] != result.hits[0].event.actor):
@@ -682,7 +715,6 @@ class Person:
 
     mask: Any
     asked: str
-    spellings: tuple[str, ...] = ()  # how the history writes the person's name (events' actor)
 
 
 def named_person(store: Store, text: str, matrix: object) -> Person | None:
@@ -703,7 +735,7 @@ def named_person(store: Store, text: str, matrix: object) -> Person | None:
     if len(named) != 1:
         return None
     key = named.pop()
-    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names), names[key])
+    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names))
 
 
 def named_person_or_none(store: Store, text: str, matrix: object) -> Person | None:
@@ -729,14 +761,10 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     the lexical evidence is above its floor, that person's nearest events to the text in
     their own words (`in_their_words`; embedded in the same call as the text) are fused too,
     whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
-    keep their places (ADR-0030). When the words' best line is that person's own, the lexical
-    ranking is fused with their lines first (`_theirs_first`): a question about them is
-    answered in their own lines, not in others' lines about them; when another's line is the
-    words' best, the question may name the wrong person and the words' order stands. A
-    failed or slow embedding (a cold model, a dead server) falls back to the lexical result
-    with a WARNING. When the lexical evidence is below its floor, the semantic side must
-    carry the turn: its probe (`memory.nearest`, the walk's semantic entry) must reach
-    `SEMANTIC_FLOOR`, or nothing is injected."""
+    keep their places (ADR-0030). A failed or slow embedding (a cold model, a dead server)
+    falls back to the lexical result with a WARNING. When the lexical evidence is below its
+    floor, the semantic side must carry the turn: its probe (`memory.nearest`, the walk's
+    semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is injected."""
     from . import embed as em
 
     t0 = time.perf_counter()
@@ -773,9 +801,6 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     n = max(k, 20)
     try:
         rankings = [[int(h.event.id or 0) for h in lex.hits]]
-        head = rankings[0][:WORDS_FIRST]
-        if person is not None and lex.hits and lex.hits[0].event.actor in person.spellings:
-            rankings[0] = _theirs_first(lex.hits, person.spellings)
         if short:
             rankings.append(matrix.nearest(vec, n, before_id))  # type: ignore[attr-defined]
         if person is not None:
@@ -790,7 +815,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     # whether a block is injected is the decision below
     fused = rrf(*rankings)
     if person is not None and not short:  # the words' best keep their places
-        score = dict(fused)
+        score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
     lex.hits = _fused_hits(store, lex.hits, fused[:k])
     lex.skipped = None
@@ -798,12 +823,6 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
                        f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
     return done("hybrid")
-
-
-def _theirs_first(hits: Sequence[Hit], spellings: Collection[str]) -> list[int]:
-    """The lexical hits' ids with the named person's own lines first, each side in its order."""
-    theirs = [int(h.event.id or 0) for h in hits if h.event.actor in spellings]
-    return theirs + [int(h.event.id or 0) for h in hits if h.event.actor not in spellings]
 
 
 def _fused_hits(store: Store, lexical: list[Hit], fused: list[tuple[int, float]]) -> list[Hit]:
