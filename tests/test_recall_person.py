@@ -425,14 +425,15 @@ EXTRAS = ("needs keys cut before Monday", "wants fuel receipts filed weekly",
 DEPOT = "Which car did Dana buy for the depot?"
 
 
-def _depot_home(offline_home: Home, embed_server: EmbedServer, first: str
+def _depot_home(offline_home: Home, embed_server: EmbedServer, first: str, tyres_by: str = "Dana"
                 ) -> tuple[int, int, set[int]]:
     """Dana's line on the depot car's tyres matches two words of the question and no more;
     Sam's lines naming Dana match three, so the words rank them above it; Dana's many lines
     on buying a vehicle sit nearer her question by meaning, so her nearest lines miss it too.
     `first` says who said the line the words rank first (the same words either way). Returns
-    the ids of Dana's line on the tyres, of that first line, and of Sam's other lines."""
-    rows = [_said("Dana", "message", TYRES)]
+    the ids of Dana's line on the tyres, of that first line, and of Sam's other lines.
+    `tyres_by`: how the history spells Dana on that line (an import may write "dana")."""
+    rows = [_said(tyres_by, "message", TYRES)]
     rows += [_said("Dana", "message", f"We purchased an automobile, a vehicle, for yard {i}.")
              for i in range(30)]
     rows += [_said("Sam", "message", f"Dana, the depot car {x}.") for x in EXTRAS]
@@ -447,14 +448,16 @@ def _before(ids: list[int], tyres: int, sams: set[int]) -> list[int]:
     return [i for i in ids[WORDS_FIRST:cut] if i in sams]
 
 
-@pytest.mark.parametrize("first", ["Dana", "Sam"])
+@pytest.mark.parametrize(("first", "tyres_by"), [("Dana", "Dana"), ("Sam", "Dana"),
+                                                 ("Dana", "dana")])
 def test_the_named_persons_own_lines_come_first_when_the_words_best_is_theirs(
-        offline_home: Home, embed_server: EmbedServer, first: str):
+        offline_home: Home, embed_server: EmbedServer, first: str, tyres_by: str):
     """When the words' best line is the named person's own, their other lines among the best
     twenty rank before other people's lines about them, after the top three (a question about
     them is answered in their own lines); when another person's line is best (the question may
-    name the wrong person), the words' order stands. Lexical recall, with no vectors."""
-    tyres, top, sams = _depot_home(offline_home, embed_server, first)
+    name the wrong person), the words' order stands. Lexical recall, with no vectors. A line of
+    hers the history spells "dana" is hers too."""
+    tyres, top, sams = _depot_home(offline_home, embed_server, first, tyres_by)
     with Store.open(offline_home.db_path, readonly=True) as store:
         wide = [int(h.event.id or 0) for h in recall(store, DEPOT, k=20).hits]
         ten = [int(h.event.id or 0) for h in recall(store, DEPOT, k=10).hits]
@@ -481,5 +484,5 @@ def test_hybrid_recall_keeps_the_named_persons_own_lines_first(
         got = recall_hybrid(store, DEPOT, embedder=embedder, matrix=matrix, gate=0.6, k=20)
     assert tyres not in near, "her nearest lines must miss it for this to show anything"
     ids = [int(h.event.id or 0) for h in got.hits]
-    assert got.channel == "hybrid" and ids[0] == top
+    assert got.channel == "hybrid" and got.coverage >= 0.6 and ids[0] == top
     assert (_before(ids, tyres, sams) == []) == (first == "Dana"), [h.event.body for h in got.hits]
