@@ -414,7 +414,6 @@ def test_search_finds_the_named_persons_lines_in_their_words(offline_home: Home,
     assert answer not in [h.id for h in as_asked if h.kind == "event"]
 
 
-
 TYRES = "The depot car got tyres, mirrors, seats, wipers, lamps, brakes and mats."
 EXTRAS = ("needs keys cut before Monday", "wants fuel receipts filed weekly",
           "lacks a parking permit downtown", "insurance renewal arrives in June",
@@ -486,3 +485,54 @@ def test_hybrid_recall_keeps_the_named_persons_own_lines_first(
     ids = [int(h.event.id or 0) for h in got.hits]
     assert got.channel == "hybrid" and got.coverage >= 0.6 and ids[0] == top
     assert (_before(ids, tyres, sams) == []) == (first == "Dana"), [h.event.body for h in got.hits]
+
+
+# Lines where the rule's edges meet: Sam's lines about Dana's depot car rank above Dana's own;
+# May (a speaker whose name is a month) and the coworker's notes speak too
+EDGES = ([_said("Sam", "message", f"Dana, the depot car {x}.") for x in (
+            "needs keys", "wants receipts", "lacks a permit", "insurance due", "paint scratched",
+            "radio crackles", "jack missing", "smells of coffee", "horn weak", "belt sticks")]
+         + [_said("Dana", "message", f"The depot car: I sorted item {i} for the depot car.")
+            for i in range(8)]
+         + [_said("May", "message", "The depot car schedule for the depot car is on the wiki.")]
+         + [_said("coworker", "note", "Note: the depot car depot car plan for Dana.", "agent")]
+         + [_said("coworker", "note", f"Note {i}: a plan, filed.", "agent") for i in range(3)]
+         + [_said("Sam", "message", "Sam here: the depot car, the depot car, I drove it.")]
+         + [_said("Dana", "message", "Dana here: the depot car, the depot car, I bought it.")])
+
+
+def _as_ranked(store: Store, text: str, monkeypatch: pytest.MonkeyPatch) -> list[Event]:
+    """Recall's best 20 for `text` with the own-lines rule turned off: the words' order."""
+    import runtime.memory.recall as recall_module
+
+    with monkeypatch.context() as m:
+        m.setattr(recall_module, "_theirs_first", lambda ranked, who: ranked)
+        return [h.event for h in recall(store, text, k=20).hits]
+
+
+@pytest.mark.parametrize(("text", "who"), [
+    ("Which depot car did Dana buy?", {"Dana"}),  # hers first, each side in the words' order
+    ("What did Dana say about the depot car in May 2024?", {"Dana"}),  # May 2024 is a date
+    ("Which depot car did Dana buy for May?", set()),  # two people named: the order stands
+    ("What did the Coworker plan for the depot car?", set()),  # the coworker is no person
+])
+def test_the_own_lines_rule_against_the_words_order(offline_home: Home,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    text: str, who: set[str]):
+    """Recall's ten are the words' best 20 with the top three kept, then the named person's
+    lines, then everyone else's, each side in the words' order; or the words' ten when the
+    rule does not apply."""
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, EDGES)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        words = _as_ranked(store, text, monkeypatch)
+        got = [int(h.event.id or 0) for h in recall(store, text, k=10).hits]
+    assert len(words) > 10, [e.body for e in words]
+    want = words
+    if who:
+        assert words[0].actor in who, "the best line must be hers for the rule to apply"
+        rest = words[WORDS_FIRST:]
+        want = (words[:WORDS_FIRST] + [e for e in rest if e.actor in who]
+                + [e for e in rest if e.actor not in who])
+        assert want[:10] != words[:10], "the case must move a line to show anything"
+    assert got == [int(e.id or 0) for e in want[:10]], [(e.actor, e.body) for e in words]

@@ -33,7 +33,7 @@ result, for the eval's ranking and the `recall` event). The reason is `Recall.sk
 already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
 superseded decision "stale: superseded by decision N", the words of search and walk. When the
 query names one person who said a line among the candidates and the best hit is theirs, their
-own lines come before others' lines about them after the top three (ADR-0030).
+own lines among the best 20 come before everyone else's after the top three (ADR-0030).
 
 With the semantic channel on (`recall_hybrid`), the whole history's nearest events are fused
 when the words cover too little of the query, and a query naming one person who speaks in the
@@ -394,6 +394,18 @@ def _speakers(topic: str, events: Sequence[Event]) -> tuple[str, ...]:
     return tuple(sorted(names[named.pop()])) if len(named) == 1 else ()
 
 
+def _first_theirs(topic: str, scored: Sequence[Hit], pool: Sequence[Event], k: int
+                  ) -> tuple[str, ...]:
+    """The spellings of the person whose lines of the wider pool are to come first in a
+    ranking of `k`, or (): more than the top three (which nothing can change, so a block of
+    three reads no more) must be asked for, and the best hit, which `diversify` takes first,
+    must be the line of the one person `topic` names among the `pool`'s speakers."""
+    if k <= WORDS_FIRST or not scored or scored[0].event.author_kind not in PEOPLE:
+        return ()
+    who = _speakers(topic, pool)
+    return who if scored[0].event.actor in who else ()
+
+
 def _theirs_first(ranked: list[Hit], spellings: Collection[str]) -> list[Hit]:
     """When the best hit is the named person's own line, the hits after the top `WORDS_FIRST`
     with that person's lines first, each side in its order: a question about them is answered
@@ -478,9 +490,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    # with a speaker named, that speaker's own lines of the wider pool come first after the top
-    # three (which nothing can change, so a block of three reads no more)
-    who = _speakers(topic_text, [e for e, _, _ in docs]) if k > WORDS_FIRST else ()
+    who = _first_theirs(topic_text, scored, [e for e, _, _ in docs], k)
     ranked = diversify(scored, max(k, THEIRS_POOL) if who else k, topic)
     result.hits = _whole(_theirs_first(ranked, who)[:k], unread)
     bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
