@@ -394,8 +394,8 @@ def _speakers(topic: str, events: Sequence[Event]) -> tuple[str, ...]:
     return tuple(sorted(names[named.pop()])) if len(named) == 1 else ()
 
 
-def _first_theirs(topic: str, scored: Sequence[Hit], pool: Sequence[Event], k: int
-                  ) -> tuple[str, ...]:
+def _named_speaker(topic: str, scored: Sequence[Hit], pool: Sequence[Event], k: int
+                   ) -> tuple[str, ...]:
     """The spellings of the person whose lines of the wider pool are to come first in a
     ranking of `k`, or (): more than the top three (which nothing can change, so a block of
     three reads no more) must be asked for, and the best hit, which `diversify` takes first,
@@ -407,11 +407,12 @@ def _first_theirs(topic: str, scored: Sequence[Hit], pool: Sequence[Event], k: i
 
 
 def _theirs_first(ranked: list[Hit], spellings: Collection[str]) -> list[Hit]:
-    """When the best hit is the named person's own line, the hits after the top `WORDS_FIRST`
-    with that person's lines first, each side in its order: a question about them is answered
-    in their own lines, not in others' lines about them. When another's line is best, the
-    question may name the wrong person (it was asked in that line's words): the order stands."""
-    if not ranked or ranked[0].event.actor not in spellings:
+    """The hits after the top `WORDS_FIRST` with the lines of the person spelled `spellings`
+    first, each side in its order (none: `ranked` as it is): a question about them is answered
+    in their own lines, not in others' lines about them. `_named_speaker` says when: only when
+    the best hit is theirs, since when another's line is best the question may name the wrong
+    person (it was asked in that line's words)."""
+    if not spellings:
         return ranked
     head, rest = ranked[:WORDS_FIRST], ranked[WORDS_FIRST:]
     return (head + [h for h in rest if h.event.actor in spellings]
@@ -490,7 +491,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    who = _first_theirs(topic_text, scored, [e for e, _, _ in docs], k)
+    who = _named_speaker(topic_text, scored, [e for e, _, _ in docs], k)
     ranked = diversify(scored, max(k, THEIRS_POOL) if who else k, topic)
     result.hits = _whole(_theirs_first(ranked, who)[:k], unread)
     bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
