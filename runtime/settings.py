@@ -198,7 +198,8 @@ class SemanticSection(Section):
     model: str = Field("all-minilm", description='embedding model name (http); local: '
                        '"all-minilm", "all-mpnet" or a model folder')
     timeout_s: float = Field(
-        2.0, gt=0, le=600, description="a slower embedding falls back to lexical")
+        2.0, gt=0, le=600,
+        description="a slower answer from the embedding server falls back to lexical (http)")
     gate: float = Field(
         0.6, ge=0, le=1,
         description="ask the semantic channel only when lexical covers less of the query")

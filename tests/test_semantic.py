@@ -85,6 +85,7 @@ class EmbedServer(LocalServer):
         self.short = False  # answer one embedding fewer than asked for
         self.dim = DIM  # a model switched to another dimension
         self.salt = ""  # "switch model": the same name now returns different vectors
+        self.nan = ""  # a text holding this word is answered with NaNs (a broken model)
         self.lock = threading.Lock()
         self.closing = threading.Event()  # cuts a delay short on stop()
         srv = self
@@ -105,7 +106,7 @@ class EmbedServer(LocalServer):
                     srv.requests.append({"path": self.path, "model": payload.get("model"),
                                          "inputs": list(payload.get("input") or [])})
                     delay, fail, garbage, salt = srv.delay, srv.fail, srv.garbage, srv.salt
-                    short, dim = srv.short, srv.dim
+                    short, dim, nan = srv.short, srv.dim, srv.nan
                 if delay:
                     srv.closing.wait(delay)
                 if self.path != "/api/embed":
@@ -116,7 +117,8 @@ class EmbedServer(LocalServer):
                     status, data = 200, b"<html>surely not json</html>"
                 else:
                     status = 200
-                    rows = [vector(t, salt, dim) for t in payload.get("input") or []]
+                    rows = [[math.nan] * dim if nan and nan in t else vector(t, salt, dim)
+                            for t in payload.get("input") or []]
                     data = json.dumps({"model": payload.get("model"),
                                        "embeddings": rows[:-1] if short else rows}).encode()
                 try:
@@ -609,6 +611,118 @@ def test_the_cache_reloads_when_the_window_slides_by_as_many_as_it_gains(
 
 
 # --- the loop ----------------------------------------------------------------------------------
+
+def test_values_that_are_not_numbers_are_never_stored_nor_used(
+        offline_home: Home, embed_server: EmbedServer, caplog):
+    """A model (or server) that answers NaN: backfill stores none of those rows and says so; a
+    query answered so falls back to lexical with a WARNING; a NaN row already in the store (an
+    older version, a damaged file) is left out of the matrix, loudly, and the integrity check
+    counts it as drifted."""
+    from runtime.settings import SemanticSection
+
+    embed_server.nan = "Zeppelin"  # DISTRACTORS[1] and any query naming it
+    with caplog.at_level(logging.WARNING):
+        ids, e = (seed(offline_home, [PARAPHRASED, CAR, *DISTRACTORS]),
+                  HttpEmbedder(embed_server.url, "all-minilm", 2.0))
+        with Store.open(offline_home.db_path) as store:
+            assert em.backfill(store, e) == len(ids) - 1
+            stored = {i for i, _, _ in vs.all_for(store, e.name, "event", 0)}
+            assert stored == set(ids) - {ids[3]}, stored
+            got = recall_hybrid(store, "Zeppelin rockets", embedder=e,
+                                matrix=Matrix.load(store, e.name), gate=0.99)
+            cfg = SemanticSection(enabled=True, url=embed_server.url)
+            handed = em.SemanticCache().for_query(store, cfg, "Zeppelin rockets")
+            assert handed is not None and handed() is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("1 of 6 events were embedded" in m and "not numbers" in m for m in warned), warned
+    assert got.channel == "lexical (semantic failed)", got.channel
+    assert sum("not numbers" in m and "lexical only" in m for m in warned) == 2, warned
+    tamper(offline_home, ids[0], vector=np.full(DIM, np.nan, dtype=np.float32).tobytes())
+    caplog.clear()
+    embed_server.nan = ""
+    with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
+        matrix = Matrix.load(store, e.name)
+        checked, agree, bad = em.integrity(store, e, sample=50)
+    assert ids[0] not in {int(i) for i in matrix.ids} and np.isfinite(matrix.rows).all()
+    assert any("1 event vectors" in r.getMessage() and "not numbers" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert ids[0] in bad and agree == checked - 1, (checked, agree, bad)
+
+
+def test_a_long_running_loop_reloads_its_vectors_by_tenths_of_the_window(
+        offline_home: Home, embed_server: EmbedServer):
+    """Once the history is longer than the window, every event written moves the window's
+    exact start. Reloading on that would reload the whole window on every turn; the cache
+    reloads when the start has moved on by a tenth of the window (or a vector changed), so 100
+    events written one by one into a window of 1,000 cost exactly one reload."""
+    from runtime.settings import SemanticSection
+
+    window = 1000
+    seed(offline_home, [f"Status line {i}: {DISTRACTORS[i % 4]}" for i in range(window + 2)])
+    cfg = SemanticSection(enabled=True, provider="http", url=embed_server.url,
+                          model="all-minilm", window_events=window)
+    e = em.make_embedder(cfg)
+    cache = em.SemanticCache()
+    reloads = 0
+    with Store.open(offline_home.db_path) as store:
+        em.backfill(store, e, window=window)
+        held = cache.get(store, cfg)[1]
+        for i in range(100):
+            ev.append(store, Event(kind="note", body=f"Reply {i}", actor="coworker",
+                                   author_kind="agent"))
+            now = cache.get(store, cfg)[1]
+            reloads += now is not held
+            held = now
+        assert len(held.ids) <= window + window // 10, len(held.ids)
+    assert reloads == 1, f"{reloads} reloads for 100 events (one per tenth of the window)"
+
+
+def test_the_channel_says_when_it_has_no_vectors_or_their_size_changed(
+        offline_home: Home, embed_server: EmbedServer, caplog):
+    """On with nothing embedded yet, the channel says once, with the command that embeds; a
+    model whose vectors changed size leaves the walk lexical with a WARNING (recall's and
+    search's are tested above), never silently."""
+    from runtime.memory.walk import walk_result
+    from runtime.settings import SemanticSection
+
+    seed(offline_home, [PARAPHRASED, CAR])
+    cfg = SemanticSection(enabled=True, url=embed_server.url)
+    cache = em.SemanticCache()
+    with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert len(cache.get(store, cfg)[1].ids) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("no event has a vector" in m and "coworker embed --backfill" in m
+               for m in warned) == 1, warned
+    with Store.open(offline_home.db_path) as store:
+        em.backfill(store, em.make_embedder(cfg))
+    embed_server.dim = 32
+    caplog.clear()
+    with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
+        got = walk_result(store, "vehicle to acquire",
+                          semantic=cache.for_query(store, cfg, "vehicle to acquire"))
+    assert got.refused
+    assert any("32 dimensions" in r.getMessage() and "lexical only" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("query", ["?", "...", "  !  ", "the of and"])
+def test_a_query_with_no_words_is_refused_without_asking_the_embedder(
+        offline_home: Home, embed_server: EmbedServer, query: str):
+    """Nothing to match means nothing to look for by meaning either: "?" embeds as near some
+    line as any question does, and once entered confidently on a line it never asked for."""
+    from runtime.memory.walk import walk_result
+    from runtime.settings import SemanticSection
+
+    _backfilled(offline_home, embed_server)
+    cfg = SemanticSection(enabled=True, url=embed_server.url)
+    before = len(embed_server.requests)
+    with Store.open(offline_home.db_path) as store:
+        got = walk_result(store, query, semantic=em.SemanticCache().for_query(store, cfg, query))
+    assert got.refused and got.entry is None, got
+    assert "no words to match" in (got.reason or ""), got.reason
+    assert len(embed_server.requests) == before, "the walk embedded a query with no words"
+
 
 def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessagesAPI,
                                                     embed_server: EmbedServer):

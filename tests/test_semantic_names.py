@@ -89,6 +89,20 @@ def test_unseen_names_are_the_names_no_event_holds(sem_home, text: str, unseen: 
         assert nearest.unseen_names(store, text) == unseen
 
 
+def test_a_name_past_the_query_cut_is_not_read(sem_home):
+    """A query is read to `MAX_QUERY_CHARS` everywhere (its vector too): a name written past
+    the cut cannot take the confidence away from what was read, and a pasted book costs what
+    the cut costs."""
+    from runtime.memory.cards import MAX_QUERY_CHARS
+
+    home, _ = sem_home
+    filler = "the zeppelin " * (MAX_QUERY_CHARS // 13 + 1)
+    with Store.open(home.db_path, readonly=True) as store:
+        assert nearest.unseen_names(store, "the party in Lisbon") == ("Lisbon",)
+        assert nearest.unseen_names(store, filler + "the party in Lisbon") == ()
+        assert nearest.unseen_names(store, "the party in Lisbon " + filler) == ("Lisbon",)
+
+
 def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(nearest, "_warned", set())  # once a process: this test's process
     minilm = nearest.CALIBRATIONS["all-minilm-l6-v2"]

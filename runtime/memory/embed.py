@@ -272,13 +272,19 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
               missing: Callable[[int], list[tuple[int, str]]], start: int = 0) -> int:
     done, after = 0, start
 
-    def flush(batch: list[tuple[int, str]]) -> None:
-        vecs = embedder.embed([t[:2000] for _, t in batch])
-        vs.write(store, embedder.name, [(i, int(v.shape[0]), v.astype(np.float32).tobytes(),
-                                         text_hash(t)) for (i, t), v in
-                                        zip(batch, vecs, strict=True)], kind)
+    def flush(batch: list[tuple[int, str]]) -> int:
+        vecs = np.asarray(embedder.embed([t[:2000] for _, t in batch]), dtype=np.float32)
+        ok = np.isfinite(vecs).all(axis=1) if vecs.ndim == 2 else np.zeros(len(batch), bool)
+        if not ok.all():  # never stored: a NaN row would be invisible to every cosine
+            log.warning("%d of %d %ss were embedded by %s as values that are not numbers (NaN "
+                        "or infinite) and were not stored; the next backfill tries them again",
+                        int((~ok).sum()), len(batch), kind, embedder.name)
+        vs.write(store, embedder.name, [(i, int(v.shape[0]), v.tobytes(), text_hash(t))
+                                        for (i, t), v, good in zip(batch, vecs, ok, strict=True)
+                                        if good], kind)
         if progress:
             progress(len(batch))
+        return int(ok.sum())
 
     batch: list[tuple[int, str]] = []
     size = 0
@@ -286,15 +292,13 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
         todo = missing(after)
         if not todo:
             if batch:  # the remainder goes only when the history is exhausted
-                flush(batch)
-                done += len(batch)
+                done += flush(batch)
             return done
         for item in todo:
             batch.append(item)
             size += len(item[1])
             if size >= batch_chars:  # batches sized by text volume, not by count or page
-                flush(batch)
-                done += len(batch)
+                done += flush(batch)
                 batch, size = [], 0
         after = todo[-1][0]
 
@@ -359,8 +363,11 @@ class Matrix:
 
     @classmethod
     def load(cls, store: Store, model: str, kind: str = "event",
-             window: int | None = None) -> Matrix:
-        after = vs.window_start(store, window) if window and kind == "event" else 0
+             window: int | None = None, after: int | None = None) -> Matrix:
+        """The vectors of events after id `after` (default: the newest `window` events'; all
+        when neither is given), and every rollup's beside them."""
+        if after is None or kind != "event":
+            after = vs.window_start(store, window) if window and kind == "event" else 0
         got = vs.all_for(store, model, kind, after)
         rollups = cls.load(store, model, "rollup") if kind == "event" else None
         if not got:
@@ -369,11 +376,12 @@ class Matrix:
         # a row whose bytes are not the float32s its dim says is damaged; of the rest, the
         # newest vector's size is what the model gives now, and a vector of another size (the
         # model changed under its name) cannot be compared
-        whole = [r for r in got if r[2] > 0 and len(r[1]) == 4 * r[2]]
+        whole = [r for r in got if r[2] > 0 and len(r[1]) == 4 * r[2]
+                 and np.isfinite(np.frombuffer(r[1], dtype=np.float32)).all()]
         if len(whole) < len(got):
             log.warning("%d %s vectors of model %s are damaged (their bytes are not their "
-                        "dimensions) and are left out: coworker embed --check finds them",
-                        len(got) - len(whole), kind, model)
+                        "dimensions, or not numbers) and are left out: coworker embed --check "
+                        "finds them", len(got) - len(whole), kind, model)
         size = len(whole[-1][1]) if whole else 0
         kept = [r for r in whole if len(r[1]) == size]
         if len(kept) < len(whole):
@@ -425,7 +433,7 @@ def integrity(store: Store, embedder: Embedder, sample: int = 20,
             bad.append(item_id)
             continue
         stored = np.frombuffer(blob, dtype=np.float32)
-        if digest != text_hash(body) or float(stored @ v) < 0.99:
+        if digest != text_hash(body) or not float(stored @ v) >= 0.99:  # NaN: drifted
             bad.append(item_id)
     return len(picked), len(picked) - len(bad), bad
 
@@ -445,15 +453,30 @@ def timed_embed_all(embedder: Embedder, texts: Sequence[str]
         rows = embedder.embed(list(texts))
         if len(rows) != len(texts):
             raise EmbedError(f"asked for {len(texts)} embeddings, got {len(rows)}")
+        if not np.isfinite(np.asarray(rows, dtype=np.float32)).all():
+            raise EmbedError("the embedder answered values that are not numbers (NaN or "
+                             "infinite); check the model or the embedding server")
         return rows, (time.perf_counter() - t0) * 1000, None
     except Exception as e:  # a cold model or a dead server: lexical carries on
         return None, (time.perf_counter() - t0) * 1000, f"{type(e).__name__}: {e}"
 
 
+def window_after(store: Store, window: int) -> int:
+    """Where a loaded window of event vectors starts: the id after which the newest `window`
+    events lie, rounded down to a tenth of the window. Every event written moves the exact
+    start by one; rounded, it moves once per window // 10 events, so a long-running loop
+    reloads its vectors when a vector changes or that many events were written, not on every
+    turn (a window holds up to a tenth more than `window` events)."""
+    after = vs.window_start(store, window)
+    return after - after % max(1, window // 10)
+
+
 class SemanticCache:
     """The semantic channel's embedder and vectors, kept between calls (the loop from tick to
-    tick, the MCP server from call to call); the vectors reload when they changed: the window
-    moved, a vector was added, replaced or dropped (`vectors.signature`)."""
+    tick, the MCP server from call to call); the vectors reload when they changed: a vector was
+    added, replaced or dropped (`vectors.signature`), or the window moved on by a tenth
+    (`window_after`). A channel on with no event vectors to compare is said once per load, at
+    WARNING, with the command that makes them."""
 
     def __init__(self) -> None:
         self._matrix: tuple[tuple[object, ...], Matrix] | None = None
@@ -470,10 +493,15 @@ class SemanticCache:
                 return None
             self._embedders = {key: made}
         embedder = self._embedders[key]
-        after = vs.window_start(store, cfg.window_events)
+        after = window_after(store, cfg.window_events)
         key = (embedder.name, after, *vs.signature(store, embedder.name, after))
         if self._matrix is None or self._matrix[0] != key:
-            self._matrix = (key, Matrix.load(store, embedder.name, window=cfg.window_events))
+            matrix = Matrix.load(store, embedder.name, after=after)
+            if not len(matrix.ids):
+                log.warning("the semantic channel is on, but no event has a vector of %s yet: "
+                            "run coworker embed --backfill (reflect embeds new events weekly); "
+                            "lexical only until then", embedder.name)
+            self._matrix = (key, matrix)
         return embedder, self._matrix[1]
 
     def for_query(self, store: Store, cfg: SemanticSection, text: str
@@ -497,6 +525,13 @@ class SemanticCache:
             vec, _, why = timed_embed(got[0], text if other is None else other)
             if vec is None:
                 log.warning("semantic channel unavailable (%s); lexical only", why)
+                return None
+            rows = got[1].rows
+            if len(got[1].ids) and rows.shape[1] != vec.shape[0]:
+                log.warning("semantic channel unusable (the embedder now gives %d dimensions, "
+                            "the stored vectors have %d: the model changed; run coworker "
+                            "embed --check, then --backfill); lexical only", vec.shape[0],
+                            rows.shape[1])
                 return None
             return vec, got[1]
         return semantic

@@ -38,6 +38,7 @@ import numpy as np
 from ..store import Store
 from ..store import events as ev
 from . import dates
+from .cards import cap_query
 from .tokens import stem
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,10 @@ def unseen_names(store: Store, text: str) -> tuple[str, ...]:
     """The names the query writes that no event of the history holds (document frequency 0 in
     the full-text index), in the query's order. A name is read as the index reads it, in parts
     split at apostrophes, hyphens and dots ("Jean-Luc", "O'Brien", "U.S."), and is held when
-    every part is. A word that opens the text or a sentence, "I" and its contractions ("I'm"),
-    months and weekdays are no names; a text with no lower case tells none."""
+    every part is. Only the first `cards.MAX_QUERY_CHARS` characters are read, as everywhere.
+    A word that opens the text or a sentence, "I" and its contractions ("I'm"), months and
+    weekdays are no names; a text with no lower case tells none."""
+    text = cap_query(text)[0]  # what the vector was made of; a name past the cut is unread
     if not any(c.islower() for c in text):
         return ()
     names: list[tuple[str, tuple[str, ...]]] = []

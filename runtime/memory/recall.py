@@ -772,10 +772,12 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     the lexical evidence is above its floor, that person's nearest events to the text in
     their own words (`in_their_words`; embedded in the same call as the text) are fused too,
     whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
-    keep their places (ADR-0030). A failed or slow embedding (a cold model, a dead server)
-    falls back to the lexical result with a WARNING. When the lexical evidence is below its
-    floor, the semantic side must carry the turn: its probe (`memory.nearest`, the walk's
-    semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is injected."""
+    keep their places (ADR-0030). A failed embedding (a dead or slow server, past its
+    `timeout_s`; a broken model; values that are not numbers) falls back to the lexical result
+    with a WARNING; a local model's first load is paid once per process, not timed. When the
+    lexical evidence is below its floor, the semantic side must carry the turn: its probe
+    (`memory.nearest`, the walk's semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is
+    injected."""
     from . import embed as em
 
     t0 = time.perf_counter()
@@ -817,7 +819,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         if person is not None:
             rankings.append(matrix.nearest(vecs[1], n, before_id,  # type: ignore[attr-defined]
                                            among=person.mask))
-        pr = probe(store, vec, matrix, before_id, text=text)
+        pr = probe(store, vec, matrix, before_id, text=asked[0])  # as capped as the vector
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
         return done("lexical (semantic failed)")

@@ -324,7 +324,9 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
         short = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
         lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
                     "missing)")
-    got = semantic() if semantic is not None else None
+    # a query with no words to match has nothing to look for by meaning either ("?" embeds
+    # as near some line as any question does)
+    got = semantic() if semantic is not None and n else None
     pr = probe(store, got[0], got[1], before_id, text=query) if got is not None else None
     if pr is not None and pr.confidence >= threshold:
         got_sem = _semantic(store, pr, tokens, seen, lexical, caps, cut, sc)
