@@ -109,6 +109,12 @@ class LocalEmbedder:
             except ImportError as e:
                 raise EmbedError("the local embedder needs the optional extra: pip install "
                                  "-e '.[semantic]' (sentence-transformers, CPU torch)") from e
+            try:  # a progress bar on stderr is noise in a CLI's output and the loop's log
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover - sentence-transformers requires it
+                pass
             path = self.model
             if path in ("all-minilm", "all-MiniLM-L6-v2"):
                 path = _packaged_minilm()
