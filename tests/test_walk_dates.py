@@ -325,6 +325,37 @@ def test_any_of_the_days_events_that_holds_the_query_answers_it(offline_home: Ho
     assert any("Zeta" in f.body for f in got.events)
 
 
+def test_a_coarse_node_of_the_day_holding_only_the_common_word_passes_to_a_finer_rung(
+        offline_home: Home):
+    """A coarse node's card is not its whole vocabulary: the week holding 3 March says "fix"
+    (said everywhere) but not "billing". Entering there, on "fix" alone, held too little of
+    the query's weight and refused, though the day's own episode says "billing fix"; that
+    episode is the entry. A day that never says "billing" is refused, quoting the day's best
+    match, not the 2/2 said on another day."""
+    with Store.open(offline_home.db_path) as store:
+        busy = _episode(store, [_note(f"Fix for flaky test {i}.", f"2025-03-01T09:{i:02d}:00.000Z")
+                                for i in range(30)], "fixes")
+        day = _episode(store, [_note("Billing fix merged by Dana.", "2025-03-03T10:00:00.000Z"),
+                               _note("Fix the build cache.", "2025-03-03T11:00:00.000Z")], "day 3")
+        later = _episode(store, [_note("Billing fix plan discussed.", "2025-03-05T10:00:00.000Z")],
+                         "day 5")
+        for kids, card in (([busy, day], "flaky test fixes"), ([later], "billing fix plan")):
+            spans = [rl.get(store, k) for k in kids]
+            rl.seal(store, level=2, first_event=spans[0].first_event,
+                    last_event=spans[-1].last_event,
+                    source_range=f"{spans[0].first_event}-{spans[-1].last_event}",
+                    first_ts=spans[0].first_ts, last_ts=spans[-1].last_ts, title=card, body=card,
+                    terms="", method="extractive", child_ids=kids)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        got = walk_result(store, "billing fix on 3 March 2025")
+        none = walk_result(store, "billing fix on 1 March 2025")
+    assert not got.refused, got.reason
+    assert got.trace[0].level == 1 and got.trace[0].id == day, got.trace[0]
+    assert [f.body for f in got.events][:1] == ["Billing fix merged by Dana."]
+    assert none.refused
+    assert "said on or about 2025-03-01, fix (1/2), holding" in none.reason, none.reason
+
+
 def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):
     with Store.open(offline_home.db_path) as store:
         _episode(store, [_note("Good morning, standup at ten.", "2025-03-05T08:00:00.000Z")],

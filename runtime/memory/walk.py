@@ -322,8 +322,13 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     short: float | None = None  # the entry's weight, when it alone fell short
     if sc and entry and sc.share(entry.best) >= threshold:  # enough words, not the telling ones
         short = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
-        lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
-                    "missing)")
+        if sc.days and len(entry.best) < len(seen):  # a node of the day, not the best match
+            lexical = (f"the best lexical match said on or about {sc.names()}, "
+                       f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), holding {short:.2f} "
+                       "of the query's weight (its rarer words were not said then),")
+        else:
+            lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
+                        "missing)")
     # a query with no words to match has nothing to look for by meaning either ("?" embeds
     # as near some line as any question does)
     got = semantic() if semantic is not None and n else None
@@ -411,9 +416,10 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
                   ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
     and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`).
-    When the query names days, the coarsest rung with a confident node holding one
-    (those nodes first; a rung without one is passed, and is the answer only when no rung has
-    one), and each rung's scan also reads the nodes holding the days' events."""
+    When the query names days, the coarsest rung with a confident node holding one whose
+    words also carry the query's weight (those nodes first; a rung without one is passed, and
+    is the answer, best match first, only when no rung has one), and each rung's scan also
+    reads the nodes holding the days' events."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
     fallback: tuple[list[tuple[rl.Rollup, list[str]]], int] | None = None
@@ -437,8 +443,13 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
             continue
         if not sc.days:
             return confident[: caps.per_level], level, best_seen
-        confident.sort(key=lambda t: not sc.holds_day(t[0]))  # stable
-        if sc.holds_day(confident[0][0]):
+        # the nodes holding a named day first, if their words carry the query's weight: one
+        # that holds only the commoner words ("fix" of "billing fix": a coarse node's card is
+        # not its whole vocabulary) passes the rung to a finer one, as a rung without one does
+        day = {r.id for r, m in confident
+               if sc.holds_day(r) and _weighted(store, sc, m) >= threshold}
+        confident.sort(key=lambda t: (t[0].id not in day, not sc.holds_day(t[0])))  # stable
+        if day:
             return confident[: caps.per_level], level, best_seen
         fallback = fallback or (confident[: caps.per_level], level)
     if fallback is not None:
