@@ -6,12 +6,14 @@ runtime/store/redactions.py. `redact_event` works in ONE transaction:
 1. records a `redactions` row and overwrites the event's body with its marker,
    "[redacted #<id>: <why>]" (meta becomes {"redacted": <id>}), in whichever table holds it
    (hot or archive), re-indexing it in events_fts (delete with the exact old values, insert
-   the new) and deleting its vectors; a decision recorded from the event gets the marker too;
+   the new) and deleting its tags (a tag can hold the secret too) and its vectors; a decision
+   recorded from the event gets the marker too;
 2. rewrites every sealed rollup whose span covers the event, at every level: each token of the
    old body that is rare (in no other event: document frequency at most 1 in `events_vocab`,
    read before the overwrite) becomes "[redacted]", and so does any verbatim copy of the whole
-   old body or of one of its sentences; each rollup changed gets its own `redactions` row and
-   is re-indexed in rollups_fts the same way;
+   old body or of one of its sentences, and a tag (reflect's keywords) that is such a token
+   is dropped; each rollup changed gets its own `redactions` row and is re-indexed in
+   rollups_fts the same way;
 3. appends a `redaction` event (actor owner, author_kind user): who, why, which event, which
    rollups.
 
@@ -42,6 +44,7 @@ from .settings import REDACTED
 from .store import Event, Store
 from .store import events as ev
 from .store import redactions as rs
+from .store import tags as tg
 from .store.redactions import RedactionRefused
 
 __all__ = ["RedactionRefused", "RedactionReport", "redact_event", "scrubber"]
@@ -140,11 +143,13 @@ def redact_event(store: Store, event_id: int, why: str, actor: str = "owner") ->
             for r in rs.rollups_covering(store, event_id):
                 new = {"title": scrub(r.title), "body": scrub(r.body), "terms": scrub(r.terms),
                        "vocab": scrub(r.vocab) if r.vocab else None}
-                if (new["title"], new["body"], new["terms"], new["vocab"] or "") == (
-                        r.title, r.body, r.terms, r.vocab or ""):
+                quoting = [w for w, _ in tg.listing(store, "rollup", r.id) if scrub(w) != w]
+                if not quoting and (new["title"], new["body"], new["terms"],
+                                    new["vocab"] or "") == (r.title, r.body, r.terms,
+                                                            r.vocab or ""):
                     continue
                 rs.rewrite_rollup(store, r.id, why=f"event {event_id} redacted (#{rid}): {why}",
-                                  actor=actor, **new)
+                                  actor=actor, drop_tags=quoting, **new)
                 report.rollups.append(r.id)
             rolls = ", ".join(map(str, report.rollups)) or "none"
             report.event = ev.append(store, Event(

@@ -156,6 +156,38 @@ def test_a_redacted_secret_is_gone_from_event_index_ladder_backups_and_file(
             assert not holds(path.read_bytes()), path
 
 
+def test_tags_that_hold_the_secret_go_with_it(offline_home: Home):
+    """A tag is a way into search: the owner's tag on the event, and a keyword reflect put on
+    an episode that quotes it, must not keep the secret findable (a fresh-user audit found
+    `coworker search` still listing a redacted event by its tag). The event loses every tag
+    (on a marker none means anything); a rollup loses only the tags that quote it."""
+    from runtime.store import tags as tg
+
+    home = offline_home
+    secret_id, _ = built(home, NOW - timedelta(days=3))
+    with Store.open(home.db_path) as store:
+        [episode] = [int(r[0]) for r in store.query(
+            "SELECT id FROM rollups WHERE level = 1 AND first_event <= ? AND last_event >= ?",
+            (secret_id, secret_id))]
+        tg.add(store, "event", secret_id, [TOKEN, "walrusops"], "owner")
+        tg.add(store, "rollup", episode, [TOKEN, "deployments"], "offline")
+        assert fts_hits(store, "events_fts", "walrusops") == 1
+        report = redact_event(store, secret_id, "leaked deploy key")
+        assert episode in report.rollups
+        assert tg.listing(store, "event", secret_id) == []
+        assert [w for w, _ in tg.listing(store, "rollup", episode)] == ["deployments"]
+        assert not store.query("SELECT 1 FROM tags WHERE word LIKE ?", (f"%{TOKEN}%",))
+        for word in (TOKEN, "walrusops"):
+            assert fts_hits(store, "events_fts", word) == 0, word
+        assert fts_hits(store, "rollups_fts", TOKEN) == 0
+        assert fts_hits(store, "rollups_fts", "deployments") == 1
+        store.fts_integrity("events_fts")
+        store.fts_integrity("rollups_fts")
+    for path in home.state.iterdir():
+        if path.is_file():
+            assert not holds(path.read_bytes()), path
+
+
 def test_a_redaction_is_refused_for_an_unknown_or_redacted_event(offline_home: Home):
     with Store.open(offline_home.db_path) as store:
         eid = ev.append(store, Event(kind="note", body=f"the key is {SECRET}"))

@@ -13,6 +13,7 @@ caller's transaction (a savepoint when nested).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import CoworkerError
@@ -88,7 +89,8 @@ def _ledger(store: Store, item_kind: str, item_id: int, why: str, actor: str,
 
 def overwrite_event(store: Store, old: EventText, why: str, actor: str) -> tuple[int, str]:
     """Record the redaction and overwrite the event's body with its marker (meta with
-    {"redacted": id}), re-indexing it and dropping its vectors; return (id, marker)."""
+    {"redacted": id}), re-indexing it and dropping its tags (a tag can hold the secret too;
+    on a marker, none means anything) and its vectors; return (id, marker)."""
     with store.transaction() as db:
         rid = _ledger(store, "event", old.id, why, actor, now_iso())
         text = marker(rid, why)
@@ -96,6 +98,7 @@ def overwrite_event(store: Store, old: EventText, why: str, actor: str) -> tuple
         db.execute("INSERT INTO events_fts(events_fts, rowid, body, kind, actor, tags) "
                    "VALUES ('delete', ?, ?, ?, ?, ?)",
                    (old.id, old.body, old.kind, old.actor, old.tags))
+        db.execute("DELETE FROM tags WHERE item_kind = 'event' AND item_id = ?", (old.id,))
         table = "events" if old.source == "hot" else "events_archive"
         cur = db.execute(f"UPDATE {table} SET body = ?, meta = ? WHERE id = ?",
                          (text, json.dumps({"redacted": rid}), old.id))
@@ -123,9 +126,11 @@ def rollups_covering(store: Store, event_id: int) -> list[rl.Rollup]:
 
 
 def rewrite_rollup(store: Store, rollup_id: int, *, title: str, body: str, terms: str,
-                   vocab: str | None, why: str, actor: str) -> int:
+                   vocab: str | None, why: str, actor: str, drop_tags: Sequence[str] = ()
+                   ) -> int:
     """Rewrite a sealed rollup's text under a rollup redaction row (the trigger demands one),
-    re-indexing it and dropping its vectors; return the redaction id."""
+    dropping the tags `drop_tags` names (keywords that quote the secret), re-indexing it and
+    dropping its vectors; return the redaction id."""
     with store.transaction() as db:
         rid = _ledger(store, "rollup", rollup_id, why, actor, now_iso())
         db.execute("UPDATE redactions SET marker = ? WHERE id = ?", (marker(rid, why), rid))
@@ -133,6 +138,8 @@ def rewrite_rollup(store: Store, rollup_id: int, *, title: str, body: str, terms
                          "rollups_indexed WHERE id = ?", (rollup_id,)).fetchone()
         db.execute("INSERT INTO rollups_fts(rollups_fts, rowid, title, body, terms, level, "
                    "vocab, tags) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)", tuple(old))
+        db.executemany("DELETE FROM tags WHERE item_kind = 'rollup' AND item_id = ? AND "
+                       "word = ?", [(rollup_id, w) for w in drop_tags])
         db.execute("UPDATE rollups SET title = ?, body = ?, terms = ?, vocab = ? WHERE id = ?",
                    (title, body, terms, vocab, rollup_id))
         new = db.execute("SELECT id, title, body, terms, level, vocab, tags FROM "
