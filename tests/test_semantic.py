@@ -724,6 +724,24 @@ def test_a_query_with_no_words_is_refused_without_asking_the_embedder(
     assert len(embed_server.requests) == before, "the walk embedded a query with no words"
 
 
+@pytest.mark.parametrize("query", ["?!.,;", "the and of"])
+def test_a_search_with_no_words_finds_nothing_by_meaning_either(
+        offline_home: Home, embed_server: EmbedServer, query: str):
+    """With the channel on, "?!.,;" listed ten unrelated lines (and "more:"), where with it
+    off the same query finds nothing: no words, no hits, and no embedding."""
+    from runtime.memory.search import search
+    from runtime.settings import SemanticSection
+
+    _backfilled(offline_home, embed_server)
+    cfg = SemanticSection(enabled=True, url=embed_server.url)
+    before = len(embed_server.requests)
+    with Store.open(offline_home.db_path) as store:
+        got = search(store, query, semantic=em.SemanticCache().for_query(store, cfg, query),
+                     gate=1.0)
+    assert list(got) == [] and got.next_cursor is None, got
+    assert len(embed_server.requests) == before, "search embedded a query with no words"
+
+
 def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessagesAPI,
                                                     embed_server: EmbedServer):
     write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99))

@@ -178,10 +178,11 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
                               "drop --after, or drop --exhaustive to page on")
         return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows,
                            tz, query)
-    if not phrases:  # nothing to match: only the semantic channel can answer
+    if not phrases:  # nothing to match, so nothing to look for by meaning either ("?!" and
+        # "the and of" embed as near some line as any question does): no hits, as the walk
         if after is not None:
             raise CursorError("this cursor belongs to another query: search again without it")
-        return _exhaustive(store, words, None, limit, semantic, gate, (), query=query)
+        return _exhaustive(store, words, None, limit, None, gate, (), query=query)
     if after is None:
         plan, shown, phase, membership = _plan(store, phrases, windows, asked), None, (0, 0), None
     else:
