@@ -254,15 +254,22 @@ def mcp_tools(reports: Sequence[Any], live: bool) -> None:
 def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -> None:
     """A walk as a tree: rollups from the coarsest the walk kept down to the raw events, their
     times the owner's (`zone`, as the days the query named were read)."""
+    from .memory.cards import MAX_QUERY_CHARS
     from .store import rollups as rl
 
+    cut = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read)"
+           if result.get("query_truncated") else None)
     if result["refused"]:
         out.print(f"refused: {result['reason']}")
+        if cut:
+            out.print(cut)
         return
     said = f'; said on or about {", ".join(result["dates"])}' if result.get("dates") else ""
-    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} '
-              f'({len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
-              f'{", ".join(result["matched_tokens"])}{said})')
+    how = (f'by meaning: no words matched enough ({len(result["matched_tokens"])}/'
+           f'{len(result["query_tokens"])})' if result.get("entry") == "semantic" else
+           f'{len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
+           f'{", ".join(result["matched_tokens"])}')
+    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} ({how}{said})')
     nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
     rollups = {i: rl.get(store, i) for i in nodes}
     events = {e["id"]: e for e in result["events"]}
@@ -297,7 +304,5 @@ def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -
             event_line("  ", e)
     if result["truncated"]:
         out.print("(truncated: a cap was reached; narrow the query)")
-    if result.get("query_truncated"):
-        from .memory.cards import MAX_QUERY_CHARS
-
-        out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)")
+    if cut:
+        out.print(cut)

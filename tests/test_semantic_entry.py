@@ -150,6 +150,9 @@ def test_the_cli_walk_and_search_take_the_semantic_path(sem_home):
     assert walked.returncode == 0, walked.stderr
     got = json.loads(walked.stdout)
     assert got["entry"] == "semantic" and got["events"][0]["id"] == ids[1], got
+    human = coworker("walk", *PARAPHRASE.split())  # says how it entered, not "(0/3: )"
+    assert human.returncode == 0 and "(by meaning: no words matched enough (" in \
+        human.stdout.splitlines()[0], human.stdout
     found = coworker("search", *PARAPHRASE.split(), "--json")
     assert found.returncode == 0, found.stderr
     first = json.loads(found.stdout.splitlines()[0])

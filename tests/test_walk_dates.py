@@ -553,6 +553,12 @@ def test_the_cli_walk_does_not_echo_a_pasted_book(days_home):
     out = coworker("walk", "parser", "crash", "x" * 5000,
                    env={**os.environ, "COWORKER_HOME": str(home.root)})
     assert out.returncode in (0, 1) and len(out.stdout.splitlines()[0]) < 2200, out.stdout[:300]
+    # found or refused, the reader is told the query was cut
+    refused = coworker("walk", "zebra", "y" * 5000, env={**os.environ,
+                                                         "COWORKER_HOME": str(home.root)})
+    assert refused.returncode == 1, refused.stdout[:300]
+    for got in (out, refused):
+        assert "only the first 2000 characters of the query were read" in got.stdout, got.stdout
 
 
 def test_the_turns_own_input_is_not_found_even_once_sealed(offline_home: Home):
