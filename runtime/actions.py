@@ -552,6 +552,10 @@ class Actions:
         if len(given) > MAX_TAGS or any(len(w) > MAX_TAG_CHARS for w in given):
             raise UsageError(f"a tag is a search word: at most {MAX_TAGS} of them, each at most "
                              f"{MAX_TAG_CHARS} characters")
+        unsearchable = [w for w in given if not any(c.isalnum() for c in w)]
+        if unsearchable:  # the index keeps letters and digits only: such a tag finds nothing
+            raise UsageError(f"a tag is a search word, with a letter or a digit: "
+                             f"{unsearchable[0]!r} has none")
         with self._store() as store:
             try:
                 added = tags_store.add(store, kind, num, given)

@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import sys
@@ -95,13 +96,16 @@ def init() -> None:
         out.print(f"{home.root} is already a coworker home; nothing changed")
     out.print("next: `coworker run` (foreground) or `coworker start` (background)")
     if shutil.which("coworker") is None:
+        script = Path(__file__).resolve().parents[1] / "coworker"  # the clone's, if this is one
+        where = shlex.quote(str(script)) if script.is_file() else "/path/to/clone/coworker"
         out.print("(`coworker` is not on your PATH: in the clone use `./coworker`, or link it "
-                  "once: ln -s /path/to/clone/coworker ~/.local/bin/coworker)")
+                  f"once: ln -s {where} ~/.local/bin/coworker)")
 
 
 @cli.command()
 @click.option("--once", is_flag=True, help="Run one tick, then exit.")
-@click.option("--ticks", type=click.IntRange(min=1, max=10**6), help="Run N ticks, then exit.")
+@click.option("--ticks", type=click.IntRange(min=1, max=10**6),
+              help="Run N ticks, then exit (waiting the tick interval between them).")
 @click.option("--live", is_flag=True, help="Let side-effect tools act (default: dry-run).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
               help="Log line format (default: [logging] format).")

@@ -78,7 +78,7 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
     if probe_model:
         steps.append(("model", lambda: _model(settings)))
     steps.append(("spending", lambda: _spending(home, settings)))
-    steps.append(("semantic", lambda: _semantic(settings)))
+    steps.append(("semantic", lambda: _semantic(home, settings)))
     checks = [_guarded(name, fn) for name, fn in steps]
     return checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
 
@@ -491,9 +491,14 @@ def _spending(home: Home, settings: Settings | None) -> Check:
     return Check(name, True, today)
 
 
-def _semantic(settings: Settings | None) -> Check:
-    """When the semantic channel is on, it embeds: one short text, within its timeout."""
+def _semantic(home: Home, settings: Settings | None) -> Check:
+    """When the semantic channel is on, it embeds: one short text, within its timeout; and
+    the history has vectors of its model (none at all, after turning the channel on, means
+    nothing is found by meaning until a backfill)."""
     from .memory import embed as em
+    from .store import Store
+    from .store import vectors as vs
+    from .store.events import BOOKKEEPING_KINDS
 
     name = "semantic"
     if settings is None:
@@ -507,6 +512,18 @@ def _semantic(settings: Settings | None) -> Check:
                                   "to lexical until it does: fix [semantic] or set enabled = false")
     from .memory.nearest import calibrated
 
+    unembedded: object = False  # no database yet: the database check says so
+    if home.db_path.exists():
+        with Store.open(home.db_path, readonly=True) as store:
+            after = vs.window_start(store, settings.semantic.window_events)
+            have = vs.count(store, embedder.name, "event", after)
+            unembedded = not have and vs.missing_events(store, embedder.name,
+                                                        sorted(BOOKKEEPING_KINDS), after, page=1)
+    if unembedded:
+        return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms), "
+                     "but no event has a vector of it yet, so nothing is found by meaning: run "
+                     "`coworker embed --backfill` (reflect then embeds new events weekly)",
+                     warn=True)
     if not calibrated(embedder.name):
         # the walk's semantic entry has coefficients for MiniLM and mpnet (memory.nearest)
         return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms)"

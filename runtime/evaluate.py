@@ -338,6 +338,9 @@ def load(path: Path) -> list[dict[str, Any]]:
             and isinstance(s.get("conversation"), dict) for s in data):
         raise UsageError(f"{path.name} is not a LoCoMo file (a list of samples with "
                          "'conversation' and 'qa')")
+    if not data:
+        raise UsageError(f"{path.name} holds no conversations; give a LoCoMo file with at least "
+                         "one sample")
     for i, sample in enumerate(data):
         try:  # read every turn now: a damaged sample is one line, before any work
             turns(sample)

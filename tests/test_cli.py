@@ -41,6 +41,17 @@ def test_init_creates_a_home_and_is_idempotent(isolated_home: Path):
     assert (isolated_home / "MEMORY.md").read_text() == "# mine\n"
 
 
+def test_init_off_the_path_names_this_clones_script(isolated_home: Path):
+    """Off the PATH, init says how to link the command, with this clone's own script (it once
+    printed a literal /path/to/clone/coworker), quoted for the shell."""
+    import shlex
+
+    r = coworker("init", env={**os.environ, "PATH": str(isolated_home)})  # no coworker on it
+    assert r.returncode == 0, r.stderr
+    assert f"ln -s {shlex.quote(str(REPO / 'coworker'))} ~/.local/bin/coworker" in r.stdout, \
+        r.stdout
+
+
 def test_commands_outside_a_home_say_run_init(isolated_home: Path):
     for args in (["status"], ["tell", "hi"], ["log"], ["run", "--once"]):
         r = coworker(*args)

@@ -636,6 +636,29 @@ def test_a_semantic_model_the_calibration_was_not_fitted_for_is_a_warning(offlin
         server.stop()
 
 
+def test_the_semantic_channel_on_with_no_vectors_yet_is_a_warning(offline_home: Home):
+    """Turned on over an existing history, the channel embeds but finds nothing by meaning
+    until a backfill: doctor said "ok"; it says so, with the command."""
+    from runtime.memory import embed as em
+
+    from .test_semantic import EmbedServer, seed
+
+    server = EmbedServer().start()
+    try:
+        seed(offline_home, ["The parser crashed on unicode input.", "Billing export done."])
+        write_config(offline_home.root, semantic={"enabled": True, "provider": "http",
+                                                  "url": server.url})
+        c = by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"]
+        assert c.ok and c.warn and "no event has a vector" in c.detail, c.detail
+        assert "coworker embed --backfill" in c.detail
+        with Store.open(offline_home.db_path) as store:
+            em.backfill(store, em.make_embedder(offline_home.settings().semantic))
+        c = by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"]
+        assert c.ok and not c.warn and "embeds" in c.detail, c.detail
+    finally:
+        server.stop()
+
+
 # MCP servers: one check a configured server ----------------------------------------------------
 def _mcp_servers(home: Home, *tables: str) -> None:
     text = home.config_path.read_text(encoding="utf-8")

@@ -407,6 +407,11 @@ def test_tag_unknown_id_exits_1_and_bad_spec_exits_2(offline_home: Home):
         r = coworker("tag", spec, "word")
         assert r.returncode == 2, (spec, r.returncode, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    [eid] = seed(offline_home, ["another thing"])
+    r = coworker("tag", str(eid), "fine", "!!!")  # the index keeps no punctuation: it finds nothing
+    assert r.returncode == 2 and "'!!!' has none" in r.stderr, (r.returncode, r.stderr)
+    with Store.open(offline_home.db_path) as store:
+        assert not store.query("SELECT 1 FROM tags WHERE item_id = ?", (eid,)), "nothing is added"
 
 
 # --- eval metrics ------------------------------------------------------------------------------

@@ -243,6 +243,9 @@ def test_eval_locomo_bad_files_and_paths_are_one_line(offline_home: Home, tmp_pa
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000, encoding="utf-8")
     assert "is not JSON" in _one_line_error(coworker("eval", "locomo", str(deep)), 2)
+    empty = tmp_path / "empty.json"  # it once "measured" nothing: exit 0, "p50 None ms"
+    empty.write_text("[]", encoding="utf-8")
+    assert "holds no conversations" in _one_line_error(coworker("eval", "locomo", str(empty)), 2)
 
 
 def test_a_run_file_that_is_not_an_object_reads_as_none(offline_home: Home):
