@@ -694,6 +694,12 @@ def test_the_channel_says_when_it_has_no_vectors_or_their_size_changed(
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert sum("no event has a vector" in m and "coworker embed --backfill" in m
                for m in warned) == 1, warned
+    before = len(embed_server.requests)
+    with Store.open(offline_home.db_path) as store:  # recall pays no embedding for nothing
+        embedder, matrix = cache.get(store, cfg)
+        got = recall_hybrid(store, "vehicle to acquire", embedder=embedder, matrix=matrix,
+                            gate=0.99)
+    assert got.channel == "lexical (no vectors yet)" and len(embed_server.requests) == before
     with Store.open(offline_home.db_path) as store:
         em.backfill(store, em.make_embedder(cfg))
     embed_server.dim = 32

@@ -795,6 +795,8 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         return done()
     if embedder is None or matrix is None:
         return done("lexical")
+    if not len(matrix.ids):  # nothing to compare (the cache said so): no embedding to pay for
+        return done("lexical (no vectors yet)")
     weak = lex.skipped == "evidence below the floor" or not lex.hits
     person = None  # a person named: only to widen what the words found, never to replace it
     if not weak:
