@@ -245,20 +245,38 @@ class Actions:
         return cache.for_query(store, settings.semantic, query)
 
     def recall(self, text: str) -> dict[str, Any]:
-        """What the loop would recall before answering `text`: terms, items, the exact block."""
-        from .memory.recall import Budget, recall
+        """What the loop would recall before answering `text`: terms, the items the block holds
+        (best first, whole, marked stale or imported in the words walk and search use), the
+        exact block, and the decision (why there is none). Hybrid when the channel is on, as
+        in the loop."""
+        from .memory.embed import SemanticCache
+        from .memory.recall import Budget, recall, recall_hybrid
 
         settings = self.home.settings()
         cfg = settings.recall
         budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
-        with self._store(readonly=True) as store:  # a named day is the owner's, as in the loop
-            found = recall(store, text, max_terms=cfg.max_terms,
-                           tz=settings.coworker.zone)
-        items = [{"id": h.event.id, "ts": h.event.ts, "kind": h.event.kind,
-                  "actor": h.event.actor, "body": h.event.body, "source": h.event.source}
-                 for h in found.hits[: budget.max_items]]
+        tz = settings.coworker.zone  # a named day is the owner's, as in the loop
+        with self._store(readonly=True) as store:
+            found = None
+            try:  # the semantic channel's own failure leaves lexical recall standing
+                got = _SEMANTIC.setdefault(str(self.home.root), SemanticCache()).get(
+                    store, settings.semantic)
+                if got is not None:
+                    found = recall_hybrid(store, text, embedder=got[0], matrix=got[1],
+                                          gate=settings.semantic.gate, k=cfg.max_items,
+                                          max_terms=cfg.max_terms, tz=tz)
+            except Exception as e:
+                log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
+                            type(e).__name__, e)
+            if found is None:
+                found = recall(store, text, k=cfg.max_items, max_terms=cfg.max_terms, tz=tz)
+        shown = {int(h.event.id or 0) for h, _ in found.chosen(budget)}
+        items = [_recalled(h) for h in found.hits[: budget.max_items]
+                 if int(h.event.id or 0) in shown]
         result: dict[str, Any] = {"terms": found.terms, "items": items,
-                                  "block": found.block(budget)}
+                                  "block": found.block(budget),
+                                  "decision": f"none: {found.skipped}" if found.skipped
+                                  else "inject"}
         if found.dates:
             result["dates"] = found.dates
         if found.query_truncated:
@@ -636,3 +654,15 @@ def to_inbox(home: Home, message: str) -> Path:
     target = home.inbox / name
     os.replace(tmp, target)
     return target
+
+
+def _recalled(h: Any) -> dict[str, Any]:
+    """A recalled item as the MCP and the tools show it: whole, marked as the block marks it."""
+    e = h.event
+    item = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": e.body,
+            "source": e.source}
+    if h.stale_by is not None:
+        item["stale"] = f"superseded by decision {h.stale_by}"
+    if e.imported:
+        item["imported"] = "not your owner's words"
+    return item

@@ -185,7 +185,11 @@ def test_recall_returns_items_and_the_block_within_the_configured_budget(offline
     assert len(lines) == 3 and sum(len(x) for x in lines) <= 1800
     assert all(len(x) <= 600 and x.endswith("…") for x in lines)
     assert any(f"[event {first['id']} ·" in x for x in lines)  # time order, not rank
-    assert len(tight["items"]) == 2 and tight["block"] == direct.block(Budget(2, 200, 300))
+    assert tight["block"] == direct.block(Budget(2, 200, 300))
+    # the items are what the block holds: a second item the 300 characters have no room for
+    # is not listed as recalled
+    assert len(tight["items"]) == len(tight["block"].split("\n")) - 1 == 1, tight
+    assert tight["decision"] == default["decision"] == "inject"
     assert sum(len(x) for x in tight["block"].split("\n")[1:]) <= 300
 
 

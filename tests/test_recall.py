@@ -414,6 +414,27 @@ def test_tag_unknown_id_exits_1_and_bad_spec_exits_2(offline_home: Home):
         assert not store.query("SELECT 1 FROM tags WHERE item_id = ?", (eid,)), "nothing is added"
 
 
+def test_a_block_over_budget_keeps_the_best_items_not_the_oldest():
+    """The block shows its items oldest first; the budget must still keep the best ranked. It
+    used to sort first and stop at the first item that did not fit, so the newest (here the
+    correction, ranked first) was dropped while the recall event listed it as injected."""
+    from runtime.memory.recall import BLOCK_HEAD, Budget, Hit, Recall
+
+    def hit(i: int, day: int, score: float) -> Hit:
+        return Hit(Event(kind="note", body=f"Item {i}: " + "words " * 40, actor="coworker",
+                         author_kind="agent", ts=f"2026-03-0{day}T09:00:00.000Z", id=i),
+                   score, None)
+
+    ranked = [hit(5, 5, 9.0), hit(4, 4, 8.0), hit(1, 1, 3.0), hit(2, 2, 2.0), hit(3, 3, 1.0)]
+    found = Recall(terms=["item"], hits=ranked)
+    budget = Budget(max_items=5, item_chars=200, total_chars=len(BLOCK_HEAD) + 3 * 201)
+    block = found.block(budget)
+    shown = [int(line.split("[event ")[1].split(" ")[0]) for line in block.split("\n")[1:]]
+    assert shown == [1, 4, 5], block  # the best three, oldest first
+    assert len(block) <= budget.total_chars
+    assert [i["id"] for i in found.as_meta(budget)["items"]] == shown
+
+
 # --- eval metrics ------------------------------------------------------------------------------
 
 def test_question_metrics_exact_values():
@@ -653,6 +674,33 @@ def test_a_superseded_decision_is_marked_stale_in_the_block_in_search_words(offl
     with Store.open(offline_home.db_path) as store:
         label = next(h.label for h in search(store, "zeppelin release") if h.id == old)
     assert f"stale: superseded by decision {second.id}" in label
+
+
+def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: Home):
+    """`memory_recall` (the MCP door, `Actions.recall`) lists the items the block holds, each
+    marked stale or imported in the block's words, and says why there is no block."""
+    from runtime.actions import Actions, Door
+    from runtime.store import decisions as dec
+
+    old, new = seed(offline_home, ["Decided: the zeppelin release ships on Monday.",
+                                   "Decided: the zeppelin release ships on Tuesday instead."],
+                    kind="decision")
+    with Store.open(offline_home.db_path) as store:
+        first = dec.record(store, "zeppelin ships Monday", None, None, old, "2024-05-01T09:00Z")
+        second = dec.record(store, "zeppelin ships Tuesday", None, first.id, new,
+                            "2024-05-02T09:00Z")
+        [told] = ev.append_many(store, [Event(
+            kind="message", body="The zeppelin release is cancelled, ship nothing.",
+            actor="owner", author_kind="user", meta={"imported": True})])
+    got = Actions(offline_home, Door.MCP).recall("When does the zeppelin release ship?")
+    items = {i["id"]: i for i in got["items"]}
+    assert got["decision"] == "inject" and set(items) == {old, new, told}, got
+    assert items[old]["stale"] == f"superseded by decision {second.id}"
+    assert "stale" not in items[new] and "imported" not in items[new]
+    assert items[told]["imported"] == "not your owner's words"
+    quiet = Actions(offline_home, Door.MCP).recall("Thanks!")
+    assert quiet["block"] is None and quiet["items"] == [], quiet
+    assert quiet["decision"].startswith("none: "), quiet
 
 
 def test_block_lists_items_in_time_order_with_dates(offline_home: Home):

@@ -99,6 +99,8 @@ TOLD_WITHIN = 7  # days after a window in which "yesterday", "last Saturday" may
 TOLD_CHARS = 20_000  # characters of those days' texts read for the days they name, per window
 DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
+BLOCK_HEAD = ("Recalled from your memory for this turn, oldest first (a later event may "
+              "correct an earlier one; cite the ids if you use them):")
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
 PHATIC = frozenset("""
     thanks thank thx cheers great good nice cool fine okay ok yes yeah yep sure right perfect
@@ -140,14 +142,19 @@ class Recall:
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
-        if not self.hits or budget.max_items <= 0 or self.skipped:
+        if self.skipped:
             return None
-        head = ("Recalled from your memory for this turn, oldest first (a later event may "
-                "correct an earlier one; cite the ids if you use them):")
-        lines, used = [], len(head)  # the whole block, header and newlines, is in the budget
-        # chosen by rank, shown in time order, so a correction reads after what it corrects
-        chosen = sorted(self.hits[: budget.max_items], key=lambda h: (h.event.ts, h.event.id or 0))
-        for h in chosen:
+        lines = [line for _, line in self.chosen(budget)]
+        return BLOCK_HEAD + "\n" + "\n".join(lines) if lines else None
+
+    def chosen(self, budget: Budget) -> list[tuple[Hit, str]]:
+        """The items the budget holds, as (hit, line): taken by rank (the best first, until an
+        item would not fit), shown in time order, so a correction reads after what it
+        corrects and what the budget leaves out is the least relevant, never the newest."""
+        if not self.hits or budget.max_items <= 0:
+            return []
+        taken, used = [], len(BLOCK_HEAD)  # the whole block, header and newlines, is in it
+        for h in self.hits[: budget.max_items]:
             e = h.event
             text = " ".join(e.body.split())
             when = e.ts[:16].replace("T", " ")
@@ -161,10 +168,9 @@ class Recall:
                 break
             if len(text) > room:
                 text = text[: room - 1] + "…"
-            line = prefix + text
-            lines.append(line)
-            used += len(line) + 1
-        return head + "\n" + "\n".join(lines) if lines else None
+            taken.append((h, prefix + text))
+            used += len(prefix + text) + 1
+        return sorted(taken, key=lambda t: (t[0].event.ts, t[0].event.id or 0))
 
     def as_meta(self, budget: Budget) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -174,7 +180,7 @@ class Recall:
                        "episode": h.episode, "source": h.event.source,
                        **({"stale": f"superseded by decision {h.stale_by}"}
                           if h.stale_by is not None else {})}
-                      for h in self.hits[: budget.max_items]],
+                      for h, _ in self.chosen(budget)],  # what the block holds, in its order
             "evidence": None if self.evidence is None else round(self.evidence, 4),
             "decision": f"none: {self.skipped}" if self.skipped else "inject"}
         if self.semantic is not None:
