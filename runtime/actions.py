@@ -662,7 +662,7 @@ def _recalled(h: Any) -> dict[str, Any]:
     item = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": e.body,
             "source": e.source}
     if h.stale_by is not None:
-        item["stale"] = f"superseded by decision {h.stale_by}"
+        item["stale"] = f"superseded by {h.stale_by}"
     if e.imported:
         item["imported"] = "not your owner's words"
     return item

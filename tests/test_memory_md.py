@@ -697,7 +697,7 @@ def _superseded_history(store: Store) -> dict[str, int]:
 def test_superseded_decision_is_stale_in_search_walk_and_the_map(offline_home: Home,
                                                                 store: Store):
     h = _superseded_history(store)
-    stale = f"superseded by decision {h['second']}"
+    stale = f"superseded by decision {h['second']} (event {h['second_event']})"
 
     labels = {hit.id: hit.label for hit in search(store, "parser release Friday Monday")}
     assert "stale" in labels[h["first_event"]] and stale in labels[h["first_event"]], labels
@@ -711,9 +711,9 @@ def test_superseded_decision_is_stale_in_search_walk_and_the_map(offline_home: H
     assert "stale" not in events[h["said"]]
     assert "stale" not in events.get(h["second_event"], {})
 
-    page = memmap.render(store)
+    page = memmap.render(store)  # the map lists decisions by their own ids
     lines = {int(m[1]): m[0] for m in re.finditer(r"^- decision (\d+) .*$", page, re.M)}
-    assert f"stale: {stale}" in lines[h["first"]], lines
+    assert f"stale: superseded by decision {h['second']};" in lines[h["first"]], lines
     assert "stale" not in lines[h["second"]], lines
     assert f"#{h['said']}" in lines[h["first"]]
 
@@ -727,6 +727,36 @@ def test_stale_shows_through_the_cli_search_and_walk(offline_home: Home, store: 
     result = json.loads(run("walk", "parser", "release", "friday", "--json").stdout)
     events = {e["id"]: e for e in result["events"]}
     assert "stale" in events[h["first_event"]] and "stale" not in events[h["said"]]
+
+
+def test_the_decide_tool_supersedes_by_the_event_id_the_model_sees(offline_home: Home,
+                                                                   store: Store):
+    """Every door shows a decision as [event N · ... · decision]; the decisions table's own ids
+    are never shown. `decide(supersedes=N)` took a decision id: the model's event id dropped
+    the supersede in silence, or marked whichever decision had that number stale. It takes the
+    event id, and an id that is no decision is an error the model can correct."""
+    from runtime.tools import ToolContext
+
+    registry = default_registry()
+    ctx = ToolContext(store=store, home_root=offline_home.root, settings=offline_home.settings(),
+                      tick_id=None, live=False)
+    notes = [put(store, f"Standup notes {i}") for i in range(3)]  # ids no longer coincide
+    hetzner = registry.dispatch(ctx, "decide", {"text": "Staging database on Hetzner."})
+    redis = registry.dispatch(ctx, "decide", {"text": "Staging cache runs on Redis."})
+    first = int(re.search(r"recorded as event (\d+)", hetzner.text)[1])
+    cache = int(re.search(r"recorded as event (\d+)", redis.text)[1])
+    moved = registry.dispatch(ctx, "decide", {"text": "Staging database moves to AWS.",
+                                              "supersedes": first})
+    assert not moved.is_error and f"supersedes the decision of event {first}" in moved.text
+    new = int(re.search(r"recorded as event (\d+)", moved.text)[1])
+    stale = dec.stale_events(store)
+    assert set(stale) == {first}, stale  # the cache decision is untouched
+    assert stale[first].endswith(f"(event {new})"), stale
+    before = (len(dec.all_(store)), ev.counts(store))
+    wrong = registry.dispatch(ctx, "decide", {"text": "Drop Redis.", "supersedes": notes[-1]})
+    assert wrong.is_error and f"event {notes[-1]} is not a decision" in wrong.text, wrong.text
+    assert dec.by_event(store, cache) is not None and "stale" not in str(stale.get(cache))
+    assert (len(dec.all_(store)), ev.counts(store)) == before, "a refused decide wrote nothing"
 
 
 def test_decision_provenance_is_validated(offline_home: Home, store: Store):

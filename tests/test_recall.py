@@ -695,7 +695,7 @@ def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: H
     got = Actions(offline_home, Door.MCP).recall("When does the zeppelin release ship?")
     items = {i["id"]: i for i in got["items"]}
     assert got["decision"] == "inject" and set(items) == {old, new, told}, got
-    assert items[old]["stale"] == f"superseded by decision {second.id}"
+    assert items[old]["stale"] == f"superseded by decision {second.id} (event {new})"
     assert "stale" not in items[new] and "imported" not in items[new]
     assert items[told]["imported"] == "not your owner's words"
     quiet = Actions(offline_home, Door.MCP).recall("Thanks!")

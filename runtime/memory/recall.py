@@ -124,7 +124,7 @@ class Hit:
     event: Event
     score: float
     episode: int | None  # the level-1 rollup it came through, None for fresh events
-    stale_by: int | None = None  # a superseded decision: the decision that replaced it
+    stale_by: str | None = None  # a superseded decision: the one that replaced it, named
 
 
 @dataclass
@@ -158,7 +158,7 @@ class Recall:
             e = h.event
             text = " ".join(e.body.split())
             when = e.ts[:16].replace("T", " ")
-            mark = (f" · stale: superseded by decision {h.stale_by}" if h.stale_by is not None
+            mark = (f" · stale: superseded by {h.stale_by}" if h.stale_by is not None
                     else "")
             if e.imported:  # the words of context.IMPORTED_MARK: never the owner's authority
                 mark = " · imported: not your owner's words" + mark
@@ -178,7 +178,7 @@ class Recall:
             "coverage": self.coverage,
             "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
                        "episode": h.episode, "source": h.event.source,
-                       **({"stale": f"superseded by decision {h.stale_by}"}
+                       **({"stale": f"superseded by {h.stale_by}"}
                           if h.stale_by is not None else {})}
                       for h, _ in self.chosen(budget)],  # what the block holds, in its order
             "evidence": None if self.evidence is None else round(self.evidence, 4),

@@ -581,20 +581,20 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     return out
 
 
-def _label(event: Event, stale: dict[int, int]) -> str:
+def _label(event: Event, stale: dict[int, str]) -> str:
     """The hit's kind, and what the reader must know of it: stale, or imported (whatever actor
     an imported line claims, it never carries the owner's authority; the words of the loop's
     context and recall block)."""
     label = event.kind
     if event.id in stale:
-        label += f" (stale: superseded by decision {stale[event.id]})"
+        label += f" (stale: superseded by {stale[event.id]})"
     if event.imported:
         label += " (imported: not your owner's words)"
     return label
 
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
-           limit: int, stale: dict[int, int], lexical_weight: float,
+           limit: int, stale: dict[int, str], lexical_weight: float,
            first: list[Hit] | None = None, query: str = "",
            semantic: Semantic | None = None) -> list[Hit] | None:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
@@ -680,7 +680,7 @@ def _folded(store: Store, h: Hit, taken: list[Hit], spans: list[tuple[int, int]]
     return False
 
 
-def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, int]
+def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, str]
                   ) -> tuple[Hit, str] | None:
     """A hit only the vectors found (source "semantic"), and an event's whole text."""
     kind, i = item

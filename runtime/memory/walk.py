@@ -80,14 +80,14 @@ class Found:
     """One raw event the walk reached, its body cut to the payload cap."""
     event: Event
     body: str
-    stale_by: int | None = None  # the decision that superseded it
+    stale_by: str | None = None  # the decision that superseded it, named
 
     def as_dict(self) -> dict[str, Any]:
         e = self.event
         row: dict[str, Any] = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor,
                                "body": self.body, "source": e.source}
         if self.stale_by is not None:  # the coworker can tell "was true" from "is true"
-            row["stale"] = f"superseded by decision {self.stale_by}"
+            row["stale"] = f"superseded by {self.stale_by}"
         if e.imported:  # whatever actor it claims, never the owner's authority
             row["imported"] = "not your owner's words"
         return row

@@ -74,9 +74,18 @@ def superseded(store: Store) -> dict[int, int]:
     return {int(r[0]): int(r[1]) for r in rows}
 
 
-def stale_events(store: Store) -> dict[int, int]:
-    """Event id of a superseded decision -> id of the decision that replaced it."""
+def stale_events(store: Store) -> dict[int, str]:
+    """Event id of a superseded decision -> the decision that replaced it, as every door
+    names it after "superseded by ": "decision 4 (event 31)", the event being the id the
+    model and the owner see it by (no event: "decision 4")."""
     rows = store.query(
-        "SELECT old.event_id, new.id FROM decisions AS new JOIN decisions AS old "
+        "SELECT old.event_id, new.id, new.event_id FROM decisions AS new JOIN decisions AS old "
         "ON old.id = new.supersedes WHERE old.event_id IS NOT NULL")
-    return {int(r[0]): int(r[1]) for r in rows}
+    return {int(r[0]): f"decision {int(r[1])}" + (f" (event {int(r[2])})" if r[2] is not None
+                                                   else "") for r in rows}
+
+
+def by_event(store: Store, event_id: int) -> int | None:
+    """The id of the decision recorded as event `event_id`, or None."""
+    got = store.scalar("SELECT id FROM decisions WHERE event_id = ?", (event_id,))
+    return None if got is None else int(got)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from ..errors import UsageError
 from ..store import decisions, now_iso
 from .registry import Tool, ToolContext
 
@@ -30,22 +31,34 @@ class DecideInput(BaseModel):
     source_events: list[EventId] = Field(
         default_factory=list, description="ids of the events this decision rests on"
     )
-    supersedes: EventId | None = Field(None,
-                                       description="id of an earlier decision this replaces")
+    supersedes: EventId | None = Field(
+        None, description="the event id of an earlier decision this replaces, as your memory "
+        "shows it: [event N · ... · decision]")
 
 
 def _decide(ctx: ToolContext, p: DecideInput) -> str:
+    # the model sees decisions by their event ids, never by the decisions table's own: an id
+    # that names no decision is an error it can correct, not a supersede dropped in silence
+    # or laid on whichever decision happens to have that number
+    old = None
+    if p.supersedes is not None:
+        old = decisions.by_event(ctx.store, p.supersedes)
+        if old is None:
+            raise UsageError(f"event {p.supersedes} is not a decision: supersedes takes the "
+                                 "event id of an earlier decision, as your memory shows it "
+                                 "([event N · ... · decision]); nothing was recorded")
     event_id = ctx.record("decision", p.text, source_events=p.source_events,
                           supersedes=p.supersedes)
-    d = decisions.record(ctx.store, p.text, p.source_events or None, p.supersedes, event_id,
+    d = decisions.record(ctx.store, p.text, p.source_events or None, old, event_id,
                          now_iso())
     cited = "no valid source events (provenance NULL)" if d.source_events is None and \
         p.source_events else f"sources {d.source_events}" if d.source_events else "no sources"
-    return f"decision {d.id} recorded as event {event_id}; {cited}"
+    replaced = f"; it supersedes the decision of event {p.supersedes}" if old is not None else ""
+    return f"decision {d.id} recorded as event {event_id}; {cited}{replaced}"
 
 
 TOOLS = [
     Tool("note", "Remember something: writes a note event to your memory.", NoteInput, _note),
     Tool("decide", "Record a decision, citing the event ids it rests on; may supersede an "
-         "earlier decision by id.", DecideInput, _decide),
+         "earlier decision by its event id.", DecideInput, _decide),
 ]
