@@ -741,7 +741,9 @@ def test_breadth_top_k_covers_the_three_episodes_holding_the_evidence(offline_ho
         f"top-3 {sorted(got)} does not cover the three episodes {a[0]}.., {b[0]}, {c[0]}")
 
 
-@pytest.mark.parametrize("message", ["Thanks!", "ok great, thank you", "Good morning!"])
+@pytest.mark.parametrize("message", ["Thanks!", "ok great, thank you", "Good morning!",
+                                     "Many thanks!", "Much appreciated!", "Danke schön!",
+                                     "Vielen Dank!", "Merci!", "ty!"])
 def test_courtesy_needs_no_memory_and_nothing_is_retrieved(offline_home: Home, message: str):
     seed(offline_home, ["Thanks for the great review this morning, good work!"] * 3)
     block, found = _block_of(offline_home, message)

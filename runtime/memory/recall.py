@@ -105,7 +105,8 @@ BLOCK_HEAD = ("Recalled from your memory for this turn, oldest first (a later ev
 PHATIC = frozenset("""
     thanks thank thx cheers great good nice cool fine okay ok yes yeah yep sure right perfect
     awesome hello hey hi bye morning evening afternoon night sounds talk soon later welcome
-    sorry done well lot much danke bitte hallo gut super genau tschüss morgen
+    sorry done well lot much many appreciated appreciate ty tysm thankyou alright
+    danke dank vielen schön schoen bitte hallo gut super genau tschüss morgen merci gracias
     """.split())
 THEIRS_POOL = 20  # with a speaker named, their lines first among this many of the best
 PEOPLE = ("user", "third_party")  # the author kinds whose actor is a person who may be named
