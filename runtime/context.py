@@ -18,6 +18,7 @@ from .memory.memorymd import prompt_text
 from .model import cacheable_system
 from .settings import Settings
 from .store import Event, Store
+from .store import decisions as dec
 from .store import events as ev
 from .store import pins as pins_store
 from .store import rollups as rl
@@ -66,12 +67,16 @@ def build_prefix(home: Home, settings: Settings, store: Store, registry: Registr
 IMPORTED_MARK = " · imported: not your owner's words"
 
 
-def line(e: Event, chars: int = EVENT_CHARS) -> str:
-    """One event as the model sees it; an imported one says so after its actor."""
+def line(e: Event, chars: int = EVENT_CHARS, stale: str | None = None) -> str:
+    """One event as the model sees it; an imported one says so after its actor, and a
+    decision a later one superseded (`stale`: "decision 4 (event 57)") says so as the recall
+    block does."""
     body = " ".join(e.body.split())
     if len(body) > chars:
         body = body[: chars - 1] + "…"
     mark = IMPORTED_MARK if e.imported else ""
+    if stale is not None:
+        mark += f" · stale: superseded by {stale}"
     return f"[event {e.id} · {e.ts[:16]} · {e.kind} · {e.actor}{mark}] {body}"
 
 
@@ -100,8 +105,9 @@ def staircase(store: Store, settings: Settings, before_id: int) -> str:
     recent = ev.tail(store, settings.context.recent_events, before_id=before_id,
                      include_archive=False)
     kept: list[str] = []
+    stale = dec.stale_events(store) if recent else {}
     for e in reversed(recent):  # newest first until the budget runs out, then restore order
-        text = line(e)
+        text = line(e, stale=stale.get(int(e.id or 0)))
         if used + len(text) > budget:
             break
         kept.append(text)

@@ -729,6 +729,20 @@ def test_stale_shows_through_the_cli_search_and_walk(offline_home: Home, store: 
     assert "stale" in events[h["first_event"]] and "stale" not in events[h["said"]]
 
 
+def test_the_staircase_marks_a_superseded_decision_as_the_recall_block_does(
+        offline_home: Home, store: Store):
+    """The same request showed a superseded decision unmarked in "Your past" and marked in the
+    recall block: the staircase says it too, in the block's words."""
+    from runtime.context import staircase
+
+    h = _superseded_history(store)
+    got = staircase(store, offline_home.settings(), before_id=10**9)
+    lines = {int(m[1]): m[0] for m in re.finditer(r"^\[event (\d+) .*$", got, re.M)}
+    assert (f" · stale: superseded by decision {h['second']} (event {h['second_event']})]"
+            in lines[h["first_event"]]), lines[h["first_event"]]
+    assert all("stale" not in lines[h[k]] for k in ("said", "changed", "second_event")), lines
+
+
 def test_the_decide_tool_supersedes_by_the_event_id_the_model_sees(offline_home: Home,
                                                                    store: Store):
     """Every door shows a decision as [event N · ... · decision]; the decisions table's own ids
