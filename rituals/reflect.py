@@ -251,7 +251,8 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         except Exception:
             log.exception("could not record the failed reflect run")
         raise
-    report.map_bytes = memmap.write(store, home.memory_map, settings.coworker.name)
+    report.map_bytes = memmap.write(store, home.memory_map, settings.coworker.name,
+                                    home.memory_md)
     log.info("reflect: sealed %s, %.1f s, map %d bytes", report.sealed or "nothing",
              report.seconds, report.map_bytes)
     return report

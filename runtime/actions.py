@@ -196,7 +196,8 @@ class Actions:
         from .memory import memmap
 
         try:
-            memmap.write(store, self.home.memory_map, self.home.settings().coworker.name)
+            memmap.write(store, self.home.memory_map, self.home.settings().coworker.name,
+                         self.home.memory_md)
         except Exception as e:  # noqa: BLE001 - any failure of the map leaves the change whole
             why = f"memory map not re-rendered ({type(e).__name__}: {e})"
             log.warning(why)
@@ -446,7 +447,8 @@ class Actions:
         with self._store() as store:
             report = redact_event(store, event_id, why)
             if self.home.memory_map.exists():  # it quotes rollup titles: rewrite it
-                memmap.write(store, self.home.memory_map, self.home.settings().coworker.name)
+                memmap.write(store, self.home.memory_map, self.home.settings().coworker.name,
+                             self.home.memory_md)
         return report
 
     def pin(self, text: str) -> int:

@@ -306,6 +306,20 @@ def test_the_map_marks_a_superseded_entry_stale_and_a_queued_one_as_pending(
                      f"{queued.promotion_id}; this was true, it is not now)_"], lines
 
 
+def test_an_entry_restored_to_memory_md_is_not_listed_as_superseded(offline_home: Home,
+                                                                    store: Store):
+    """`coworker supersede` says `coworker restore N` brings the old entry back; once it is
+    back, it is true now, and the memory map must not call it stale."""
+    seed_rule(store, offline_home)
+    done = Actions(offline_home, Door.CLI).supersede("m1", NEW)
+    page = offline_home.memory_map.read_text(encoding="utf-8")
+    assert f"- [m1] {RULE} _(stale: superseded by [{done.entry_id}]" in page, page
+    Actions(offline_home, Door.CLI).restore(done.snapshot)
+    assert ("m1", RULE, None) in entries(offline_home)
+    page = offline_home.memory_map.read_text(encoding="utf-8")
+    assert "[m1]" not in page and "## MEMORY.md entries superseded" not in page, page
+
+
 # --- the doors -------------------------------------------------------------------------------
 
 def test_the_mcp_door_cannot_supersede(offline_home: Home, store: Store):

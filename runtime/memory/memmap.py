@@ -11,17 +11,23 @@ byte-identical file (no clock is read here). It reads the store and writes only 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
+from ..errors import CoworkerError
 from ..store import Store
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import promotions as pr
 from ..store import rituals as rr
 from ..store import rollups as rl
+from .memorymd import MemoryFile
+
+log = logging.getLogger(__name__)
 
 FIRST_SENTENCE_CHARS = 120
 DECISIONS_SHOWN = 30
@@ -52,10 +58,11 @@ def _line(r: rl.Rollup, depth: int) -> str:
             f"{first_sentence(r.body)}")
 
 
-def _superseded_entries(store: Store) -> list[str]:
+def _superseded_entries(store: Store, present: Collection[str] = ()) -> list[str]:
     """The MEMORY.md entries another entry replaced (ADR-0018), newest first; nothing when
-    there are none. Their text comes from the reason the gate recorded."""
-    gone = pr.superseded(store)
+    there are none. Their text comes from the reason the gate recorded. An entry the file
+    holds again (`present`: `coworker restore` brought it back) is true now, not stale."""
+    gone = {k: v for k, v in pr.superseded(store).items() if k not in present}
     if not gone:
         return []
     out = ["", "## MEMORY.md entries superseded", ""]
@@ -91,7 +98,7 @@ def _chosen(store: Store, budget: int) -> tuple[list[rl.Rollup], dict[int, list[
     return roots, kids
 
 
-def render(store: Store, name: str = "coworker") -> str:
+def render(store: Store, name: str = "coworker", present: Collection[str] = ()) -> str:
     roots, kids = _chosen(store, MAP_NODES)
 
     out = [
@@ -126,7 +133,7 @@ def render(store: Store, name: str = "coworker") -> str:
         mark = (f" _(stale: superseded by decision {stale[d.id]}; this was true, it is not "
                 "now)_" if d.id in stale else "")
         out.append(f"- decision {d.id} ({d.ts[:10]}, {cites}): {first_sentence(d.body)}{mark}")
-    out += _superseded_entries(store)
+    out += _superseded_entries(store, present)
     out += ["", "## The ladder", ""]
     if not roots:
         out.append("No rollups yet: reflect seals them once there are enough events.")
@@ -163,9 +170,19 @@ def render(store: Store, name: str = "coworker") -> str:
     return "\n".join(out)
 
 
-def write(store: Store, path: Path, name: str = "coworker") -> int:
-    """Render and replace the file atomically; return its size in bytes."""
-    text = render(store, name)
+def write(store: Store, path: Path, name: str = "coworker",
+          memory_md: Path | None = None) -> int:
+    """Render and replace the file atomically; return its size in bytes. `memory_md`: the
+    file whose entries are true now (an entry restored to it is not listed as superseded);
+    when it cannot be read, every superseded entry is listed."""
+    present: set[str] = set()
+    if memory_md is not None:
+        try:
+            present = {e.id for e in MemoryFile.load(memory_md).entries if e.id}
+        except CoworkerError as e:  # the map is for reading: say so, and list them all
+            log.warning("the memory map lists every superseded entry: MEMORY.md unreadable "
+                        "(%s)", e)
+    text = render(store, name, present)
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
