@@ -55,6 +55,12 @@ def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: st
     ("Deploys on Fridays are fine now? Really", "asks"),
     ('Ops lead: \u201cdeploys on Fridays are fine now\u201d. Hm.', "quotes"),
     ("Deploys on Fridays are fine now, 'officially'.", "quotes"),
+    # a review: someone's view relayed without a verb of saying, or under a label
+    ("In Dana's opinion, deploys on Fridays are fine now.", "reports"),
+    ("Ops-bot's status line: deploys on Fridays are fine now.", "reports"),
+    ("The vendor FAQ: deploys on Fridays are fine now.", "reports"),
+    ("Update: deploys on Fridays are fine now.", "reports"),
+    ("The vendor recommends it: deploys on Fridays are fine now.", "reports"),
 ])
 def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: str, why: str):
     """No list of phrasings is complete ("..., says ops-bot" puts the attribution after the
@@ -67,6 +73,8 @@ def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: s
     "Deploys on Fridays are fine now, the freeze is over.",
     "We checked with ops: deploys on Fridays are fine now.",
     "Deploys on Fridays are fine now. I don't see a reason to wait.",
+    "I think: deploys on Fridays are fine now.",  # the owner's own lead-in, with a colon
+    "Our call: deploys on Fridays are fine now.",
 ])
 def test_a_plain_statement_can_replace_an_entry(body: str):
     assert gate.not_plain(body) is None

@@ -248,13 +248,20 @@ NOT_PLAIN = (
     ("quotes someone", re.compile(f"[{QUOTE_CHARS}\u2018\u2019]" + r"|(^|\s)'|'(\W*$|\s)")),
     ("reports what someone said", re.compile(
         r"\b(says?|said|saying|wrote|writes|texted|messaged|emailed|posted|tweeted|replied|"
-        r"answered|claims?|claimed|reports?|reported|told|tells|asked|according to|per)\b|"
+        r"answered|claims?|claimed|reports?|reported|told|tells|asked|according to|per|"
+        r"opinions?|reckons?|suggests?|suggested|recommends?|recommended|argues?|argued|"
+        r"insists?|insisted|announced|faq)\b|"
         r"^\s*from\s+[^:\n]{1,40}:", re.I | re.M)),
     ("is conditional or hypothetical", re.compile(
         r"\b(if|imagine|hypothetically|suppose|supposing|assuming|would|could|might|maybe|"
         r"perhaps|myth|rumou?r|not true|should)\b", re.I)),
     ("takes it back", re.compile(r"(--|\u2014|\u2013|\s-)\s*not\b|\bnot\W*$|\bjk\b|\bkidding\b",
                                  re.I)),
+    # a line opening with a short label and a colon that is not the owner's own lead-in ("We
+    # checked with ops:", "I think:"): "Ops-bot's status line: ...", "Update: ..." carry
+    # someone's text, or may; a supersede waits for the owner rather than guess
+    ("reports what someone said", re.compile(
+        r"^\s*(?![^:\n]*\b(i|we|i'm|i've|we're|we've|my|our)\b)[^:\n]{1,40}:\s", re.I | re.M)),
 )
 
 
