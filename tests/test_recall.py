@@ -418,7 +418,7 @@ def test_a_block_over_budget_keeps_the_best_items_not_the_oldest():
     """The block shows its items oldest first; the budget must still keep the best ranked. It
     used to sort first and stop at the first item that did not fit, so the newest (here the
     correction, ranked first) was dropped while the recall event listed it as injected."""
-    from runtime.memory.recall import BLOCK_HEAD, Budget, Hit, Recall
+    from runtime.memory.recall import Budget, Hit, Recall
 
     def hit(i: int, day: int, score: float) -> Hit:
         return Hit(Event(kind="note", body=f"Item {i}: " + "words " * 40, actor="coworker",
@@ -427,7 +427,7 @@ def test_a_block_over_budget_keeps_the_best_items_not_the_oldest():
 
     ranked = [hit(5, 5, 9.0), hit(4, 4, 8.0), hit(1, 1, 3.0), hit(2, 2, 2.0), hit(3, 3, 1.0)]
     found = Recall(terms=["item"], hits=ranked)
-    budget = Budget(max_items=5, item_chars=200, total_chars=len(BLOCK_HEAD) + 3 * 201)
+    budget = Budget(max_items=5, item_chars=200, total_chars=len(found.head()) + 3 * 201)
     block = found.block(budget)
     shown = [int(line.split("[event ")[1].split(" ")[0]) for line in block.split("\n")[1:]]
     assert shown == [1, 4, 5], block  # the best three, oldest first
@@ -674,6 +674,25 @@ def test_a_superseded_decision_is_marked_stale_in_the_block_in_search_words(offl
     with Store.open(offline_home.db_path) as store:
         label = next(h.label for h in search(store, "zeppelin release") if h.id == old)
     assert f"stale: superseded by decision {second.id}" in label
+
+
+def test_the_block_gives_times_in_the_owners_zone_and_names_it(offline_home: Home):
+    """Recall reads "on 4 March" as the owner's day; the block dated the line that answers it
+    in UTC, unlabelled, as 3 March. Its times are the owner's now, and its first line names
+    the zone."""
+    from zoneinfo import ZoneInfo
+
+    from runtime.memory.recall import Budget
+
+    [said] = seed(offline_home, ["The quasar deploy finished after the migration."],
+                  ts="2026-03-03T19:30:00.000Z")  # 08:30 on 4 March in Auckland
+    with Store.open(offline_home.db_path) as store:
+        local = recall(store, "quasar deploy", tz=ZoneInfo("Pacific/Auckland"))
+        utc = recall(store, "quasar deploy")
+    block = local.block(Budget())
+    assert block.splitlines()[0].startswith(HEAD) and "times in Pacific/Auckland" in block
+    assert f"[event {said} · 2026-03-04 08:30 ·" in block, block
+    assert "times in UTC" in utc.block(Budget()) and "2026-03-03 19:30" in utc.block(Budget())
 
 
 def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: Home):

@@ -58,7 +58,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -99,8 +99,8 @@ TOLD_WITHIN = 7  # days after a window in which "yesterday", "last Saturday" may
 TOLD_CHARS = 20_000  # characters of those days' texts read for the days they name, per window
 DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
-BLOCK_HEAD = ("Recalled from your memory for this turn, oldest first (a later event may "
-              "correct an earlier one; cite the ids if you use them):")
+BLOCK_HEAD = ("Recalled from your memory for this turn, oldest first, times in {zone} (a later "
+              "event may correct an earlier one; cite the ids if you use them):")
 # Words that carry courtesy, not a topic: a message made only of them needs no memory.
 PHATIC = frozenset("""
     thanks thank thx cheers great good nice cool fine okay ok yes yeah yep sure right perfect
@@ -140,13 +140,28 @@ class Recall:
     skipped: str | None = None  # why this turn gets no block although it was asked
     semantic: dict[str, Any] | None = None  # the semantic probe's figures, when it was asked
     dates: list[str] = field(default_factory=list)  # the days (months) the text names, read
+    tz: tzinfo | None = None  # the owner's: the block's times are in it, as the days read are
+
+    def head(self) -> str:
+        """The block's first line, naming the zone its times are in."""
+        return BLOCK_HEAD.format(zone=getattr(self.tz, "key", None) or str(self.tz or "UTC"))
+
+    def _when(self, ts: str) -> str:
+        """An event's time as the block shows it: minutes, in the owner's zone."""
+        if self.tz is not None:
+            try:
+                return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(
+                    self.tz).strftime("%Y-%m-%d %H:%M")
+            except ValueError:  # a time an import left unreadable: shown as stored
+                pass
+        return ts[:16].replace("T", " ")
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
         if self.skipped:
             return None
         lines = [line for _, line in self.chosen(budget)]
-        return BLOCK_HEAD + "\n" + "\n".join(lines) if lines else None
+        return self.head() + "\n" + "\n".join(lines) if lines else None
 
     def chosen(self, budget: Budget) -> list[tuple[Hit, str]]:
         """The items the budget holds, as (hit, line): taken by rank (the best first, until an
@@ -154,11 +169,11 @@ class Recall:
         corrects and what the budget leaves out is the least relevant, never the newest."""
         if not self.hits or budget.max_items <= 0:
             return []
-        taken, used = [], len(BLOCK_HEAD)  # the whole block, header and newlines, is in it
+        taken, used = [], len(self.head())  # the whole block, header and newlines, is in it
         for h in self.hits[: budget.max_items]:
             e = h.event
             text = " ".join(e.body.split())
-            when = e.ts[:16].replace("T", " ")
+            when = self._when(e.ts)
             mark = (f" · stale: superseded by {h.stale_by}" if h.stale_by is not None
                     else "")
             if e.imported:  # the words of context.IMPORTED_MARK: never the owner's authority
@@ -446,7 +461,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     # the days named outright, then those named relative to today; the first few are read
     windows, topic_text = dates.windows(text, today, tz, WINDOWS)
     terms = extract_terms(topic_text, max_terms, scorer.idf)
-    result = Recall(terms, query_truncated=cut)
+    result = Recall(terms, query_truncated=cut, tz=tz)
     match = ev.fts_query(terms)
     if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
         result.skipped = "no informative terms"
