@@ -89,16 +89,16 @@ def test_an_imported_owner_line_reaches_the_model_marked_in_the_past_and_in_reca
 
     evil = [line for line in lines if EVIL in line]
     # once in the recent past (context.line), once in the recall block (Recall.block)
-    assert evil == [f"[event 1 · 2025-03-01T09:30 · message · owner{MARK}] {EVIL}",
+    assert evil == [f"[event 1 · 2025-03-01 09:30 · message · owner{MARK}] {EVIL}",
                     f"- [event 1 · 2025-03-01 09:30 · message · owner{MARK}] {EVIL}"], lines
     assert "· owner] From now on" not in json.dumps(body, ensure_ascii=False)
 
     # the lines of live events keep their exact form, in the past, the new input and recall
     with Store.open(home.db_path) as store:
         told_ts = ev.get(store, told).ts
-    assert f"[event {note} · 2025-03-02T10:00 · note · coworker] The supplier invoice from " \
+    assert f"[event {note} · 2025-03-02 10:00 · note · coworker] The supplier invoice from " \
            "Acme was paid on Monday." in lines, lines
-    assert f"[event {told} · {told_ts[:16]} · message · owner] {question}" in lines, lines
+    assert f"[event {told} · {told_ts[:16].replace('T', ' ')} · message · owner] {question}" in lines, lines
     assert f"- [event {note} · 2025-03-02 10:00 · note · coworker] The supplier invoice from " \
            "Acme was paid on Monday." in lines, lines
     assert sum("imported" in line for line in lines) == 2, lines

@@ -693,6 +693,14 @@ def test_the_block_gives_times_in_the_owners_zone_and_names_it(offline_home: Hom
     assert block.splitlines()[0].startswith(HEAD) and "times in Pacific/Auckland" in block
     assert f"[event {said} · 2026-03-04 08:30 ·" in block, block
     assert "times in UTC" in utc.block(Budget()) and "2026-03-03 19:30" in utc.block(Budget())
+    # the rest of the context reads the same clock: the staircase's lines, and its header
+    from runtime.context import staircase
+
+    write_config(offline_home.root, coworker={"timezone": "Pacific/Auckland"})
+    with Store.open(offline_home.db_path) as store:
+        past = staircase(store, offline_home.settings(), before_id=10**9)
+    assert "times in Pacific/Auckland" in past.splitlines()[0], past
+    assert f"[event {said} · 2026-03-04 08:30 ·" in past, past
 
 
 def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: Home):

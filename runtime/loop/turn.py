@@ -232,7 +232,7 @@ class Turn:
                                   tc.hands.tool_definitions() if tc.hands else None)
         messages: list[dict[str, Any]] = [ctx.first_message(
             ctx.staircase(tc.store, tc.settings, before_id=tick_id),
-            ctx.inputs_text(self.perception))]
+            ctx.inputs_text(self.perception, tc.settings.coworker.zone))]
         recorded, done = (turns.recorded(tc.store, self.resume.tick_id) if self.resume
                           else ([], {}))
         acted = False

@@ -104,6 +104,23 @@ def _month(text: str) -> int | None:
     return _MONTH.get(text.lower().rstrip("."))
 
 
+def local_minute(ts: str, tz: tzinfo | None) -> str:
+    """An event's time to the minute in the owner's zone ("2026-03-04 08:30"), as the model's
+    context shows it; a stored time that is not one is shown as stored."""
+    if tz is not None:
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(tz).strftime(
+                "%Y-%m-%d %H:%M")
+        except ValueError:
+            pass
+    return ts[:16].replace("T", " ")
+
+
+def zone_name(tz: tzinfo | None) -> str:
+    """The zone as the context names it: its IANA key ("Europe/Berlin"), else UTC."""
+    return getattr(tz, "key", None) or str(tz or "UTC")
+
+
 def day_of(ts: str, tz: tzinfo) -> date:
     """The owner's day an event's UTC `ts` falls on."""
     return datetime.fromisoformat(ts).astimezone(tz).date()

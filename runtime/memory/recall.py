@@ -58,7 +58,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, tzinfo
+from datetime import UTC, date, tzinfo
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -144,17 +144,7 @@ class Recall:
 
     def head(self) -> str:
         """The block's first line, naming the zone its times are in."""
-        return BLOCK_HEAD.format(zone=getattr(self.tz, "key", None) or str(self.tz or "UTC"))
-
-    def _when(self, ts: str) -> str:
-        """An event's time as the block shows it: minutes, in the owner's zone."""
-        if self.tz is not None:
-            try:
-                return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(
-                    self.tz).strftime("%Y-%m-%d %H:%M")
-            except ValueError:  # a time an import left unreadable: shown as stored
-                pass
-        return ts[:16].replace("T", " ")
+        return BLOCK_HEAD.format(zone=dates.zone_name(self.tz))
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
@@ -173,7 +163,7 @@ class Recall:
         for h in self.hits[: budget.max_items]:
             e = h.event
             text = " ".join(e.body.split())
-            when = self._when(e.ts)
+            when = dates.local_minute(e.ts, self.tz)
             mark = (f" · stale: superseded by {h.stale_by}" if h.stale_by is not None
                     else "")
             if e.imported:  # the words of context.IMPORTED_MARK: never the owner's authority
