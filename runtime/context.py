@@ -126,7 +126,7 @@ def staircase(store: Store, settings: Settings, before_id: int) -> str:
 
 
 def inputs_text(p: Perception, tz: tzinfo | None = None) -> str:
-    lines = ["What is new this tick:"]
+    lines = [f"What is new this tick (times in {dates.zone_name(tz)}):"]
     for e in p.inputs:
         text = line(e, 4000, tz=tz)
         if e.author_kind == "tool":

@@ -59,7 +59,6 @@ def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: st
     ("In Dana's opinion, deploys on Fridays are fine now.", "reports"),
     ("Ops-bot's status line: deploys on Fridays are fine now.", "reports"),
     ("The vendor FAQ: deploys on Fridays are fine now.", "reports"),
-    ("Update: deploys on Fridays are fine now.", "reports"),
     ("The vendor recommends it: deploys on Fridays are fine now.", "reports"),
 ])
 def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: str, why: str):
@@ -75,6 +74,13 @@ def test_a_message_that_is_not_a_plain_statement_cannot_replace_an_entry(body: s
     "Deploys on Fridays are fine now. I don't see a reason to wait.",
     "I think: deploys on Fridays are fine now.",  # the owner's own lead-in, with a colon
     "Our call: deploys on Fridays are fine now.",
+    # the owner's own labels and views are statements (a second review)
+    "Correction: deploys on Fridays are fine now.",
+    "Note: deploys on Fridays are fine now.",
+    "It's settled: deploys on Fridays are fine now.",
+    "In my opinion deploys on Fridays are fine now.",
+    "Deploys on Fridays are fine now; I recommend them.",
+    "Deploys on Fridays are fine now.\nReason: the freeze is over.",
 ])
 def test_a_plain_statement_can_replace_an_entry(body: str):
     assert gate.not_plain(body) is None

@@ -764,13 +764,22 @@ def test_the_decide_tool_supersedes_by_the_event_id_the_model_sees(offline_home:
     assert not moved.is_error and f"supersedes the decision of event {first}" in moved.text
     new = int(re.search(r"recorded as event (\d+)", moved.text)[1])
     stale = dec.stale_events(store)
-    assert set(stale) == {first}, stale  # the cache decision is untouched
+    assert set(stale) == {first} and cache not in stale, stale  # the cache decision: untouched
     assert stale[first].endswith(f"(event {new})"), stale
-    before = (len(dec.all_(store)), ev.counts(store))
     wrong = registry.dispatch(ctx, "decide", {"text": "Drop Redis.", "supersedes": notes[-1]})
     assert wrong.is_error and f"event {notes[-1]} is not a decision" in wrong.text, wrong.text
-    assert dec.by_event(store, cache) is not None and "stale" not in str(stale.get(cache))
+    # a decision already superseded: replacing it again would leave two current decisions
+    again = registry.dispatch(ctx, "decide", {"text": "Staging database on GCP.",
+                                              "supersedes": first})
+    assert again.is_error and f"already superseded by {stale[first]}" in again.text, again.text
+    # a decision line imported from history is shown as one, but was never recorded as one
+    imported = put(store, "Decided: staging on bare metal.", kind="decision", actor="coworker",
+                   author_kind="agent")
+    before = (len(dec.all_(store)), ev.counts(store))
+    odd = registry.dispatch(ctx, "decide", {"text": "Staging on VMs.", "supersedes": imported})
+    assert odd.is_error and "not recorded with decide" in odd.text, odd.text
     assert (len(dec.all_(store)), ev.counts(store)) == before, "a refused decide wrote nothing"
+    assert dec.stale_events(store) == stale, "a refused decide marked nothing stale"
 
 
 def test_decision_provenance_is_validated(offline_home: Home, store: Store):

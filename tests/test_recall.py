@@ -701,6 +701,33 @@ def test_the_block_gives_times_in_the_owners_zone_and_names_it(offline_home: Hom
         past = staircase(store, offline_home.settings(), before_id=10**9)
     assert "times in Pacific/Auckland" in past.splitlines()[0], past
     assert f"[event {said} · 2026-03-04 08:30 ·" in past, past
+    from runtime.tools import ToolContext, default_registry
+
+    with Store.open(offline_home.db_path, readonly=True) as store:  # the search tool too
+        ctx = ToolContext(store=store, home_root=offline_home.root,
+                          settings=offline_home.settings(), tick_id=None, live=False)
+        found = default_registry().dispatch(ctx, "memory_search", {"query": "quasar deploy"})
+    assert "(times in Pacific/Auckland)" in found.text, found.text
+    assert f"[event {said} · 2026-03-04 08:30 ·" in found.text, found.text
+
+
+def test_a_time_the_owners_zone_cannot_hold_is_shown_as_stored(home: Home, api: FakeMessagesAPI):
+    """Year 1, a common export's "unknown date", lies before what a zone west of UTC can
+    show: the turn must go on, that line shown with its stored time (it once failed every
+    turn while the line was among the recent events)."""
+    from runtime.loop.turn import Outcome
+    from runtime.memory import dates
+
+    write_config(home.root, api.url, coworker={"timezone": "America/New_York"})
+    [old] = seed(home, ["A line from long ago."], ts="0001-01-01T00:00:00.000Z")
+    assert dates.local_minute("0001-01-01T00:00:00.000Z",
+                              home.settings().coworker.zone) == "0001-01-01 00:00"
+    assert dates.local_minute("2026-03-03T19:30:00", None) == "2026-03-03 19:30"
+    tell(home, "What happened long ago?")
+    api.enqueue(text("Nothing much."))
+    got = tick(Loop(home, home.settings()))
+    assert got.kind != Outcome.FAILED, got
+    assert f"[event {old} · 0001-01-01 00:00 ·" in json.dumps(api.bodies[0], ensure_ascii=False)
 
 
 def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: Home):
@@ -728,6 +755,10 @@ def test_the_mcp_recall_items_are_marked_as_the_block_marks_them(offline_home: H
     quiet = Actions(offline_home, Door.MCP).recall("Thanks!")
     assert quiet["block"] is None and quiet["items"] == [], quiet
     assert quiet["decision"].startswith("none: "), quiet
+    weak = Actions(offline_home, Door.MCP).recall(  # hits, but too weak to inject: no items
+        "Which kubernetes namespace holds the zeppelin grafana dashboards?")
+    assert weak["decision"] == "none: evidence below the floor" and weak["block"] is None, weak
+    assert weak["items"] == [], weak
 
 
 def test_block_lists_items_in_time_order_with_dates(offline_home: Home):

@@ -339,7 +339,7 @@ def test_a_coarse_node_of_the_day_holding_only_the_common_word_passes_to_a_finer
                                _note("Fix the build cache.", "2025-03-03T11:00:00.000Z")], "day 3")
         later = _episode(store, [_note("Billing fix plan discussed.", "2025-03-05T10:00:00.000Z")],
                          "day 5")
-        for kids, card in (([busy, day], "flaky test fixes"), ([later], "billing fix plan")):
+        for kids, card in (([busy, day], "flaky test fixes"), ([later], "plan discussed")):
             spans = [rl.get(store, k) for k in kids]
             rl.seal(store, level=2, first_event=spans[0].first_event,
                     last_event=spans[-1].last_event,
@@ -349,11 +349,13 @@ def test_a_coarse_node_of_the_day_holding_only_the_common_word_passes_to_a_finer
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, "billing fix on 3 March 2025")
         none = walk_result(store, "billing fix on 1 March 2025")
+        empty = walk_result(store, "billing fix on 20 March 2025")  # nothing said that day
     assert not got.refused, got.reason
     assert got.trace[0].level == 1 and got.trace[0].id == day, got.trace[0]
     assert [f.body for f in got.events][:1] == ["Billing fix merged by Dana."]
     assert none.refused
     assert "said on or about 2025-03-01, fix (1/2), holding" in none.reason, none.reason
+    assert empty.refused and "said on or about" not in (empty.reason or ""), empty.reason
 
 
 def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):

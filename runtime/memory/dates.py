@@ -109,9 +109,10 @@ def local_minute(ts: str, tz: tzinfo | None) -> str:
     context shows it; a stored time that is not one is shown as stored."""
     if tz is not None:
         try:
-            return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(tz).strftime(
-                "%Y-%m-%d %H:%M")
-        except ValueError:
+            at = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # stored times are UTC
+            return at.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+        except (ValueError, OverflowError):  # year 1 west of UTC, say: an import's "unknown"
             pass
     return ts[:16].replace("T", " ")
 

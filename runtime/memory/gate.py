@@ -249,19 +249,24 @@ NOT_PLAIN = (
     ("reports what someone said", re.compile(
         r"\b(says?|said|saying|wrote|writes|texted|messaged|emailed|posted|tweeted|replied|"
         r"answered|claims?|claimed|reports?|reported|told|tells|asked|according to|per|"
-        r"opinions?|reckons?|suggests?|suggested|recommends?|recommended|argues?|argued|"
-        r"insists?|insisted|announced|faq)\b|"
+        r"reckons|suggests|suggested|recommends|recommended|argues|argued|insists|insisted|"
+        r"announced|faq)\b|"  # someone else's view: "ops recommends", not "I recommend"
+        r"\b(?!(?:my|our)\b)\w+['\u2019]s\s+(opinion|view|take)\b|"  # "In Dana's opinion"
         r"^\s*from\s+[^:\n]{1,40}:", re.I | re.M)),
     ("is conditional or hypothetical", re.compile(
         r"\b(if|imagine|hypothetically|suppose|supposing|assuming|would|could|might|maybe|"
         r"perhaps|myth|rumou?r|not true|should)\b", re.I)),
     ("takes it back", re.compile(r"(--|\u2014|\u2013|\s-)\s*not\b|\bnot\W*$|\bjk\b|\bkidding\b",
                                  re.I)),
-    # a line opening with a short label and a colon that is not the owner's own lead-in ("We
-    # checked with ops:", "I think:"): "Ops-bot's status line: ...", "Update: ..." carry
-    # someone's text, or may; a supersede waits for the owner rather than guess
+    # a line opening with a label that names someone else's text and a colon ("Ops-bot's
+    # status line: ...", "The vendor FAQ: ..."); the owner's own labels ("Correction:",
+    # "Note:", "We checked with ops:") are statements
     ("reports what someone said", re.compile(
-        r"^\s*(?![^:\n]*\b(i|we|i'm|i've|we're|we've|my|our)\b)[^:\n]{1,40}:\s", re.I | re.M)),
+        r"^\s*(?![^:\n]*\b(i|we|my|our)\b)[^:\n]{0,40}?(\b(?!(?:it|that|what|here|there|"
+        r"let|he|she|who)['\u2019])\w+['\u2019]s\b|\b(faq|docs?|"
+        r"documentation|status|changelog|wiki|readme|bot|vendor|manual|e-?mail|slack|ticket|"
+        r"thread|post|article|blog|newsletter|release notes?)\b)[^:\n]{0,40}:\s",
+        re.I | re.M)),
 )
 
 

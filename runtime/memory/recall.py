@@ -148,16 +148,15 @@ class Recall:
 
     def block(self, budget: Budget) -> str | None:
         """The text appended at the tail of the messages, within the budget; None if empty."""
-        if self.skipped:
-            return None
         lines = [line for _, line in self.chosen(budget)]
         return self.head() + "\n" + "\n".join(lines) if lines else None
 
     def chosen(self, budget: Budget) -> list[tuple[Hit, str]]:
         """The items the budget holds, as (hit, line): taken by rank (the best first, until an
         item would not fit), shown in time order, so a correction reads after what it
-        corrects and what the budget leaves out is the least relevant, never the newest."""
-        if not self.hits or budget.max_items <= 0:
+        corrects and what the budget leaves out is the least relevant, never the newest. None
+        when the turn gets no block (`skipped` says why)."""
+        if not self.hits or budget.max_items <= 0 or self.skipped:
             return []
         taken, used = [], len(self.head())  # the whole block, header and newlines, is in it
         for h in self.hits[: budget.max_items]:

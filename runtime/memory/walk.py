@@ -322,10 +322,12 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     short: float | None = None  # the entry's weight, when it alone fell short
     if sc and entry and sc.share(entry.best) >= threshold:  # enough words, not the telling ones
         short = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
-        if sc.days and len(entry.best) < len(seen):  # a node of the day, not the best match
-            lexical = (f"the best lexical match said on or about {sc.names()}, "
-                       f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), holding {short:.2f} "
-                       "of the query's weight (its rarer words were not said then),")
+        if len(entry.best) < len(seen):  # the entry is not the best match seen
+            of_day = bool(sc.days and entry.nodes and sc.holds_day(entry.nodes[0][0]))
+            lexical = (f"the best lexical {'match said on or about ' + sc.names() if of_day else 'entry'}"
+                       f", {', '.join(entry.best)} ({sc.ratio(entry.best)}), holding {short:.2f} "
+                       "of the query's weight (its rarer words "
+                       f"{'were not said then' if of_day else 'are missing'}),")
         else:
             lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
                         "missing)")

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from ..memory import dates
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
 from ..memory.search import days_line, search
@@ -46,13 +47,13 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])
+    tz = ctx.settings.coworker.zone  # the days read and the times shown are the owner's
     if hits.dates:
-        zone = ctx.settings.coworker.timezone  # the days are the owner's; the times below UTC
-        note.append(f"({days_line(hits)}" + ("" if zone == "UTC" else
-                                             f"; days in {zone}, times below in UTC") + ")")
+        note.append(f"({days_line(hits)})")
+    note.append(f"(times in {dates.zone_name(tz)})")
     lines = [
-        f"[{h.kind} {h.id} · {(h.ts or '')[:16]} · {h.label} · {h.source}] {h.excerpt}"
-        for h in hits
+        f"[{h.kind} {h.id} · {dates.local_minute(h.ts or '', tz)} · {h.label} · {h.source}] "
+        f"{h.excerpt}" for h in hits
     ]
     if hits.next_cursor:
         lines.append(f"(more: memory_search with the same query and after={hits.next_cursor})")

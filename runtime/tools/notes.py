@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from ..errors import UsageError
-from ..store import decisions, now_iso
+from ..store import decisions, events, now_iso
 from .registry import Tool, ToolContext
 
 
@@ -40,13 +40,7 @@ def _decide(ctx: ToolContext, p: DecideInput) -> str:
     # the model sees decisions by their event ids, never by the decisions table's own: an id
     # that names no decision is an error it can correct, not a supersede dropped in silence
     # or laid on whichever decision happens to have that number
-    old = None
-    if p.supersedes is not None:
-        old = decisions.by_event(ctx.store, p.supersedes)
-        if old is None:
-            raise UsageError(f"event {p.supersedes} is not a decision: supersedes takes the "
-                                 "event id of an earlier decision, as your memory shows it "
-                                 "([event N · ... · decision]); nothing was recorded")
+    old = _superseded(ctx, p.supersedes) if p.supersedes is not None else None
     event_id = ctx.record("decision", p.text, source_events=p.source_events,
                           supersedes=p.supersedes)
     d = decisions.record(ctx.store, p.text, p.source_events or None, old, event_id,
@@ -55,6 +49,25 @@ def _decide(ctx: ToolContext, p: DecideInput) -> str:
         p.source_events else f"sources {d.source_events}" if d.source_events else "no sources"
     replaced = f"; it supersedes the decision of event {p.supersedes}" if old is not None else ""
     return f"decision {d.id} recorded as event {event_id}; {cited}{replaced}"
+
+
+def _superseded(ctx: ToolContext, event_id: int) -> int:
+    """The decision recorded as `event_id`, which must still be current; else UsageError, a
+    message the model can act on (nothing is recorded)."""
+    old = decisions.by_event(ctx.store, event_id)
+    if old is None:
+        e = events.get(ctx.store, event_id)
+        what = ("a decision line that was not recorded with decide (imported, say), so "
+                "nothing can mark it stale; record the new decision without supersedes"
+                if e is not None and e.kind == "decision" else
+                "not a decision: supersedes takes the event id of an earlier decision, as "
+                "your memory shows it ([event N · ... · decision])")
+        raise UsageError(f"event {event_id} is {what}; nothing was recorded")
+    later = decisions.stale_events(ctx.store).get(event_id)
+    if later is not None:  # two decisions replacing one would leave two current
+        raise UsageError(f"the decision of event {event_id} was already superseded by {later}: "
+                         "supersede that one instead; nothing was recorded")
+    return old
 
 
 TOOLS = [
