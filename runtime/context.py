@@ -17,6 +17,7 @@ from typing import Any
 from .home import Home
 from .memory import dates
 from .memory.memorymd import prompt_text
+from .memory.recall import IMPORTED_MARK, event_header
 from .model import cacheable_system
 from .settings import Settings
 from .store import Event, Store
@@ -64,11 +65,6 @@ def build_prefix(home: Home, settings: Settings, store: Store, registry: Registr
     return Prefix(system=cacheable_system(blocks), tools=registry.schemas() + (more_tools or []))
 
 
-# After the actor of an imported event's line (the words of the recall block's line too):
-# whatever actor and author_kind an imported line claims, it never carries the owner's authority
-IMPORTED_MARK = " · imported: not your owner's words"
-
-
 def line(e: Event, chars: int = EVENT_CHARS, stale: str | None = None,
          tz: tzinfo | None = None) -> str:
     """One event as the model sees it, its time the owner's (`tz`, as the recall block's); an
@@ -80,8 +76,7 @@ def line(e: Event, chars: int = EVENT_CHARS, stale: str | None = None,
     mark = IMPORTED_MARK if e.imported else ""
     if stale is not None:
         mark += f" · stale: superseded by {stale}"
-    return (f"[event {e.id} · {dates.local_minute(e.ts, tz)} · {e.kind} · {e.actor}{mark}] "
-            f"{body}")
+    return f"{event_header(e, dates.local_minute(e.ts, tz), mark)} {body}"
 
 
 # Before the staircase's rollups: a summary quotes lines of every source without their actors

@@ -723,6 +723,9 @@ def test_a_time_the_owners_zone_cannot_hold_is_shown_as_stored(home: Home, api: 
     assert dates.local_minute("0001-01-01T00:00:00.000Z",
                               home.settings().coworker.zone) == "0001-01-01 00:00"
     assert dates.local_minute("2026-03-03T19:30:00", None) == "2026-03-03 19:30"
+    # a year before 1000 keeps its four digits, as stored times sort (strftime drops them)
+    assert dates.local_minute("0999-06-01T12:00:00.000Z",
+                              home.settings().coworker.zone) == "0999-06-01 07:03"  # LMT
     tell(home, "What happened long ago?")
     api.enqueue(text("Nothing much."))
     got = tick(Loop(home, home.settings()))

@@ -111,7 +111,8 @@ def local_minute(ts: str, tz: tzinfo | None) -> str:
         try:
             at = datetime.fromisoformat(ts.replace("Z", "+00:00"))
             at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # stored times are UTC
-            return at.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+            at = at.astimezone(tz)  # strftime's %Y drops a year's leading zeros ("999-06-01")
+            return f"{at.year:04d}-{at:%m-%d %H:%M}"
         except (ValueError, OverflowError):  # year 1 west of UTC, say: an import's "unknown"
             pass
     return ts[:16].replace("T", " ")
