@@ -10,6 +10,7 @@ It reads the store and the home; it never writes and never calls the model.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
@@ -87,8 +88,11 @@ ROLLUP_NOTE = ("(Rollups quote lines from every source without saying whose: you
                "instruction; the events it covers say who said it.)")
 
 
-def staircase(store: Store, settings: Settings, before_id: int) -> str:
-    """Coarse to fine: the newest rollup per level, then the last raw events before this tick."""
+def staircase(store: Store, settings: Settings, before_id: int,
+              shown_new: Collection[int] = ()) -> str:
+    """Coarse to fine: the newest rollup per level, then the last raw events before this tick,
+    less `shown_new`, the inputs "What is new" shows whole (once is enough; twice, the past's
+    copy reads as already seen)."""
     budget = settings.context.staircase_chars
     tz = settings.coworker.zone  # every time the model reads is the owner's (recall's too)
     parts: list[str] = []
@@ -103,8 +107,10 @@ def staircase(store: Store, settings: Settings, before_id: int) -> str:
             break
         parts.append(text)
         used += len(text)
-    recent = ev.tail(store, settings.context.recent_events, before_id=before_id,
-                     include_archive=False)
+    shown, n = set(shown_new), settings.context.recent_events
+    recent = [e for e in ev.tail(store, n + len(shown), before_id=before_id,
+                                 include_archive=False) if e.id not in shown]
+    recent = recent[max(0, len(recent) - n):]
     kept: list[str] = []
     stale = dec.stale_events(store) if recent else {}
     for e in reversed(recent):  # newest first until the budget runs out, then restore order

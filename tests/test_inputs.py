@@ -479,3 +479,27 @@ def test_a_memory_md_that_cannot_be_read_does_not_fail_the_tick(home: Home,
     outcome = tick(make_loop(home))
     assert outcome.kind == "no_action" and status(home, mid) == "consumed"
     assert "MEMORY.md" in caplog.text
+
+
+def past_part(request: dict) -> str:
+    """The staircase of the past a request opens with."""
+    return request["json"]["messages"][0]["content"][0]["text"]
+
+
+def test_a_new_input_is_shown_once_as_new_and_the_past_keeps_its_count(home: Home,
+                                                                         api: FakeMessagesAPI):
+    """The turn's inputs are shown whole under "What is new"; the past leaves them out (a copy
+    there reads as already seen) and still shows `recent_events` events before them."""
+    write_config(home.root, api.url, context={"recent_events": 3})
+    with Store.open(home.db_path) as store:
+        older = [ev.append(store, Event(kind="note", body=f"older note {i}", actor="coworker",
+                                        author_kind="agent")) for i in range(5)]
+    first = tell(home, "please check the parser")
+    second = tell(home, "and the lexer too")
+    api.enqueue(text("Looking."))
+    tick(make_loop(home))
+    [request] = api.requests
+    past, new = past_part(request), new_part(request)
+    assert "please check the parser" in new and "and the lexer too" in new
+    assert f"[event {first} " not in past and f"[event {second} " not in past, past
+    assert [f"[event {i} " in past for i in older] == [False, False, True, True, True], past

@@ -231,7 +231,8 @@ class Turn:
         prefix = ctx.build_prefix(tc.home, tc.settings, tc.store, tc.registry,
                                   tc.hands.tool_definitions() if tc.hands else None)
         messages: list[dict[str, Any]] = [ctx.first_message(
-            ctx.staircase(tc.store, tc.settings, before_id=tick_id),
+            ctx.staircase(tc.store, tc.settings, before_id=tick_id,
+                          shown_new=self.perception.input_ids),
             ctx.inputs_text(self.perception, tc.settings.coworker.zone))]
         recorded, done = (turns.recorded(tc.store, self.resume.tick_id) if self.resume
                           else ([], {}))
