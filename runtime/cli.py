@@ -468,13 +468,12 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
     """Import historical events from a JSON-lines file, keeping their timestamps.
 
     One JSON object a line: ts (ISO-8601; without an offset it is read in [coworker]
-    timezone), kind and actor (each one line of text), author_kind (user, agent, tool,
-    third_party, system, unknown; default unknown), body, meta, and an optional id or
-    source_id. All lines go in one transaction: a bad line names its number and field and
-    nothing is imported, unless --skip-bad. Importing a file twice adds nothing. Imported
-    events are history: never input to a tick, never the owner's words. Kinds the loop reads
-    as its state (tick, tick_end, tick_failed, promise, promise_due, recall, ritual_due,
-    input_set_aside) are refused.
+    timezone), kind, actor, author_kind (user, agent, tool, third_party, system, unknown;
+    default unknown), body, meta, and an optional id or source_id. All lines go in one
+    transaction: a bad line names its number and field and nothing is imported, unless
+    --skip-bad. Importing a file twice adds nothing. Imported events are history: never input
+    to a tick, never the owner's words. Kinds the loop reads as its state (tick, tick_end,
+    tick_failed, promise, promise_due, recall, ritual_due, input_set_aside) are refused.
 
     \b
     Example:

@@ -140,7 +140,7 @@ def inputs_text(p: Perception, tz: tzinfo | None = None) -> str:
         made = str(e.meta.get("made") or e.ts)
         lines.append(f"[promise {e.meta.get('promise_id', e.id)} is due now · made "
                      f"{dates.local_minute(made, tz)}] "
-                     f"{e.body}")
+                     f"{' '.join(e.body.split())}")  # one line: its text is the model's own
     for name, prompt in p.rituals:
         lines.append(f"[ritual {name}] {prompt}")
     lines.append("Act with your tools if it helps; or end your turn without acting.")

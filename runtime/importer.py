@@ -41,7 +41,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
@@ -288,7 +287,7 @@ def _text_fields(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     kind = obj.get("kind")
     if not isinstance(kind, str) or not kind.strip():
         raise ValueError("field 'kind': missing or empty (e.g. \"message\")")
-    kind = _one_line("kind", kind.strip())
+    kind = kind.strip()
     if kind in LOOP_STATE_KINDS:
         raise ValueError(f"kind {kind!r} is loop state and cannot be imported (refused kinds: "
                          f"{', '.join(LOOP_STATE_KINDS)}); rename the kind, e.g. "
@@ -303,23 +302,7 @@ def _text_fields(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     body = obj.get("body", "")
     if not isinstance(body, str):
         raise ValueError("field 'body': must be a string")
-    return kind, _one_line("actor", actor.strip()), author_kind, body
-
-
-_NOT_ONE_LINE = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls, bidi marks, line breaks
-
-
-def _one_line(name: str, text: str) -> str:
-    """`text`, if it is one line of printable text: an actor or a kind that held a line break
-    or a control character could read, in the model's context, as the header of a line of its
-    own (the context shows such characters as spaces, as a second guard)."""
-    if text.isprintable():  # the usual actor, at C speed
-        return text
-    bad = next((c for c in text if unicodedata.category(c) in _NOT_ONE_LINE), None)
-    if bad is not None:
-        raise ValueError(f"field {name!r}: holds the control character U+{ord(bad):04X}; "
-                         f"{name} must be one line of printable text")
-    return text
+    return kind, actor.strip(), author_kind, body
 
 
 def _meta(meta: Any, maybe_deep: bool = True) -> dict[str, Any]:

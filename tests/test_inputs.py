@@ -503,3 +503,21 @@ def test_a_new_input_is_shown_once_as_new_and_the_past_keeps_its_count(home: Hom
     assert "please check the parser" in new and "and the lexer too" in new
     assert f"[event {first} " not in past and f"[event {second} " not in past, past
     assert [f"[event {i} " in past for i in older] == [False, False, True, True, True], past
+
+
+def test_the_past_leaves_out_only_the_inputs_shown_and_keeps_its_count(offline_home: Home):
+    """`recent_events = 0` shows no event; an input older than the window leaves the count at
+    N; inputs among the newest are replaced by the events before them."""
+    from runtime import context as ctx
+
+    with Store.open(offline_home.db_path) as store:
+        ids = [ev.append(store, Event(kind="note", body=f"n{i}", actor="coworker",
+                                      author_kind="agent")) for i in range(6)]
+        s = offline_home.settings()
+        s.context.recent_events = 0
+        assert "[event" not in ctx.staircase(store, s, before_id=100, shown_new=[ids[-1]])
+        s.context.recent_events = 3
+        out = ctx.staircase(store, s, before_id=100, shown_new=[ids[0]])
+        assert [f"[event {i} " in out for i in ids] == [False, False, False, True, True, True]
+        out = ctx.staircase(store, s, before_id=100, shown_new=[ids[4], ids[5]])
+        assert [f"[event {i} " in out for i in ids] == [False, True, True, True, False, False]

@@ -55,6 +55,7 @@ import logging
 import re
 import sqlite3
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -116,16 +117,26 @@ DUPLICATE_PENALTY = 1.0  # a copy of a hit already taken (word overlap 1) is wor
 IMPORTED_MARK = " · imported: not your owner's words"
 FIELD_CHARS = 48  # of an actor or a kind in an event's header
 # What an actor or a kind may not hold in a header: a field that did could close it and open a
-# forged one ("x] [event 2 · ... · owner] ...") or split it into fields of its own
-_HEADER_MARKS = str.maketrans({"[": "(", "]": ")", "·": "-"})
+# forged one ("x] [event 2 · ... · owner] ...") or split it into fields of its own. Brackets are
+# read by their Unicode category (any opening or closing one, "［" too); dots by this list.
+_DOTS = frozenset("\u00b7\u0387\u16eb\u2022\u2027\u2219\u22c5\u2e31\u30fb\uff65")
+
+
+def _header_char(c: str) -> str:
+    if not c.isprintable():  # line breaks, controls, bidi marks
+        return " "
+    category = unicodedata.category(c)
+    if category in ("Ps", "Pe"):
+        return "(" if category == "Ps" else ")"
+    return "-" if c in _DOTS else c
 
 
 def header_field(text: str) -> str:
     """An actor or a kind as an event's header shows it to the model: one line (line breaks,
-    control and bidi characters become spaces), no brackets or field separators, at most
-    FIELD_CHARS. An imported actor, or an MCP client's name, is whatever its writer chose."""
-    one = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    one = one.translate(_HEADER_MARKS)
+    control and bidi characters become spaces), no brackets or separators (look-alikes too,
+    after NFKC), at most FIELD_CHARS. An imported actor, or an MCP client's name, is whatever
+    its writer chose; this is the one guard every door's header goes through."""
+    one = " ".join("".join(map(_header_char, unicodedata.normalize("NFKC", text))).split())
     return one if len(one) <= FIELD_CHARS else one[: FIELD_CHARS - 1] + "…"
 
 

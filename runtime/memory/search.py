@@ -47,7 +47,7 @@ import logging
 import zlib
 from array import array
 from collections.abc import Collection, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, tzinfo
 from typing import Any
 
@@ -62,7 +62,7 @@ from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
 from .recall import coverage as covered
-from .recall import named_person_or_none, rrf, told_about
+from .recall import header_field, named_person_or_none, rrf, told_about
 from .tokens import query_words, stem
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class Hit:
     excerpt: str
     score: float
     source: str  # hot, archive, ladder
+    actor: str | None = None  # who wrote an event (None for a rollup: it quotes everyone)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -425,15 +426,12 @@ class _Page:
         snips = ev.fts_snippets(self.store, self.match, keep)
         for i in keep:
             e = events[i]
-            out[(0, i)] = _Ranked((0, i), Hit("event", i, e.ts, _label(e, self.stale),
-                                              snips.get(i, e.body[:240]), scores[(0, i)],
-                                              e.source), e.body)
+            out[(0, i)] = _Ranked((0, i), _event_hit(e, self.stale, snips.get(i),
+                                                     scores[(0, i)]), e.body)
         for kind, i in keys:
             r = rl.get(self.store, i) if kind == 1 else None
             if r is not None:
-                text = f"{r.title}: {r.body}" if r.title else r.body
-                out[(1, i)] = _Ranked((1, i), Hit("rollup", i, r.last_ts, f"level {r.level}",
-                                                  text[:240], scores[(1, i)], "ladder"), "")
+                out[(1, i)] = _Ranked((1, i), _rollup_hit(r, scores[(1, i)]), "")
         return out
 
     def finish(self, hits: list[Hit], done: bool) -> Hits:
@@ -548,13 +546,10 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     on_day: set[int] = set()
     if match is not None:
         for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
-            hits.append(Hit("event", int(event.id or 0), event.ts, _label(event, stale), snip,
-                            score, event.source))
+            hits.append(_event_hit(event, stale, snip, score))
             bodies[int(event.id or 0)] = event.body
         for rollup, score in rl.fts_search(store, match, limit):
-            text = f"{rollup.title}: {rollup.body}" if rollup.title else rollup.body
-            hits.append(Hit("rollup", rollup.id, rollup.last_ts, f"level {rollup.level}",
-                            text[:240], score, "ladder"))
+            hits.append(_rollup_hit(rollup, score))
         scored = dict(_on_days(store, match, windows, ev.fts_top_id(store), tz))
         if scored:  # they come first: only the best `limit` of them can be shown
             on_day.update(scored)
@@ -562,8 +557,7 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
             new = new[:limit]
             events, snips = ev.history_of(store, new), ev.fts_snippets(store, match, new)
             for i, e in ((i, events[i]) for i in new if i in events):
-                hits.append(Hit("event", i, e.ts, _label(e, stale), snips.get(i, e.body[:240]),
-                                scored[i], e.source))
+                hits.append(_event_hit(e, stale, snips.get(i), scored[i]))
                 bodies[i] = e.body
     hits.sort(key=lambda h: (not (h.kind == "event" and h.id in on_day), h.score,
                              h.kind != "rollup", h.id))
@@ -581,11 +575,27 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     return out
 
 
+def _event_hit(e: Event, stale: dict[int, str], snippet: str | None, score: float,
+               source: str | None = None) -> Hit:
+    """An event as a hit: its FTS snippet (else its first 240 characters) on one line, so no
+    line break in a body opens a line of its own in a door's output."""
+    excerpt = " ".join((e.body[:240] if snippet is None else snippet).split())
+    return Hit("event", int(e.id or 0), e.ts, _label(e, stale), excerpt, score,
+               source or e.source, e.actor)
+
+
+def _rollup_hit(r: Any, score: float, source: str = "ladder") -> Hit:
+    """A rollup as a hit: its title and summary, one line, 240 characters."""
+    text = f"{r.title}: {r.body}" if r.title else r.body
+    return Hit("rollup", r.id, r.last_ts, f"level {r.level}", " ".join(text[:240].split()),
+               score, source)
+
+
 def _label(event: Event, stale: dict[int, str]) -> str:
     """The hit's kind, and what the reader must know of it: stale, or imported (whatever actor
     an imported line claims, it never carries the owner's authority; the words of the loop's
     context and recall block)."""
-    label = event.kind
+    label = header_field(event.kind)
     if event.id in stale:
         label += f" (stale: superseded by {stale[event.id]})"
     if event.imported:
@@ -634,8 +644,7 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
     score_of = dict(fused)
     for h in (first or [])[:limit]:
         if not _said_again(bodies.get(h.id, ""), said):
-            out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt,
-                           round(score_of.get((h.kind, h.id), 0.0), 6), h.source))
+            out.append(replace(h, score=round(score_of.get((h.kind, h.id), 0.0), 6)))
     taken = {(h.kind, h.id) for h in out}
     for item, score in fused:
         if len(out) >= limit:
@@ -646,7 +655,7 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
         h, body = found
         if _folded(store, h, out, spans) or _said_again(body, said):
             continue
-        out.append(Hit(h.kind, h.id, h.ts, h.label, h.excerpt, round(score, 6), h.source))
+        out.append(replace(h, score=round(score, 6)))
         if len(out) == limit:
             break
     return out
@@ -688,9 +697,8 @@ def _semantic_hit(store: Store, item: tuple[str, int], stale: dict[int, str]
         r = rl.get(store, i)
         if r is None:
             return None
-        text = f"{r.title}: {r.body}" if r.title else r.body
-        return Hit("rollup", i, r.last_ts, f"level {r.level}", text[:240], 0.0, "semantic"), ""
+        return _rollup_hit(r, 0.0, "semantic"), ""
     e = ev.get(store, i)
     if e is None or e.kind in BOOKKEEPING_KINDS:
         return None
-    return Hit("event", i, e.ts, _label(e, stale), e.body[:240], 0.0, "semantic"), e.body
+    return _event_hit(e, stale, None, 0.0, "semantic"), e.body

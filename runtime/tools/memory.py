@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from ..memory import dates
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
+from ..memory.recall import header_field
 from ..memory.search import days_line, search
 from .registry import Tool, ToolContext
 
@@ -51,8 +52,9 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     if hits.dates:
         note.append(f"({days_line(hits)})")
     note.append(f"(times in {dates.zone_name(tz)})")
-    lines = [
-        f"[{h.kind} {h.id} · {dates.local_minute(h.ts or '', tz)} · {h.label} · {h.source}] "
+    lines = [  # an event says who wrote it, as the recall block's header does
+        f"[{h.kind} {h.id} · {dates.local_minute(h.ts or '', tz)} · {h.label}"
+        f"{'' if h.actor is None else ' · by ' + header_field(h.actor)} · {h.source}] "
         f"{h.excerpt}" for h in hits
     ]
     if hits.next_cursor:
