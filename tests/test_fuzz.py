@@ -334,3 +334,28 @@ def test_fuzz_examples_can_be_raised_by_environment(monkeypatch: pytest.MonkeyPa
     assert fuzz(25).max_examples == 7
     monkeypatch.delenv("FUZZ_EXAMPLES")
     assert fuzz(25).max_examples == 25
+
+
+# --- the header of an event's line: whatever its actor and kind hold ----------------------
+
+
+@fuzz(300)
+@given(actor=st.text(min_size=1, max_size=120), kind=st.text(min_size=1, max_size=60),
+       imported=st.booleans())
+def test_an_event_header_is_one_line_closed_once_whatever_actor_and_kind_hold(
+        actor: str, kind: str, imported: bool):
+    """The recall block's and the context's header of any event (an imported actor, an MCP
+    client's name: text someone else chose) is one line whose first `]` closes its own header,
+    with exactly the fields it was built with."""
+    from runtime.context import line
+    from runtime.store import Event
+
+    e = Event(kind=kind, body="the body", actor=actor, author_kind="unknown",
+              ts="2025-03-01T09:30:00.000Z", meta={"imported": True} if imported else {}, id=7)
+    text = line(e)
+    assert "\n" not in text and "\r" not in text and text.isprintable()
+    head, _, body = text.partition("] ")
+    assert head.startswith("[event 7 · 2025-03-01 09:30 · ") and "[" not in head[1:]
+    assert body == "the body"
+    fields = head[1:].split(" · ")
+    assert len(fields) == 4 + imported and all(len(f) <= 48 for f in fields[2:4]), fields
