@@ -50,6 +50,23 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def inbox_settled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file dropped in the inbox is read at the very next tick: the tests that drop one and
+    tick at once are about what is read, not about waiting for a writer to finish. The tests
+    of that wait ask for `inbox_settle` and get the real SETTLE_S."""
+    if "inbox_settle" not in request.fixturenames:
+        monkeypatch.setattr("runtime.loop.inbox.SETTLE_S", 0.0)
+
+
+@pytest.fixture
+def inbox_settle() -> float:
+    """The real settle time of the inbox (see `inbox_settled`)."""
+    from runtime.loop import inbox
+
+    return inbox.SETTLE_S
+
+
 @pytest.fixture
 def api() -> FakeMessagesAPI:
     server = FakeMessagesAPI().start()

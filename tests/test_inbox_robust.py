@@ -245,3 +245,44 @@ def test_an_old_row_whose_meta_is_not_json_does_not_stall_the_inbox(offline_home
     with Store.open(offline_home.db_path, readonly=True) as store:
         bodies = [e.body for e in ev.tail(store, 10, by_id=True) if e.kind == "message"]
     assert bodies[-1] == "hello there"
+
+
+def test_a_file_still_being_written_waits_and_arrives_whole(offline_home: Home,
+                                                             inbox_settle: float):
+    """`cmd > state/inbox/x.txt` that writes in bursts: a file changed under SETTLE_S seconds
+    ago is left for a later tick (it once arrived as its first line, the rest lost in done/)."""
+    assert inbox_settle >= 1.0
+    note = offline_home.inbox / "report.txt"
+    note.write_text("part one of the report\n", encoding="utf-8")
+    with Store.open(offline_home.db_path) as store:
+        inbox.take(offline_home.inbox, store)
+        assert messages(offline_home) == [] and left(offline_home) == ["report.txt"]
+        with note.open("a", encoding="utf-8") as f:  # the writer goes on, then finishes
+            f.write("part two, the end\n")
+        inbox.take(offline_home.inbox, store)  # still fresh: still waiting
+        assert messages(offline_home) == []
+        finished = note.stat().st_mtime - inbox_settle - 1  # as if it finished a while ago
+        os.utime(note, (finished, finished))
+        inbox.take(offline_home.inbox, store)
+    assert messages(offline_home) == [("part one of the report\npart two, the end",
+                                       "report.txt")]
+    assert left(offline_home) == []
+
+
+def test_a_file_dated_ahead_of_the_clock_is_taken_once_it_stays_the_same(
+        offline_home: Home, inbox_settle: float):
+    """A file copied with its times from a machine whose clock runs fast: its age says nothing,
+    so it is read once this process has seen it unchanged for SETTLE_S seconds."""
+    import time
+
+    note = offline_home.inbox / "from-laptop.txt"
+    note.write_text("notes from the train", encoding="utf-8")
+    ahead = time.time() + 86_400
+    os.utime(note, (ahead, ahead))
+    with Store.open(offline_home.db_path) as store:
+        inbox.take(offline_home.inbox, store)
+        inbox.take(offline_home.inbox, store)
+        assert messages(offline_home) == []
+        time.sleep(inbox_settle + 0.2)  # a wait, never a bound on how long anything takes
+        inbox.take(offline_home.inbox, store)
+    assert messages(offline_home) == [("notes from the train", "from-laptop.txt")]

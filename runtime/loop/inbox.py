@@ -13,6 +13,7 @@ past its timeout, damaged) is no entry's fault: the whole inbox waits, and nothi
 An entry squatting the name of done/ or rejected/ (a file, a link) is renamed aside in the
 inbox, under a name that overwrites nothing, and read like any other file. It adds the
 message through store.inputs; it never decides what a message means and never calls a model.
+A file changed under SETTLE_S seconds ago may still be being written: it waits for a later tick.
 """
 
 from __future__ import annotations
@@ -41,8 +42,14 @@ MAX_BYTES = inputs_store.MESSAGE_MAX_BYTES
 # Unexpected failures in a row of one file (the same name and identity) before it moves to
 # rejected/: a passing fault gets two more ticks, a lasting one is set aside, not retried forever.
 MAX_FAILURES = 3
+# A file changed less than this many seconds ago may still be being written (an editor saving,
+# `cmd > state/inbox/x.txt`): it waits for a later tick, so a message is never read cut short.
+# A file whose modification time lies ahead of the clock (copied with its times from a
+# machine whose clock runs fast) is taken once it has stayed the same that long.
+SETTLE_S = 2.0
 
 _failures: dict[str, dict[tuple[str, str | None], int]] = {}  # per inbox: failures in a row
+_settling: dict[str, dict[str, tuple[str, float]]] = {}  # per inbox: name -> (identity, since)
 
 
 def files(inbox: Path) -> list[os.DirEntry[str]]:
@@ -68,6 +75,9 @@ def take(inbox: Path, store: Store) -> None:
                   inbox, e)
         return
     before, failed = _failures.pop(str(inbox), {}), {}
+    settling = _settling.setdefault(str(inbox), {})
+    for gone in set(settling) - {e.name for e in waiting}:
+        del settling[gone]
     for n, entry in enumerate(waiting):
         try:
             _take(inbox, done, entry, store)
@@ -137,6 +147,8 @@ def _read(inbox: Path, entry: os.DirEntry[str]) -> tuple[bytes, str] | None:
     if st.st_size > MAX_BYTES:
         _reject(inbox, entry, _too_big(st.st_size))
         return None
+    if not _settled(inbox, entry.name, st):
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
@@ -149,6 +161,29 @@ def _read(inbox: Path, entry: os.DirEntry[str]) -> tuple[bytes, str] | None:
         _reject(inbox, entry, _too_big(st.st_size))
         return None
     return raw, _identity(st)
+
+
+def _settled(inbox: Path, name: str, st: os.stat_result) -> bool:
+    """Whether a file has stayed unchanged for SETTLE_S seconds: by its modification time,
+    or, when that lies ahead of the clock (by more than a clock tick's rounding), since this
+    process first saw it as it is now."""
+    settling = _settling.setdefault(str(inbox), {})
+    age = max(time.time() - st.st_mtime, 0.0)
+    ahead = st.st_mtime - time.time() > 1.0
+    if not ahead and age >= SETTLE_S:
+        settling.pop(name, None)
+        return True
+    identity, now = _identity(st), time.monotonic()
+    seen, since = settling.get(name, (None, now))
+    if seen != identity:
+        settling[name] = (identity, now)
+        log.debug("inbox file %r changed under %.0f s ago: it waits for a later tick", name,
+                  SETTLE_S)
+        return False
+    if not ahead or now - since < SETTLE_S:
+        return False
+    settling.pop(name, None)
+    return True
 
 
 def _identity(st: os.stat_result) -> str:
