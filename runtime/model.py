@@ -24,6 +24,7 @@ from tenacity import (
 
 from .errors import ModelError
 from .settings import ModelSection
+from .store.events import SURROGATE
 
 log = logging.getLogger(__name__)
 
@@ -181,9 +182,28 @@ class Model:
             raise CallDeadline(f"{self.cfg.timeout_s:g} s") from e
 
 
+def _whole(value: Any) -> tuple[Any, int]:
+    """`value` (an answer's JSON) with every lone surrogate in its strings and keys as U+FFFD,
+    and how many strings held one: such a string can be neither stored nor sent back."""
+    if isinstance(value, str):
+        return (SURROGATE.sub("\ufffd", value), 1) if SURROGATE.search(value) else (value, 0)
+    if isinstance(value, list):
+        items = [_whole(v) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    if isinstance(value, dict):
+        pairs = [(_whole(k), _whole(v)) for k, v in value.items()]
+        return ({k: v for (k, _), (v, _) in pairs},
+                sum(a + b for (_, a), (_, b) in pairs))
+    return value, 0
+
+
 def _to_reply(msg: Any, attempts: int) -> Reply:
     try:
-        content = [b.model_dump(mode="json", exclude_none=True, warnings=False) for b in msg.content]
+        content, broken = _whole([b.model_dump(mode="json", exclude_none=True, warnings=False)
+                                  for b in msg.content])
+        if broken:
+            log.warning("the model's answer held %d string(s) with a lone surrogate (a JSON "
+                        "\\ud800 escape, no text at all); read as U+FFFD", broken)
         usage = msg.usage
         tokens = {
             "input_tokens": int(getattr(usage, "input_tokens", 0) or 0),
@@ -193,7 +213,8 @@ def _to_reply(msg: Any, attempts: int) -> Reply:
                 getattr(usage, "cache_creation_input_tokens", 0) or 0
             ),
         }
-        return Reply(content=content, stop_reason=msg.stop_reason, model=str(msg.model),
+        return Reply(content=content, stop_reason=msg.stop_reason,
+                     model=SURROGATE.sub("\ufffd", str(msg.model)),
                      usage=tokens, attempts=attempts)
     except (AttributeError, TypeError, ValueError) as e:
         raise ModelError(

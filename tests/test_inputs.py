@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -521,3 +522,42 @@ def test_the_past_leaves_out_only_the_inputs_shown_and_keeps_its_count(offline_h
         assert [f"[event {i} " in out for i in ids] == [False, False, False, True, True, True]
         out = ctx.staircase(store, s, before_id=100, shown_new=[ids[4], ids[5]])
         assert [f"[event {i} " in out for i in ids] == [False, True, True, True, False, False]
+
+
+@pytest.mark.parametrize("answer", ["text", "tool"])
+def test_an_answer_holding_half_a_surrogate_pair_never_counts_against_the_message(
+        answer: str, home: Home, api: FakeMessagesAPI, caplog: pytest.LogCaptureFixture):
+    """A JSON "\\ud800" escape in the model's text or in a tool call's input is valid JSON
+    but no text: SQLite could not store it, and the tick failed 'unexpectedly' against the
+    owner's message, three times and the message was set aside. It is read as U+FFFD, with a
+    WARNING, and the turn goes on."""
+    mid = tell(home, "please note the parser status")
+    if answer == "text":
+        api.enqueue(text("lone \ud800 surrogate"))
+    else:
+        api.enqueue(tool_use("note", {"text": "lone \udcff surrogate"}, id="toolu_s"),
+                    text("Noted."))
+    with caplog.at_level(logging.WARNING):
+        outcome = tick(make_loop(home))
+    assert outcome.kind in ("acted", "no_action"), outcome
+    assert status(home, mid) == "consumed" and completed_turns_for(home, mid) == 1
+    assert any("lone surrogate" in r.getMessage() for r in caplog.records)
+    with Store.open(home.db_path) as store:
+        bodies = [e.body for e in ev.tail(store, 50, by_id=True)]
+    assert any("lone \ufffd surrogate" in b for b in bodies), bodies
+    if answer == "tool":  # the tool result went back to the model in the next request
+        assert len(api.requests) == 2
+
+
+def test_a_row_holding_half_a_surrogate_pair_is_stored_with_a_warning(
+        offline_home: Home, caplog: pytest.LogCaptureFixture):
+    """Any door (an MCP tool's result, another agent's words): the store keeps the row, the
+    half pair as U+FFFD, and says so."""
+    with Store.open(offline_home.db_path) as store, caplog.at_level(logging.WARNING):
+        i = ev.append(store, Event(kind="action", body="result \ud83d here",
+                                   actor="board__status\udc80", author_kind="tool",
+                                   meta={"raw": "x\udfff"}))
+        e = ev.get(store, i)
+    assert (e.body, e.actor, e.meta["raw"]) == ("result \ufffd here", "board__status\ufffd",
+                                               "x\ufffd")
+    assert sum("lone surrogate" in r.getMessage() for r in caplog.records) == 3

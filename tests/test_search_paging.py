@@ -196,3 +196,30 @@ def test_the_agents_tool_pages_on(paged_home: Home):
     rest = [line.split(" · ")[0] for line in second.text.splitlines() if line.startswith("[")]
     assert len(ids) == 3 and rest and not set(ids) & set(rest)
     assert wrong.is_error and "another query" in wrong.text
+
+
+LONG = ("Pasted log from the night shift. " + "filler words of a long paste " * 700
+        + "then the zebra quartz failure")
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_body_too_long_for_a_snippet_shows_its_first_characters(
+        offline_home: Home, paged: bool, request: pytest.FixtureRequest):
+    """FTS5's snippet costs the square of a body's length (a pasted 3.9 MB message held search
+    for 9 minutes): past SNIPPET_MAX_CHARS a hit shows the body's first characters, on one
+    line; a short body keeps its snippet around the match. Both the flat and the paged path."""
+    if paged:
+        request.getfixturevalue("small_caps")
+    assert len(LONG) > ev.SNIPPET_MAX_CHARS
+    short = "Before it all:\nthe zebra quartz check passed, " + "then more words " * 30
+    with Store.open(offline_home.db_path) as store:
+        long_id = ev.append(store, Event(kind="note", body=LONG, actor="coworker",
+                                         author_kind="agent"))
+        short_id = ev.append(store, Event(kind="note", body=short, actor="coworker",
+                                          author_kind="agent"))
+        if paged:
+            _history(store)
+        hits = {h.id: h for h in search(store, "zebra quartz", 10) if h.kind == "event"}
+    assert hits[long_id].excerpt == LONG[:240].strip(), hits[long_id].excerpt
+    assert hits[short_id].excerpt.startswith("…") and "zebra quartz check" in \
+        hits[short_id].excerpt and "\n" not in hits[short_id].excerpt, hits[short_id].excerpt

@@ -201,12 +201,27 @@ def meta_json(meta: dict[str, Any]) -> str:
         return _ENCODE(finite(meta))
 
 
+# Half a UTF-16 surrogate pair (a JSON "\ud800" escape from a model, a tool, another agent):
+# no text at all, and SQLite cannot store it, so a row holding one would fail its whole turn
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def whole_text(text: str, what: str = "text") -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, with a WARNING when there was one."""
+    if SURROGATE.search(text) is None:
+        return text
+    log.warning("%s held %d lone surrogate(s) (half a UTF-16 pair, no text at all): stored "
+                "as U+FFFD", what, len(SURROGATE.findall(text)))
+    return SURROGATE.sub("\ufffd", text)
+
+
 def event_row(ts: str, kind: str, actor: str, author_kind: str, body: str,
               meta: dict[str, Any], tick_id: int | None = None) -> tuple:
     """The events row of these fields (what Event.to_row writes): secrets redacted from actor,
-    body and meta, meta as standard JSON (None when empty)."""
-    text = redact(meta_json(meta)) if meta else None
-    return (ts, kind, redact(actor), author_kind, redact(body), text, tick_id)
+    body and meta, meta as standard JSON (None when empty), lone surrogates as U+FFFD."""
+    text = whole_text(redact(meta_json(meta)), f"a {kind} event's meta") if meta else None
+    return (ts, kind, whole_text(redact(actor), f"a {kind} event's actor"), author_kind,
+            whole_text(redact(body), f"a {kind} event's body"), text, tick_id)
 
 
 _warned_unreadable = False
@@ -564,17 +579,17 @@ def inbox_file_seen(store: Store, digest: str, name: str, identity: str) -> int 
 
 
 def fts_search(store: Store, match: str, limit: int = 10,
-               exclude_kinds: Sequence[str] = ()) -> list[tuple[Event, float, str]]:
-    """Events (hot and archived) for an FTS5 MATCH string, best bm25 first, with a snippet."""
+               exclude_kinds: Sequence[str] = ()) -> list[tuple[Event, float, str | None]]:
+    """Events (hot and archived) for an FTS5 MATCH string, best bm25 first, with a snippet
+    (None for a body too long to cut one from: `fts_snippets`)."""
     skip = f"WHERE h.kind NOT IN ({','.join('?' * len(exclude_kinds))})" if exclude_kinds else ""
     # Over-fetch when filtering kinds, so the filter does not starve the result.
     inner = limit * 4 if exclude_kinds else limit
     rows = store.query(
         f"""
         SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source,
-               f.score, f.snip
-          FROM (SELECT rowid, bm25(events_fts) AS score,
-                       snippet(events_fts, 0, '', '', '…', 24) AS snip
+               f.score
+          FROM (SELECT rowid, bm25(events_fts) AS score
                   FROM events_fts WHERE events_fts MATCH ? ORDER BY score LIMIT ?) AS f
           JOIN history AS h ON h.id = f.rowid
           {skip}
@@ -583,7 +598,9 @@ def fts_search(store: Store, match: str, limit: int = 10,
         """,
         (match, inner, *exclude_kinds, limit),
     )
-    return [(Event.from_row(r), float(r["score"]), r["snip"]) for r in rows]
+    found = [(Event.from_row(r), float(r["score"])) for r in rows]
+    snips = fts_snippets(store, match, [int(e.id or 0) for e, _ in found])
+    return [(e, score, snips.get(int(e.id or 0))) for e, score in found]
 
 
 # -- bounded FTS5 scans for paged search (memory.search) ----------------------------------------
@@ -770,14 +787,28 @@ def fts_ids(store: Store, match: str, top: int, limit: int = -1,
         "ORDER BY rowid DESC LIMIT ?", (match, top, limit))]
 
 
+# FTS5's snippet() weighs every window of a body against every match: its cost grows with the
+# square of the body (a 92,000-character body of matching words: 0.3 s; 368,000: 4.7 s; a pasted
+# 3.9 MB message held `coworker search` for 9 minutes). Past this many characters a body gets
+# no snippet, and a door shows its first characters instead.
+SNIPPET_MAX_CHARS = 16_000
+
+
 def fts_snippets(store: Store, match: str, ids: Sequence[int]) -> dict[int, str]:
-    """The FTS5 snippet of each event id for `match` (as fts_search shows it)."""
+    """The FTS5 snippet of each event id for `match`, for bodies of at most SNIPPET_MAX_CHARS
+    (a longer one is left out: see SNIPPET_MAX_CHARS)."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    short = [int(r[0]) for r in store.query(
+        f"SELECT id FROM history WHERE id IN ({marks}) AND length(body) <= ?",
+        (*ids, SNIPPET_MAX_CHARS))]
+    if not short:
+        return {}
     rows = store.query(
         "SELECT rowid, snippet(events_fts, 0, '', '', '…', 24) FROM events_fts "
-        f"WHERE events_fts MATCH ? AND rowid IN ({marks})", (match, *ids))
+        f"WHERE events_fts MATCH ? AND rowid IN ({','.join('?' * len(short))})",
+        (match, *short))
     return {int(r[0]): r[1] for r in rows}
 
 

@@ -28,7 +28,6 @@ from ..store import events as ev
 log = logging.getLogger(__name__)
 
 WIRE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -120,7 +119,7 @@ class Registry:
             )
             return ToolResult(f"tool {name}: input does not match its schema: {problems}", True)
         if ctx.tool_use_id is not None:  # a lone surrogate (a JSON "\udcff" escape) cannot be stored
-            ctx.tool_use_id = _SURROGATE.sub("\ufffd", ctx.tool_use_id)
+            ctx.tool_use_id = ev.SURROGATE.sub("\ufffd", ctx.tool_use_id)
         if tool.side_effect and not ctx.live:
             # Dry-run: the side effect does not happen; an event says what would have.
             event_id = ctx.record("dry_run", f"would run {name}: {params.model_dump_json()}",
