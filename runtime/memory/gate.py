@@ -111,7 +111,7 @@ class Verdict:
         return f"{num}{self.status}{where}: {self.reason}"
 
 
-PASTED = re.compile(r"```|^\s*>|^(from|subject|to|date):\s|\bhere is\b|\bpasted?\b|"
+PASTED = re.compile(r"```|^[^\S\n]*>|^(from|subject|to|date):\s|\bhere is\b|\bpasted?\b|"
                     r"\bforwarded\b|-----", re.I | re.M)
 DETAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|\b[A-Z]{2}\d{2}[A-Z0-9]{6,}\b|"
                     r"\d[\d/.:,-]*\d|\b\d\b|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
@@ -252,7 +252,7 @@ NOT_PLAIN = (
         r"reckons|suggests|suggested|recommends|recommended|argues|argued|insists|insisted|"
         r"announced|faq)\b|"  # someone else's view: "ops recommends", not "I recommend"
         r"\b(?!(?:my|our)\b)\w+['\u2019]s\s+(opinion|view|take)\b|"  # "In Dana's opinion"
-        r"^\s*from\s+[^:\n]{1,40}:", re.I | re.M)),
+        r"^[^\S\n]*from\s+[^:\n]{1,40}:", re.I | re.M)),
     ("is conditional or hypothetical", re.compile(
         r"\b(if|imagine|hypothetically|suppose|supposing|assuming|would|could|might|maybe|"
         r"perhaps|myth|rumou?r|not true|should)\b", re.I)),
@@ -262,7 +262,7 @@ NOT_PLAIN = (
     # status line: ...", "The vendor FAQ: ..."); the owner's own labels ("Correction:",
     # "Note:", "We checked with ops:") are statements
     ("reports what someone said", re.compile(
-        r"^\s*(?![^:\n]*\b(i|we|my|our)\b)[^:\n]{0,40}?(\b(?!(?:it|that|what|here|there|"
+        r"^[^\S\n]*(?![^:\n]*\b(i|we|my|our)\b)[^:\n]{0,40}?(\b(?!(?:it|that|what|here|there|"
         r"let|he|she|who)['\u2019])\w+['\u2019]s\b|\b(faq|docs?|"
         r"documentation|status|changelog|wiki|readme|bot|vendor|manual|e-?mail|slack|ticket|"
         r"thread|post|article|blog|newsletter|release notes?)\b)[^:\n]{0,40}:\s",
