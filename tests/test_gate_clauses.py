@@ -131,3 +131,16 @@ def test_a_long_pasted_message_is_read_in_about_its_length():
     assert gate.verbatim_problem(lines[15_000], [body]) is None
     assert gate.verbatim_problem(" ".join(lines[15_000:15_008]), [body]) is None
     assert gate.verbatim_problem("x" * 500, [body]) == gate.NOT_VERBATIM
+
+
+def test_line_start_patterns_read_indented_lines_and_never_cross_a_blank_line():
+    """The gate's line-start patterns skip blanks within the line only (`^[^\\S\\n]*`): an
+    indented quote or report is still read as one, and a label after a run of blank lines is
+    read on its own line (`^\\s*` ran through every blank line that followed, quadratic in a
+    run of them)."""
+    from runtime.memory import gate
+
+    assert gate.PASTED.search("note\n   > the vendor said so")
+    assert gate.not_plain("fine\n\t from Dana: deploy on Fridays") is not None
+    assert gate.not_plain("fine\n" + "\n" * 5000 + "  from Dana: deploy on Fridays") is not None
+    assert gate.PASTED.search("plain words\n\n\n  no quote here") is None
