@@ -32,7 +32,7 @@ from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
 from .ladder import Summarizer
-from .tokens import stem, words
+from .tokens import VOCAB_CHARS, head, stem, words
 
 log = logging.getLogger(__name__)
 
@@ -183,10 +183,12 @@ def offline(store: Store, per_episode: int = PER_EPISODE) -> int:
     todo = set(tg.episodes_without(store, "offline", len(eps) + 1)) & eps.keys()
     if len(eps) < 3 or not todo:
         return 0
-    stems = {i: {stem(w) for w in r.vocab.split()} for i, r in eps.items()}
+    # a card sealed before reflect capped it may hold every word of a 4 MB message
+    vocab = {i: head(r.vocab, VOCAB_CHARS).split() for i, r in eps.items()}
+    stems = {i: {stem(w) for w in ws} for i, ws in vocab.items()}
     surface: dict[str, str] = {}
-    for r in eps.values():
-        for w in r.vocab.split():
+    for ws in vocab.values():
+        for w in ws:
             surface.setdefault(stem(w), w)
     df: Counter[str] = Counter(s for ss in stems.values() for s in ss)
     posting: defaultdict[str, list[int]] = defaultdict(list)

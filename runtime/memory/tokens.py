@@ -16,6 +16,11 @@ from the FTS vocabulary:
   FTS5).
 - `query_words`: the distinct words of a query, stopwords (English and German) dropped, in
   order, de-duplicated in linear time.
+- `head`: the part of one text that is read for its words where words are read again on each
+  call (recall's scoring, coverage, the walk, index cards, the gate): its first READ_CHARS
+  characters. FTS5 indexes the whole text, so a word past the head still finds it; only the
+  score and the word checks read the head (ADR-0032). Stemming is what costs: a 4 MB text of
+  distinct words took 7 s to stem, on every recall that read it.
 
 Known gaps, both in stems: the porter algorithm here is snowball's, which stems a
 few words differently from SQLite's (apology: apologi vs apolog); and FTS5 leaves tokens under
@@ -65,6 +70,21 @@ _PORTER_MAX_BYTES = 64  # FTS5's porter leaves longer tokens unstemmed
 _BYTE = 0xF0000  # private-use plane: stand-ins for UTF-8 bytes while stemming
 # Accented Latin letters unicode61 keeps whole (its diacritics table has no entry for them).
 _KEPT = frozenset("ǡǠ")
+
+
+READ_CHARS = 20_000  # of one text, read for its words per call (as much as a tool result keeps)
+VOCAB_CHARS = 10 * READ_CHARS  # of an episode's vocabulary card, kept by reflect, read by the walk
+
+
+def head(text: str, limit: int = READ_CHARS) -> str:
+    """The first `limit` characters of `text`, cut at a space where one is near the end (a word
+    cut in two would be a word the text never held)."""
+    if len(text) <= limit:
+        return text
+    for i in range(limit, max(limit - 100, 0), -1):
+        if text[i].isspace():
+            return text[:i]
+    return text[:limit]
 
 
 def words(text: str) -> list[str]:

@@ -45,7 +45,7 @@ from . import dates, docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
 from .recall import told_about
-from .tokens import query_words, stem, words
+from .tokens import VOCAB_CHARS, head, query_words, stem, words
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class _Scorer:
     def worded(self, read: Sequence[Event]) -> set[int]:
         """The ids of the events holding a query word: only those can be returned, or lead the
         walk to a node (the days' later mentions are parsed for only these)."""
-        return {int(e.id or 0) for e in read if self.matched(e.body)}
+        return {int(e.id or 0) for e in read if self.matched(head(e.body))}
 
     def holds_day(self, r: rl.Rollup) -> bool:
         """Whether a node's span holds an event said on or about a day the query names (its
@@ -212,8 +212,9 @@ class _Scorer:
 
 def _node_text(r: rl.Rollup) -> str:
     # An episode's card includes its whole vocabulary: a word said anywhere in the span is a
-    # way in, not only the eight most distinctive ones.
-    return f"{r.title} {r.body} {r.terms} {r.vocab}"
+    # way in, not only the eight most distinctive ones. Reflect keeps at most VOCAB_CHARS of
+    # it; a rung sealed before that held every word of a 4 MB message (15 s a walk).
+    return f"{r.title} {head(r.body)} {r.terms} {head(r.vocab, VOCAB_CHARS)}"
 
 
 def _weighted(store: Store, sc: _Scorer, matched: Sequence[str]) -> float:
@@ -462,7 +463,7 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
 def _enter_fresh(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps,
                  before_id: int | None) -> tuple[list[tuple[Event, list[str]]], list[str]]:
     """The confident events past the ladder's end, best first, and the best match among all."""
-    scanned = [(e, sc.matched(e.body)) for e in
+    scanned = [(e, sc.matched(head(e.body))) for e in
                ev.fts_after(store, match, rl.episodes_cover_up_to(store), caps.scan)
                if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     scanned = sorted([t for t in scanned if t[1]], key=lambda t: (-len(t[1]), t[0].id or 0))
@@ -528,7 +529,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
         for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
             if sc.before_id is not None and (e.id or 0) >= sc.before_id:
                 continue  # the turn's own input, sealed already: a question never finds itself
-            m = sc.matched(e.body)
+            m = sc.matched(head(e.body))
             if m:
                 found.append((e, m, f"event in span {r.source_range}"))
     found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
