@@ -9,7 +9,8 @@ events are appended the kept counts are brought up to date from the new events' 
 (`memory.tokens`, which mirrors FTS5's tokenizer, over the indexed columns body, kind and
 actor), and anything else that rewrites index rows (a tag added to an event, a redaction)
 empties what is kept. The number of documents is FTS5's own row count. A large append (an
-import) also empties it: reading the new events would cost more than counting again.
+import, or one long message) also empties it: reading the new events would cost more than
+counting again.
 
 Read-only; knows nothing of ranking. Bounded: at most MAX_STEMS counts are kept.
 """
@@ -27,6 +28,7 @@ from .tokens import stem, words
 
 MAX_STEMS = 20_000  # counts kept per database (a few MB at most)
 MAX_DELTA = 5_000  # appended events read to bring the counts up to date; more: count again
+MAX_DELTA_CHARS = 200_000  # ... and their characters (stemming a 4 MB message took 7 s)
 CHUNK = 500  # stems whose counts one query reads
 
 
@@ -53,13 +55,18 @@ def _state(store: Store) -> tuple[int, tuple[int, int, int], int]:
     return top, stamp, ev.fts_rows(store, "events_fts")
 
 
-def _catch_up(store: Store, kept: _Kept, top: int) -> None:
-    """Add the appended events' documents to the kept counts."""
-    for r in store.query("SELECT body, kind, actor FROM history WHERE id > ? AND id <= ?",
-                         (kept.top, top)):  # history: reflect may have archived them since
+def _catch_up(store: Store, kept: _Kept, top: int) -> bool:
+    """Add the appended events' documents to the kept counts; False, and nothing added, when
+    their texts hold more than MAX_DELTA_CHARS (then counting again costs less)."""
+    rows = store.query("SELECT body, kind, actor FROM history WHERE id > ? AND id <= ?",
+                       (kept.top, top))  # history: reflect may have archived them since
+    if sum(len(str(col)) for r in rows for col in r if col) > MAX_DELTA_CHARS:
+        return False
+    for r in rows:
         have = {stem(w) for col in r if col for w in words(str(col))}
         for s in have & kept.counts.keys():
             kept.counts[s] += 1
+    return True
 
 
 def doc_freqs(store: Store, stems: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -69,10 +76,10 @@ def doc_freqs(store: Store, stems: Sequence[str]) -> tuple[dict[str, int], int]:
     with _LOCK, store.snapshot():  # the counts and the top they include: one moment
         kept = _KEPT.get(key)
         top, stamp, docs = _state(store)
-        if kept is None or stamp != kept.stamp or top < kept.top or top - kept.top > MAX_DELTA:
+        if kept is None or stamp != kept.stamp or top < kept.top or top - kept.top > MAX_DELTA \
+                or (top > kept.top and not _catch_up(store, kept, top)):
             kept = _KEPT[key] = _Kept(top, stamp, docs)
         elif top > kept.top:
-            _catch_up(store, kept, top)
             kept.top, kept.docs = top, docs
         missing = [s for s in dict.fromkeys(stems) if s not in kept.counts]
         if len(kept.counts) + len(missing) > MAX_STEMS:  # full: empty it, read these again
