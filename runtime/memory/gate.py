@@ -52,6 +52,7 @@ from ..store import events as ev
 from ..store import promotions as pr
 from .cards import content_words, shared_share, stem
 from .memorymd import Entry, MemoryFile, snapshot
+from .tokens import READ_CHARS, head
 
 log = logging.getLogger(__name__)
 
@@ -349,6 +350,10 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
                 "promotion %d %s: %s (%s)", row.id, status, text[:80], reason)
         return Verdict(status, reason, row.id, entry_id)
 
+    if (long := _too_long(text, settings)) is not None:  # before any word is read
+        refused, _ = _provenance(store, text, ids)
+        return record(VerdictStatus.REFUSED if refused else VerdictStatus.QUEUED,
+                      [refused or long, *would])
     refused, sources = _refusal(store, text, ids)
     if refused is not None:
         return record(VerdictStatus.REFUSED, [refused, *would])
@@ -405,9 +410,21 @@ def _supersession_doubts(text: str, old: Entry | None) -> list[str]:
     return []
 
 
-def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[Event]]:
-    """Why the candidate is refused before MEMORY.md is read (no text, sources missing or not
-    its source), or None; and its source events."""
+def _too_long(text: str, settings: Settings) -> str | None:
+    """Why a text is queued unread: longer than the gate reads word by word
+    (`tokens.READ_CHARS`; a 4 MB "remember ..." took 23 s to check)."""
+    if len(text) <= READ_CHARS:
+        return None
+    limit = settings.memory.memory_md_max_chars
+    over = (f"; MEMORY.md's whole budget is {limit}: raise [memory] memory_md_max_chars before "
+            "approving it") if len(text) > limit else ""
+    return (f"{len(text)} characters, more than the {READ_CHARS} the gate checks word by word: "
+            f"read it yourself{over}")
+
+
+def _provenance(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[Event]]:
+    """Why the candidate is refused for what it cites (no text, no sources, sources that do
+    not exist), or None; and its source events."""
     if not text:
         return "empty text", []
     if not ids:
@@ -416,11 +433,22 @@ def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[
     missing = [i for i in ids if i not in found]
     if missing:
         return f"source events {missing} do not exist (provenance does not validate)", []
-    sources: list[Event] = [e for e in (ev.get(store, i) for i in ids) if e is not None]
-    share = shared_share(text, [s.body for s in sources])
+    return None, [e for e in (ev.get(store, i) for i in ids) if e is not None]
+
+
+def _refusal(store: Store, text: str, ids: list[int]) -> tuple[str | None, list[Event]]:
+    """Why the candidate is refused before MEMORY.md is read (`_provenance`, or a text not
+    from its sources), or None; and its source events. Of a long source its head is read
+    (`tokens.head`)."""
+    refused, sources = _provenance(store, text, ids)
+    if refused is not None:
+        return refused, sources
+    share = shared_share(text, [head(s.body) for s in sources])
     if share < MIN_SOURCE_SHARE:
-        return (f"only {share:.0%} of its words are in its sources: it lost too much of its "
-                "source text"), sources
+        cut = [f"#{s.id}" for s in sources if len(s.body) > READ_CHARS]
+        read = f" (of {', '.join(cut)} its first {READ_CHARS} characters)" if cut else ""
+        return (f"only {share:.0%} of its words are in its sources{read}: it lost too much of "
+                "its source text"), sources
     return None, sources
 
 
