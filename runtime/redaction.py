@@ -51,7 +51,9 @@ __all__ = ["RedactionRefused", "RedactionReport", "redact_event", "scrubber"]
 
 log = logging.getLogger(__name__)
 
-_CITATION = r"\[(?:rollup )?#\d+\]"
+_CITE = re.compile(r"\[(?:rollup )?#\d+\]")
+_WORD_CHAR = re.compile(r"[^\W_]")
+_WORD_RUN = re.compile(r"[^\W_]+")
 _MIN_SENTENCE = 12
 
 
@@ -96,7 +98,13 @@ def rare_tokens(store: Store, body: str) -> list[str]:
 
 def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
     """A function that replaces, in one pass, verbatim copies of `body` and of its sentences
-    and every rare token (whole words, any case) with [redacted]; citations like [#12] stay."""
+    and every rare token (whole words, any case) with [redacted]; citations like [#12] stay.
+
+    At each place in a text the longest copy that starts there is taken first, then a
+    citation, then a rare word (as one regex alternation of them all would, in that order);
+    the copies are looked up by their first characters and the words in a set, so a text
+    costs its length, however many copies and words there are (the alternation took 73 s
+    for a 1 MB secret)."""
     pieces: set[str] = set()
     whole = body.strip()
     if whole:
@@ -108,22 +116,55 @@ def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
     for s in re.split(r"(?<=[.!?])\s+|\n+", body):
         if len(s.strip()) >= _MIN_SENTENCE:
             pieces.add(s.strip())
-    literal = [re.escape(p) for p in sorted(pieces, key=len, reverse=True) if p]
-    tokens = [re.escape(t) for t in sorted(set(rare), key=len, reverse=True)]
-    alts = literal + [f"(?P<cite>{_CITATION})"]
-    if tokens:
-        alts.append(r"(?<![^\W_])(?i:" + "|".join(tokens) + r")(?![^\W_])")
-    if not literal and not tokens:
+    pieces.discard("")
+    if not pieces and not rare:
         return lambda text: text
-    pattern = re.compile("|".join(alts))
-
-    def sub(m: re.Match[str]) -> str:
-        return m.group(0) if m.group("cite") else REDACTED
+    copies = _Copies(pieces)
+    tokens = {t.lower() for t in rare}
 
     def scrub(text: str | None) -> str | None:
-        return text if not text else pattern.sub(sub, text)
+        if not text:
+            return text
+        out: list[str] = []
+        i = last = 0
+        while i < len(text):
+            n = copies.at(text, i)
+            if not n and tokens and (i == 0 or not _WORD_CHAR.match(text, i - 1)):
+                m = _WORD_RUN.match(text, i)
+                n = len(m.group()) if m and m.group().lower() in tokens else 0
+            if n:
+                out += (text[last:i], REDACTED)
+                i = last = i + n
+            elif cite := _CITE.match(text, i):
+                i = cite.end()
+            else:
+                i += 1
+        return "".join(out) + text[last:] if out else text
 
     return scrub
+
+
+class _Copies:
+    """Verbatim copies to find: each looked up by its first PREFIX characters (a shorter one
+    by its first), longest first."""
+
+    PREFIX = 8
+
+    def __init__(self, pieces: set[str]) -> None:
+        self.long: dict[str, list[str]] = {}
+        self.short: dict[str, list[str]] = {}
+        for p in sorted(pieces, key=len, reverse=True):
+            if len(p) >= self.PREFIX:
+                self.long.setdefault(p[:self.PREFIX], []).append(p)
+            else:
+                self.short.setdefault(p[0], []).append(p)
+
+    def at(self, text: str, i: int) -> int:
+        """The length of the longest copy that starts at `i`, or 0."""
+        for p in (*self.long.get(text[i:i + self.PREFIX], ()), *self.short.get(text[i], ())):
+            if text.startswith(p, i):
+                return len(p)
+        return 0
 
 
 def redact_event(store: Store, event_id: int, why: str, actor: str = "owner") -> RedactionReport:
