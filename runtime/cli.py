@@ -724,8 +724,17 @@ def promotions(action: str, promotion_id: int | None, why: str | None, show_all:
         return
     out.print(render.table(
         ["id", "status", "conf", "text", "sources", "reason"],
-        [(p.id, p.status, "" if p.confidence is None else f"{p.confidence:.2f}", p.text,
+        [(p.id, p.status, "" if p.confidence is None else f"{p.confidence:.2f}", _shown(p.text),
           ", ".join(f"#{i}" for i in p.source_events or []), p.reason or "") for p in rows]))
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    """A queued text as its table row shows it: one line, and where it is cut, by how much (a
+    4 MB text took 22 s to lay out whole)."""
+    if len(text) <= limit:
+        return render.one_line(text, limit)
+    return (f"{render.one_line(text[:limit], limit)}… ({len(text)} characters; --json shows "
+            "it whole)")
 
 
 @_review("action_id", "With reject (required): why, kept with the action.",
