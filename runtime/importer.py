@@ -402,13 +402,36 @@ def _redacted(row: tuple) -> tuple:
             redact(meta) if meta else meta, tick)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+LINE_MAX_BYTES = 16 << 20  # of one line: a message's 4 MiB, as JSON may escape it
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, its bytes, its size). A line over LINE_MAX_BYTES is read through in
+    pieces and yielded empty, with its size: a file with no line breaks is never held whole."""
     try:
         with path.open("rb") as f:
-            yield from enumerate(f, start=1)
+            no = 0
+            while raw := f.readline(LINE_MAX_BYTES + 1):
+                no += 1
+                if len(raw) <= LINE_MAX_BYTES or raw.endswith(b"\n"):
+                    yield no, raw, len(raw)
+                    continue
+                size = len(raw)
+                while rest := f.readline(1 << 20):
+                    size += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
+                yield no, b"", size
     except OSError as e:
         raise UsageError(f"cannot read {path} ({e.strerror or e}); check that it is a "
                          "readable file") from None
+
+
+def _too_long(size: int) -> ValueError:
+    limit = (f"{LINE_MAX_BYTES >> 20} MiB" if LINE_MAX_BYTES % (1 << 20) == 0
+             else f"{LINE_MAX_BYTES:,} bytes")
+    return ValueError(f"{size:,} bytes, over the {limit} one line may hold; split its text "
+                      "across lines")
 
 
 @dataclass
@@ -427,11 +450,13 @@ def _parsed(path: Path, tz: tzinfo, now: datetime, batch: str,
     (--skip-bad)."""
     keys = Keys()
     out = _Parsed()
-    for no, raw in _lines(path):
-        out.read += len(raw)
-        if not raw.strip():
+    for no, raw, size in _lines(path):
+        out.read += size
+        if not raw.strip() and size == len(raw):
             continue
         try:
+            if size > len(raw):
+                raise _too_long(size)
             ts, kind, actor, author_kind, body, meta, source_id = fields(
                 raw.decode("utf-8"), tz, now, batch)
         except ValueError as e:  # UnicodeDecodeError is a ValueError too

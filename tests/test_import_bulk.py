@@ -353,11 +353,13 @@ def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_wr
         def __exit__(self, *exc) -> None:  # noqa: ANN002
             self.f.close()
 
-        def __iter__(self):  # noqa: ANN204 - 600 lines (several batches), then the disk fails
-            for no, line in enumerate(self.f):
-                if no == 600:
-                    raise OSError(5, "Input/output error")
-                yield line
+        lines = 0
+
+        def readline(self, size: int = -1) -> bytes:  # 600 lines (several batches), then
+            if self.lines == 600:                      # the disk fails
+                raise OSError(5, "Input/output error")
+            self.lines += 1
+            return self.f.readline(size)
 
     def opened(self: Path, *a, **k):  # noqa: ANN002, ANN003, ANN202
         f = real_open(self, *a, **k)
