@@ -50,9 +50,10 @@ def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) 
     """Take the inbox in, make what fell due an input, and choose this turn's batch."""
     inbox.take(home.inbox, store)
     queue_due(store, settings, rituals)
-    pending = inputs_store.pending(store)
-    batch, resume = choose(store, settings, pending)
-    return Batch(_perception(batch), resume, more=len(pending) > len(batch))
+    oldest = inputs_store.pending(store, limit=settings.coworker.max_inputs_per_turn)
+    batch, resume = choose(store, settings, oldest)
+    more = bool(batch) and inputs_store.pending_count(store) > len(batch)
+    return Batch(_perception(batch), resume, more=more)
 
 
 def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:
@@ -72,26 +73,28 @@ def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:
             "ritual")
 
 
-def choose(store: Store, settings: Settings, pending: list[inputs_store.Input]
+def choose(store: Store, settings: Settings, oldest: list[inputs_store.Input]
            ) -> tuple[list[inputs_store.Input], turns.Attempt | None]:
-    """This turn's inputs, and the unfinished attempt it replays (if any).
+    """This turn's inputs, and the unfinished attempt it replays (if any), given the oldest
+    pending inputs (as many as a turn takes).
 
     An attempt that did not complete (killed, stopped, failed) and whose inputs are all
     still pending is taken up again with exactly those inputs, so its recorded steps can be
-    replayed. After a failure its inputs caused, the oldest input goes alone, so a poison
-    input is set aside by itself and the inputs behind it go on."""
-    if not pending:
+    replayed (they are read by id: a retried older input may wait ahead of them). After a
+    failure its inputs caused, the oldest input goes alone, so a poison input is set aside by
+    itself and the inputs behind it go on."""
+    if not oldest:
         return [], None
-    by_id = {i.id: i for i in pending}
     last = turns.last_attempt(store)
-    if (last is not None and last.outcome in turns.RESUMABLE and last.inputs
-            and all(i in by_id for i in last.inputs)):
-        batch = [by_id[i] for i in last.inputs]
-        if len(batch) == 1 or all(i.failures == 0 for i in batch):
-            return batch, last
-    if pending[0].failures > 0:
-        return [pending[0]], None
-    return pending[: settings.coworker.max_inputs_per_turn], None
+    if last is not None and last.outcome in turns.RESUMABLE and last.inputs:
+        by_id = {i.id: i for i in inputs_store.pending(store, ids=last.inputs)}
+        if all(i in by_id for i in last.inputs):
+            batch = [by_id[i] for i in last.inputs]
+            if len(batch) == 1 or all(i.failures == 0 for i in batch):
+                return batch, last
+    if oldest[0].failures > 0:
+        return [oldest[0]], None
+    return oldest[: settings.coworker.max_inputs_per_turn], None
 
 
 def _perception(batch: list[inputs_store.Input]) -> ctx.Perception:

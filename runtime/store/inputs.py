@@ -66,15 +66,22 @@ def add_message(store: Store, event: Event) -> int:
     return add(store, event, "message")
 
 
-def pending(store: Store, limit: int | None = None) -> list[Input]:
-    """Pending inputs, oldest first."""
+def pending(store: Store, limit: int | None = None, ids: Sequence[int] | None = None
+            ) -> list[Input]:
+    """Pending inputs, oldest first: at most `limit`, and of `ids` only when given (a tick
+    reads the few it may take, never every waiting message whole)."""
     cols = ", ".join(f"e.{c.strip()}" for c in COLUMNS.split(","))
+    among = "" if ids is None else f"AND i.event_id IN ({','.join('?' * len(ids))}) "
     rows = store.query(
         f"SELECT {cols}, i.kind AS input_kind, i.status, i.failures, i.last_error "
         "FROM inputs AS i JOIN events AS e ON e.id = i.event_id "
-        "WHERE i.status = 'pending' ORDER BY i.event_id LIMIT ?",
-        (-1 if limit is None else limit,))
+        f"WHERE i.status = 'pending' {among}ORDER BY i.event_id LIMIT ?",
+        (*(ids or ()), -1 if limit is None else limit))
     return [_from_row(r) for r in rows]
+
+
+def pending_count(store: Store) -> int:
+    return int(store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") or 0)
 
 
 def listing(store: Store, status: str) -> list[Input]:
