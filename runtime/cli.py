@@ -629,22 +629,31 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
                    "embedding and hybrid recall p50/p95, over placeholder vectors.")
 @click.option("--model", type=click.Choice(["all-minilm", "all-mpnet"]), default="all-minilm",
               show_default=True, help="With --semantic: the packaged local model to time.")
+@click.option("--long-text", "long_text", type=click.IntRange(min=1000, max=4 << 20),
+              default=None, help="Instead: what one message of this many characters costs on "
+                                 "each path that reads it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def bench(n_events: int, n_queries: int, semantic: bool, model: str, as_json: bool) -> None:
+def bench(n_events: int, n_queries: int, semantic: bool, model: str, long_text: int | None,
+          as_json: bool) -> None:
     """Measure a synthetic history in a temporary home: import rate, reflect time and peak
     memory, walk, recall and search latency p50/p95, beside bare FTS5 MATCH on the same
     database; with --semantic, hybrid recall's cost with a local model (--model) embedding
-    each query.
+    each query. With --long-text, instead, one long message of made-up words: each path's
+    time and the distinct words it stemmed, beside bare FTS5 MATCH.
 
     Reports figures; never fails on speed. Needs no coworker home.
 
     \b
-    Example:
+    Examples:
       coworker bench --events 100000 --json
+      coworker bench --long-text 4000000
     """
     from .bench import insert_line
     from .bench import run as run_bench
 
+    if long_text is not None:
+        _bench_long(long_text, as_json)
+        return
     result = run_bench(n_events, n_queries, semantic=semantic, model=model)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
@@ -670,6 +679,21 @@ def bench(n_events: int, n_queries: int, semantic: bool, model: str, as_json: bo
                   f"{sem['query_embed']['p95_ms']} ms; hybrid recall p50 "
                   f"{sem['recall_hybrid']['p50_ms']} ms, p95 {sem['recall_hybrid']['p95_ms']} ms"
                   f" ({sem['vectors_mb']} MB of vectors, placeholders)", markup=False)
+
+
+def _bench_long(chars: int, as_json: bool) -> None:
+    from .bench_long import run as run_long
+
+    result = run_long(chars)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    out.print(f"one message of {result['chars']:,} characters, {result['distinct']:,} distinct "
+              f"words (found by recall: {result['recall_found']}, by the walk: "
+              f"{result['walk_found']}; the gate: {result['gate']})")
+    for name, p in result["paths"].items():
+        out.print(f"{name:>13}: {p['ms']:>10,.1f} ms  {p['stemmed']:>7,} words stemmed  "
+                  f"{p['over_bare_fts5']:>8}x bare FTS5", markup=False)
 
 
 def _review(id_name: str, why: str, every: str) -> Callable[[Callable[..., None]], Any]:

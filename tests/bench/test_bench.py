@@ -145,3 +145,18 @@ def test_bench_model_is_one_of_the_packaged_two():
 
     r = coworker("bench", "--semantic", "--model", "nomic")
     assert r.returncode == 2 and "all-minilm" in r.stderr and "all-mpnet" in r.stderr, r.stderr
+
+
+def test_bench_long_text_reports_each_path():
+    r = coworker("bench", "--long-text", "100000", "--json")
+    assert r.returncode == 0, r.stderr
+    fig = json.loads(r.stdout)
+    print(f"\nbench --long-text 100000: {json.dumps(fig, sort_keys=True)}")
+    assert fig["chars"] == 100_000 and fig["distinct"] > 10_000
+    assert fig["recall_found"] and fig["walk_found"] and fig["gate"] == "queued"
+    paths = fig["paths"]
+    assert set(paths) == {"arrival", "next_recall", "recall", "bare_fts5", "search",
+                          "reflect_seal", "walk", "gate", "redact"}
+    assert all(p["ms"] >= 0 and p["over_bare_fts5"] >= 0 for p in paths.values())
+    assert paths["redact"]["stemmed"] > 10_000, "redaction reads every word of the secret"
+    assert r.stderr == "", "the bench's own gate verdict is no warning to the user"
