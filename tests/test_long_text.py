@@ -11,7 +11,6 @@ The cost is counted, never timed: stemming is the work (snowball, once per disti
 from __future__ import annotations
 
 import json
-import random
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import redaction
+from runtime.bench_long import made_up
 from runtime.home import Home
 from runtime.importer import BadLine, import_file
 from runtime.loop import perception
@@ -42,18 +42,7 @@ LONG_CHARS = 400_000
 BOUND = 8_000  # distinct words a path may stem for one long text: its head holds ~2,700
 
 
-def _made_up(n_chars: int, seed: int = 1) -> str:
-    rnd = random.Random(seed)
-    out, size = [], 0
-    while size < n_chars:
-        w = "".join(rnd.choice("bcdfghjklmnpqrstvwxz") + rnd.choice("aeiou")
-                    for _ in range(rnd.randint(2, 4)))
-        out.append(w)
-        size += len(w) + 1
-    return " ".join(out)
-
-
-LONG = _made_up(LONG_CHARS)
+LONG = made_up(LONG_CHARS)
 WORDS = LONG.split()
 INSIDE = WORDS[100:102]  # said in the head
 PAST = WORDS[-3]  # said past the head only
