@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 _CITE = re.compile(r"\[(?:rollup )?#\d+\]")
 _WORD_CHAR = re.compile(r"[^\W_]")
-_WORD_RUN = re.compile(r"[^\W_]+")
 _MIN_SENTENCE = 12
 
 
@@ -120,7 +119,7 @@ def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
     if not pieces and not rare:
         return lambda text: text
     copies = _Copies(pieces)
-    tokens = {t.lower() for t in rare}
+    tokens = _Words(rare)
 
     def scrub(text: str | None) -> str | None:
         if not text:
@@ -128,10 +127,7 @@ def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
         out: list[str] = []
         i = last = 0
         while i < len(text):
-            n = copies.at(text, i)
-            if not n and tokens and (i == 0 or not _WORD_CHAR.match(text, i - 1)):
-                m = _WORD_RUN.match(text, i)
-                n = len(m.group()) if m and m.group().lower() in tokens else 0
+            n = copies.at(text, i) or tokens.at(text, i)
             if n:
                 out += (text[last:i], REDACTED)
                 i = last = i + n
@@ -142,6 +138,41 @@ def scrubber(body: str, rare: list[str]):  # noqa: ANN201 - returns str -> str
         return "".join(out) + text[last:] if out else text
 
     return scrub
+
+
+def _fold(c: str) -> str:
+    """One character as the rare words are compared, in any case: its lower case's upper case
+    (ı, i and I; ſ, s and S; ς, σ and Σ; ß and ẞ; µ and μ each meet), and İ as I. Wherever a
+    case-blind regex takes two characters for one, so does this (it may take a few more)."""
+    return "I" if c == "İ" else c.lower().upper()
+
+
+class _Words:
+    """Rare words to find as whole words, in any case, by their folded characters in a set.
+
+    A word of the secret may hold U+0307 (İ lowercased is i and a combining dot), which is no
+    word character: a run read here goes through it, and a word may end wherever the text's
+    word does (at the run's end, or at such a mark)."""
+
+    _RUN = re.compile(r"(?:[^\W_]|[\u0307\u0345])+")
+
+    def __init__(self, rare: list[str]) -> None:
+        self.keys = {tuple(map(_fold, w)) for w in rare if w}
+        self.longest = max(map(len, self.keys), default=0)
+
+    def at(self, text: str, i: int) -> int:
+        """The length of the rare word that starts at `i`, or 0."""
+        if not self.keys or (i and _WORD_CHAR.match(text, i - 1)):
+            return 0
+        run = self._RUN.match(text, i, min(len(text), i + self.longest + 1))
+        if run is None or not _WORD_CHAR.match(text, i):
+            return 0
+        ends = [j for j in range(min(len(run.group()), self.longest), 0, -1)
+                if not _WORD_CHAR.match(text, i + j)]
+        if not ends:
+            return 0
+        key = tuple(map(_fold, run.group()[:ends[0]]))
+        return next((j for j in ends if key[:j] in self.keys), 0)
 
 
 class _Copies:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -224,3 +225,15 @@ def test_a_decision_recorded_from_the_event_gets_the_marker_too(offline_home: Ho
         decisions.record(store, body, None, None, eid, ev.now_iso())
         report = redact_event(store, eid, "key in a decision")
         assert [d.body for d in decisions.all_(store)] == [report.marker]
+
+
+def test_a_secret_in_turkish_capitals_is_gone_from_the_ladder(offline_home: Home,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    """İ lowercases to i and a combining dot, which is no word character: the ladder's words
+    hold "i̇zmi̇rparola77", and the scrubber must read the word through the mark."""
+    monkeypatch.setattr(sys.modules[__name__], "SECRET", "İZMİRPAROLA77")
+    sid, _ = built(offline_home, NOW - timedelta(days=3))
+    with Store.open(offline_home.db_path) as store:
+        assert any("parola77" in t.lower() for t in rollup_texts(store)), "the ladder quotes it"
+        redact_event(store, sid, "leaked")
+        assert [t for t in rollup_texts(store) if "parola77" in t.lower()] == []
