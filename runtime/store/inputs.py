@@ -81,7 +81,9 @@ def pending(store: Store, limit: int | None = None, ids: Sequence[int] | None = 
 
 
 def pending_count(store: Store) -> int:
-    return int(store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") or 0)
+    """How many `pending` would give: an input whose event was archived is not among them."""
+    return int(store.scalar("SELECT COUNT(*) FROM inputs AS i JOIN events AS e "
+                            "ON e.id = i.event_id WHERE i.status = 'pending'") or 0)
 
 
 def listing(store: Store, status: str) -> list[Input]:
