@@ -230,13 +230,13 @@ def test_a_tick_reads_the_inputs_it_may_take_and_resumes_by_id(
     write_config(offline_home.root, coworker={"max_inputs_per_turn": 2})
     settings = offline_home.settings()
     read: list[int] = []
-    real = inputs_store._from_row
+    real = inputs_store.history_of
 
-    def counted(r):  # noqa: ANN001, ANN202
-        read.append(int(r["id"]))
-        return real(r)
+    def counted(store, ids):  # noqa: ANN001, ANN202
+        read.extend(ids)
+        return real(store, ids)
 
-    monkeypatch.setattr(inputs_store, "_from_row", counted)
+    monkeypatch.setattr(inputs_store, "history_of", counted)
     with Store.open(offline_home.db_path) as store:
         ids = [inputs_store.add_message(store, Event.owner_message(f"message {i}", "tell"))
                for i in range(12)]
@@ -253,15 +253,19 @@ def test_a_tick_reads_the_inputs_it_may_take_and_resumes_by_id(
         assert got.resume is not None and got.perception.input_ids == ids[2:4], got
 
 
-def test_an_input_whose_event_was_archived_does_not_count_as_waiting(offline_home: Home):
+def test_an_input_whose_event_was_archived_while_it_waited_is_still_taken(offline_home: Home):
+    """The loop was down a month (or the input was set aside and retried later) and reflect
+    moved its event to the archive: the owner's message is still owed a turn."""
     with Store.open(offline_home.db_path) as store:
-        inputs_store.add_message(store, Event(kind="message", body="old one", actor="owner",
-                                              author_kind="user", ts="2020-01-01T00:00:00.000Z"))
-        archive.move_older_than(store, "2021-01-01T00:00:00.000Z")
+        old = inputs_store.add_message(store, Event(
+            kind="message", body="old one", actor="owner", author_kind="user",
+            ts="2020-01-01T00:00:00.000Z"))
+        assert archive.move_older_than(store, "2021-01-01T00:00:00.000Z") == 1
         new = inputs_store.add_message(store, Event.owner_message("new", "tell"))
         got = perception.perceive(offline_home, store, offline_home.settings(),
                                   perception.DueRituals())
-        assert got.perception.input_ids == [new] and not got.more, got
+        assert got.perception.input_ids == [old, new] and not got.more, got
+        assert [e.body for e in got.perception.inputs] == ["old one", "new"]
 
 
 # --- the scrubber: one pass, the same result as one alternation of every copy and word ------

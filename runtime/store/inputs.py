@@ -20,7 +20,7 @@ from typing import Any
 
 from ..settings import redact
 from .db import Store
-from .events import COLUMNS, Event, now_iso
+from .events import COLUMNS, Event, history_of, now_iso
 
 MAX_FAILURES = 3
 # The largest owner message, in UTF-8 bytes, whichever door it comes through (4 MiB, about a
@@ -69,21 +69,21 @@ def add_message(store: Store, event: Event) -> int:
 def pending(store: Store, limit: int | None = None, ids: Sequence[int] | None = None
             ) -> list[Input]:
     """Pending inputs, oldest first: at most `limit`, and of `ids` only when given (a tick
-    reads the few it may take, never every waiting message whole)."""
-    cols = ", ".join(f"e.{c.strip()}" for c in COLUMNS.split(","))
-    among = "" if ids is None else f"AND i.event_id IN ({','.join('?' * len(ids))}) "
+    reads the few it may take, never every waiting message whole). An input whose event
+    reflect archived while it waited (the loop was down a month, or it was set aside and
+    retried later) is read from the archive: it is still owed a turn."""
+    among = "" if ids is None else f"AND event_id IN ({','.join('?' * len(ids))}) "
     rows = store.query(
-        f"SELECT {cols}, i.kind AS input_kind, i.status, i.failures, i.last_error "
-        "FROM inputs AS i JOIN events AS e ON e.id = i.event_id "
-        f"WHERE i.status = 'pending' {among}ORDER BY i.event_id LIMIT ?",
+        "SELECT event_id, kind, status, failures, last_error FROM inputs "
+        f"WHERE status = 'pending' {among}ORDER BY event_id LIMIT ?",
         (*(ids or ()), -1 if limit is None else limit))
-    return [_from_row(r) for r in rows]
+    events = history_of(store, [int(r["event_id"]) for r in rows])
+    return [Input(events[i], r["kind"], r["status"], int(r["failures"]), r["last_error"])
+            for r in rows if (i := int(r["event_id"])) in events]
 
 
 def pending_count(store: Store) -> int:
-    """How many `pending` would give: an input whose event was archived is not among them."""
-    return int(store.scalar("SELECT COUNT(*) FROM inputs AS i JOIN events AS e "
-                            "ON e.id = i.event_id WHERE i.status = 'pending'") or 0)
+    return int(store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") or 0)
 
 
 def listing(store: Store, status: str) -> list[Input]:
@@ -183,10 +183,9 @@ def retry(store: Store, event_ids: Sequence[int] | None = None) -> list[int]:
 
 def pending_ritual(store: Store, name: str) -> bool:
     """Whether a due ritual of this name already waits (so a late catch-up never doubles it)."""
-    return store.scalar(
-        "SELECT 1 FROM inputs AS i JOIN events AS e ON e.id = i.event_id "
-        "WHERE i.status = 'pending' AND i.kind = 'ritual' "
-        "AND json_extract(e.meta, '$.ritual') = ?", (name,)) is not None
+    waiting = [int(r[0]) for r in store.query(
+        "SELECT event_id FROM inputs WHERE status = 'pending' AND kind = 'ritual'")]
+    return any(e.meta.get("ritual") == name for e in history_of(store, waiting).values())
 
 
 def last_failure(store: Store) -> dict[str, Any] | None:
