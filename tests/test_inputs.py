@@ -17,7 +17,7 @@ import pytest
 from runtime.cli import main
 from runtime.home import Home
 from runtime.loop import Loop
-from runtime.store import Event, Store, inputs
+from runtime.store import Event, Store, archive, inputs
 from runtime.store import events as ev
 from runtime.store import side_effects as ledger
 from runtime.tools import ToolContext, default_registry
@@ -152,6 +152,25 @@ def test_status_shows_a_set_aside_input_and_retry_puts_it_back(home: Home, api: 
     assert status(home, poison) == "pending"
     api.enqueue(text("Handled now."))
     assert tick(loop).kind == "no_action" and status(home, poison) == "consumed"
+
+
+def test_a_set_aside_input_archived_by_reflect_is_retried_months_later(home: Home,
+                                                                        api: FakeMessagesAPI):
+    """Set aside, then reflect moves its event to the archive (the owner retries much later):
+    the retried message still reaches the model and is consumed."""
+    poison = tell(home, "POISON archived meanwhile")
+    api.enqueue(*[error(400, "invalid_request_error", "prompt is too long")] * 3)
+    loop = make_loop(home)
+    for _ in range(3):
+        tick(loop)
+    assert status(home, poison) == "set_aside"
+    with Store.open(home.db_path) as store:
+        assert archive.move_older_than(store, "2999-01-01T00:00:00.000Z") >= 1
+        assert store.scalar("SELECT COUNT(*) FROM events WHERE id = ?", (poison,)) == 0
+    assert main(["retry"]) == 0
+    api.enqueue(text("Handled now."))
+    assert tick(loop).kind == "no_action" and status(home, poison) == "consumed"
+    assert "POISON archived meanwhile" in new_part(api.requests[-1])
 
 
 def test_a_bug_in_a_turn_counts_against_its_input(home: Home, api: FakeMessagesAPI,

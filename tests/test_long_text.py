@@ -30,7 +30,7 @@ from runtime.memory.search import search
 from runtime.memory.tokens import READ_CHARS, VOCAB_CHARS, head, stem
 from runtime.memory.walk import walk
 from runtime.settings import REDACTED
-from runtime.store import Event, Store, archive
+from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import inputs as inputs_store
 from runtime.store import promotions as pr
@@ -251,21 +251,6 @@ def test_a_tick_reads_the_inputs_it_may_take_and_resumes_by_id(
         inputs_store.retry(store, [ids[0]])
         got = perception.perceive(offline_home, store, settings, perception.DueRituals())
         assert got.resume is not None and got.perception.input_ids == ids[2:4], got
-
-
-def test_an_input_whose_event_was_archived_while_it_waited_is_still_taken(offline_home: Home):
-    """The loop was down a month (or the input was set aside and retried later) and reflect
-    moved its event to the archive: the owner's message is still owed a turn."""
-    with Store.open(offline_home.db_path) as store:
-        old = inputs_store.add_message(store, Event(
-            kind="message", body="old one", actor="owner", author_kind="user",
-            ts="2020-01-01T00:00:00.000Z"))
-        assert archive.move_older_than(store, "2021-01-01T00:00:00.000Z") == 1
-        new = inputs_store.add_message(store, Event.owner_message("new", "tell"))
-        got = perception.perceive(offline_home, store, offline_home.settings(),
-                                  perception.DueRituals())
-        assert got.perception.input_ids == [old, new] and not got.more, got
-        assert [e.body for e in got.perception.inputs] == ["old one", "new"]
 
 
 # --- the scrubber: one pass, the same result as one alternation of every copy and word ------
