@@ -286,3 +286,20 @@ def test_a_file_dated_ahead_of_the_clock_is_taken_once_it_stays_the_same(
         time.sleep(inbox_settle + 0.2)  # a wait, never a bound on how long anything takes
         inbox.take(offline_home.inbox, store)
     assert messages(offline_home) == [("notes from the train", "from-laptop.txt")]
+
+
+def test_an_empty_file_waits_in_the_inbox_until_its_writer_writes(
+        offline_home: Home, caplog: pytest.LogCaptureFixture):
+    """`slow-command > state/inbox/report.txt` creates the file before the command says
+    anything: filed empty, its text would have gone to done/ and never been read."""
+    box = offline_home.inbox
+    (box / "report.txt").write_text("", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="runtime.loop"):
+        tick(offline_home)
+        tick(offline_home)
+    assert left(offline_home) == ["report.txt"] and names(box / "done") == []
+    assert len(logged(caplog, logging.INFO, "report.txt", "empty")) == 1, "said once"
+    (box / "report.txt").write_text("the build failed on step 3", encoding="utf-8")
+    tick(offline_home)
+    assert messages(offline_home) == [("the build failed on step 3", "report.txt")]
+    assert left(offline_home) == [] and names(box / "done") == ["report.txt"]

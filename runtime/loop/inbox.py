@@ -14,6 +14,8 @@ An entry squatting the name of done/ or rejected/ (a file, a link) is renamed as
 inbox, under a name that overwrites nothing, and read like any other file. It adds the
 message through store.inputs; it never decides what a message means and never calls a model.
 A file changed under SETTLE_S seconds ago may still be being written: it waits for a later tick.
+An empty file (or one of blank space) is a writer that has not written yet: it stays in the
+inbox until it holds text (filed, its later text would be lost in done/).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ SETTLE_S = 2.0
 
 _failures: dict[str, dict[tuple[str, str | None], int]] = {}  # per inbox: failures in a row
 _settling: dict[str, dict[str, tuple[str, float]]] = {}  # per inbox: name -> (identity, since)
+_empty: dict[str, dict[str, str]] = {}  # per inbox: an empty file's name -> identity, said once
 
 
 def files(inbox: Path) -> list[os.DirEntry[str]]:
@@ -106,23 +109,25 @@ def _take(inbox: Path, done: Path, entry: os.DirEntry[str], store: Store) -> Non
         _reject(inbox, entry, f"its contents are not UTF-8 text (byte 0x{raw[e.start]:02x} at "
                 f"offset {e.start}); save it as UTF-8 text and drop it in again")
         return
+    if not text:  # a writer that has not written yet (`slow-command > inbox/x.txt`): it waits
+        if _empty.setdefault(str(inbox), {}).get(entry.name) != identity:
+            _empty[str(inbox)][entry.name] = identity
+            log.info("inbox file %r is empty (or only blank space): it waits in the inbox "
+                     "until it holds text", entry.name)
+        return
+    _empty.get(str(inbox), {}).pop(entry.name, None)
     digest = hashlib.sha256(raw).hexdigest()[:16]
-    recorded = None
-    if text:
-        recorded = ev.inbox_file_seen(store, digest, entry.name, identity)
-        if recorded is None:
-            inputs_store.add_message(store, Event.owner_message(
-                text, "inbox", file=entry.name, inbox_sha=digest, inbox_stat=identity))
+    recorded = ev.inbox_file_seen(store, digest, entry.name, identity)
+    if recorded is None:
+        inputs_store.add_message(store, Event.owner_message(
+            text, "inbox", file=entry.name, inbox_sha=digest, inbox_stat=identity))
     try:
         target = _filed_path(done, entry.name, stamped=False)
         os.replace(inbox / entry.name, target)
     except OSError as e:  # it was read; it must not be read again next tick
         _reject(inbox, entry, f"could not be moved to done/ ({e.strerror or e})")
         return
-    if not text:
-        log.warning("inbox file %r is empty (or only blank space): no message; filed as %s",
-                    entry.name, target)
-    elif recorded is not None:
+    if recorded is not None:
         log.info("inbox file %r was already recorded as event %s (the coworker stopped before "
                  "filing it); filed as %s", entry.name, recorded, target)
 
