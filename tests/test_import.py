@@ -694,3 +694,20 @@ def test_infinity_and_nan_in_meta_are_imported_as_their_names(offline_home: Home
     with Store.open(offline_home.db_path) as store:
         assert store.scalar("SELECT json_extract(meta, '$.score') FROM events") == "NaN"
         assert ev.get(store, 1).meta["lo"] == ["-Infinity", "Infinity"]
+
+
+def test_an_imported_promotion_line_never_stands_for_an_owners_remember(offline_home: Home):
+    """Another home's `log --json` holds promotion lines naming its inputs by id; imported
+    here, one naming the id of an owner's later "remember" must not pass for its verdict."""
+    path = offline_home.root / "other-home.jsonl"
+    path.write_text(json.dumps({
+        "ts": "2026-01-02T09:00:00Z", "kind": "promotion", "actor": "coworker",
+        "author_kind": "system", "body": "promotion 1 queued: elsewhere",
+        "meta": {"input_id": 2, "promotion_id": 1}}) + "\n", encoding="utf-8")
+    assert coworker("import", str(path)).returncode == 0
+    told = coworker("tell", "remember that the parser ships on Fridays")
+    assert told.returncode == 0 and "event 2" in told.stdout, told.stdout
+    assert coworker("run", "--once").returncode == 0
+    with Store.open(offline_home.db_path) as store:
+        texts = [r[0] for r in store.query("SELECT text FROM promotions")]
+    assert texts == ["the parser ships on Fridays"], texts

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime import context
 from runtime.cli import main
 from runtime.home import Home
 from runtime.loop import Loop
@@ -171,6 +172,123 @@ def test_a_set_aside_input_archived_by_reflect_is_retried_months_later(home: Hom
     api.enqueue(text("Handled now."))
     assert tick(loop).kind == "no_action" and status(home, poison) == "consumed"
     assert "POISON archived meanwhile" in new_part(api.requests[-1])
+
+
+def test_a_busy_database_during_a_turn_counts_against_nothing(home: Home, api: FakeMessagesAPI):
+    """Another process (an import, a manual reflect) holds the write lock while the model
+    answers: the turn cannot record the answer, and that is an outage, not the message's
+    fault. The lock is let go when the turn gives up on it (no clock decides)."""
+    mid = tell(home, "please answer Dana")
+    loop = make_loop(home)
+    loop.store.conn.execute("PRAGMA busy_timeout = 200")
+    holder = sqlite3.connect(home.db_path, isolation_level=None, check_same_thread=False)
+
+    def answer(request):  # noqa: ANN001, ANN202 - the lock is taken as the model answers
+        holder.execute("BEGIN IMMEDIATE")
+        return text("ok")
+
+    class LetGo(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if holder.in_transaction and "failed" in record.getMessage():
+                holder.execute("COMMIT")
+
+    api.responder = answer
+    handler = LetGo(logging.WARNING)
+    logging.getLogger("runtime").addHandler(handler)
+    try:
+        outcome = tick(loop)
+    finally:
+        logging.getLogger("runtime").removeHandler(handler)
+        api.responder = None
+        holder.close()
+    assert outcome.kind == "failed" and not outcome.blames_input, outcome
+    with Store.open(home.db_path) as store:
+        row = store.query("SELECT status, failures FROM inputs WHERE event_id = ?", (mid,))[0]
+    assert (row["status"], row["failures"]) == ("pending", 0)
+
+
+def test_inputs_left_for_a_later_turn_are_never_shown_as_past(home: Home,
+                                                              api: FakeMessagesAPI):
+    """Four messages wait and a turn takes two: the other two are not "Your past" now (they
+    would read as seen) and come as new in the next turn, once."""
+    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 2})
+    ids = [tell(home, f"message number {i}") for i in range(4)]
+    api.enqueue(text("ok"), text("ok too"))
+    loop = make_loop(home)
+    tick(loop)
+    tick(loop)
+    for turn, (now, later) in enumerate([(ids[:2], ids[2:]), (ids[2:], [])]):
+        past, new = (part["text"] for part in
+                     api.requests[turn]["json"]["messages"][0]["content"][:2])
+        for i in now:
+            assert f"message number {ids.index(i)}" in new and f"message number {ids.index(i)}" \
+                not in past, (turn, past)
+        for i in later:
+            assert f"message number {ids.index(i)}" not in past + new, (turn, past)
+    assert all(status(home, i) == "consumed" for i in ids)
+
+
+def test_a_long_message_is_shown_whole_within_the_budget_and_cut_says_where_the_rest_is(
+        home: Home, api: FakeMessagesAPI):
+    """60,000 characters are shown whole; 110,000 are cut at the budget, with the event and
+    offset `memory_read` reads the rest from, and the end of the message reaches the model."""
+    whole = tell(home, " ".join(f"a{i}" for i in range(10_000)) + " END-OF-THE-FIRST")
+    loop = make_loop(home)
+    api.enqueue(text("ok"))
+    tick(loop)
+    assert "END-OF-THE-FIRST" in new_part(api.requests[-1]) and "(cut:" not in \
+        new_part(api.requests[-1]) and status(home, whole) == "consumed"
+    body = " ".join(f"bb{i}" for i in range(14_000)) + " THE-ASK-AT-THE-END"
+    assert context.NEW_CHARS < len(body) < context.NEW_CHARS + 20_000  # one read gets the rest
+    cut = tell(home, body)
+    shown = context.NEW_CHARS - 1
+    api.enqueue(tool_use("memory_read", {"event_id": cut, "offset": shown}, id="toolu_r"),
+                text("Read it all."))
+    tick(loop)
+    new = new_part(api.requests[-2])
+    assert "THE-ASK-AT-THE-END" not in new
+    assert (f"(cut: the first {shown:,} of its {len(body):,} characters are shown; "
+            f"memory_read with event_id {cut} and offset {shown} reads the rest)") in new
+    rest = json.dumps(api.requests[-1]["json"]["messages"][-1])
+    assert "THE-ASK-AT-THE-END" in rest and status(home, cut) == "consumed"
+
+
+def _outbox(home: Home) -> list[str]:
+    return sorted(p.name for p in home.outbox.iterdir()) if home.outbox.is_dir() else []
+
+
+def test_a_stopped_turn_that_ran_reflect_in_its_batch_is_replayed_not_asked_again(
+        home: Home, api: FakeMessagesAPI):
+    """Reflect was due with the owner's message: it consumed its own input before the model
+    turn, which sent a reply and was stopped. The next attempt replays the reply it recorded
+    (the message is still pending) instead of asking the model again and sending it twice."""
+    write_config(home.root, api.url, model={"timeout_s": 60.0})
+    mid = tell(home, "please answer Dana")
+    api.enqueue(tool_use("reply", {"text": "Dana: ships Friday"}, id="toolu_reply1"),
+                Scripted(200, text("late"), delay=30))
+    loop = make_loop(home, live=True)
+    loop._ritual_due("reflect")
+    assert stopped_mid_call(loop, api, 2).kind == "stopped" and len(_outbox(home)) == 1
+    asked = len(api.requests)
+    api.enqueue(text("done"))
+    again = tick(make_loop(home, live=True))
+    assert again.kind == "acted" and status(home, mid) == "consumed"
+    assert len(_outbox(home)) == 1, "the reply was replayed, not sent again"
+    assert len(api.requests) == asked + 1, "only the step after the replayed one is asked"
+
+
+def test_a_turn_capped_mid_way_is_replayed_when_the_cap_allows(home: Home,
+                                                               api: FakeMessagesAPI):
+    write_config(home.root, api.url, model={"daily_calls": 1})
+    mid = tell(home, "please answer Dana")
+    api.enqueue(tool_use("reply", {"text": "Dana: ships Friday"}, id="toolu_reply1"))
+    loop = make_loop(home, live=True)
+    assert tick(loop).kind == "capped" and status(home, mid) == "pending"
+    assert len(_outbox(home)) == 1
+    write_config(home.root, api.url, model={"daily_calls": 100})
+    api.enqueue(text("done"))
+    assert tick(loop).kind == "acted" and status(home, mid) == "consumed"
+    assert len(_outbox(home)) == 1 and len(api.requests) == 2
 
 
 def test_a_bug_in_a_turn_counts_against_its_input(home: Home, api: FakeMessagesAPI,

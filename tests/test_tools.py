@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from runtime.home import Home
-from runtime.store import Store
+from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.tools import ToolContext, default_registry
 from runtime.tools.promises import parse_due
@@ -16,6 +16,7 @@ SAMPLE_INPUT = {
     "reply": {"text": "hello", "subject": "s"},
     "promise": {"text": "x", "due": "in 1h"},
     "memory_search": {"query": "x"},
+    "memory_read": {"event_id": 1},
     "memory_walk": {"query": "x"},
     "memory_propose": {"text": "x", "source_events": [1], "confidence": 0.9},
 }
@@ -78,3 +79,28 @@ def test_parse_due():
     assert parse_due("in 2 hours", now) == now + timedelta(hours=2)
     assert parse_due("2026-02-01T09:00:00Z", now) == datetime(2026, 2, 1, 9, tzinfo=UTC)
     assert parse_due("2026-02-01T09:00:00", now).tzinfo is not None
+
+
+def test_memory_read_reads_an_event_on_from_an_offset_under_its_header(offline_home: Home):
+    reg = default_registry()
+    body = " ".join(f"w{i}" for i in range(4_000)) + " THE-ASK-AT-THE-END"  # ~24,000
+    with Store.open(offline_home.db_path) as store:
+        eid = ev.append(store, Event.owner_message(body, "tell"))
+        imported = ev.append(store, Event(kind="message", body="from an old export",
+                                          actor="dana", author_kind="user",
+                                          meta={"imported": True}))
+        first = reg.dispatch(ctx(offline_home, store, False), "memory_read", {"event_id": eid})
+        assert not first.is_error
+        head, text = first.text.split("\n", 1)
+        assert head.startswith(f"[event {eid} · ") and "· message · owner]" in head
+        assert f"characters 0 to 20,000 of {len(body):,}" in head
+        assert "offset 20000 reads on" in head and text == body[:20_000]
+        rest = reg.dispatch(ctx(offline_home, store, False), "memory_read",
+                            {"event_id": eid, "offset": 20_000})
+        assert rest.text.endswith("THE-ASK-AT-THE-END") and "; the end" in rest.text
+        old = reg.dispatch(ctx(offline_home, store, False), "memory_read",
+                           {"event_id": imported})
+        assert "imported" in old.text.split("\n", 1)[0], old.text
+        missing = reg.dispatch(ctx(offline_home, store, False), "memory_read",
+                               {"event_id": 10**6})
+        assert missing.is_error and f"no event {10**6}" in missing.text

@@ -78,20 +78,20 @@ def choose(store: Store, settings: Settings, oldest: list[inputs_store.Input]
     """This turn's inputs, and the unfinished attempt it replays (if any), given the oldest
     pending inputs (as many as a turn takes).
 
-    An attempt that did not complete (killed, stopped, failed) and whose inputs are all
-    still pending is taken up again with exactly those inputs, so its recorded steps can be
-    replayed (they are read by id: a retried older input may wait ahead of them). After a
-    failure its inputs caused, the oldest input goes alone, so a poison input is set aside by
-    itself and the inputs behind it go on."""
+    An attempt that did not complete (killed, stopped, failed, capped) is taken up again
+    with those of its inputs still pending, so its recorded steps are replayed, never asked
+    again (a reply sent is not sent twice); one it consumed itself (a built-in ritual run in
+    the same batch) is not waited for. They are read by id: a retried older input may wait
+    ahead of them. After a failure its inputs caused, the oldest input goes alone, so a poison
+    input is set aside by itself and the inputs behind it go on."""
     if not oldest:
         return [], None
     last = turns.last_attempt(store)
     if last is not None and last.outcome in turns.RESUMABLE and last.inputs:
         by_id = {i.id: i for i in inputs_store.pending(store, ids=last.inputs)}
-        if all(i in by_id for i in last.inputs):
-            batch = [by_id[i] for i in last.inputs]
-            if len(batch) == 1 or all(i.failures == 0 for i in batch):
-                return batch, last
+        batch = [by_id[i] for i in last.inputs if i in by_id]
+        if batch and (len(batch) == 1 or all(i.failures == 0 for i in batch)):
+            return batch, last
     if oldest[0].failures > 0:
         return [oldest[0]], None
     return oldest[: settings.coworker.max_inputs_per_turn], None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import context as ctx
-from ..errors import ModelError
+from ..errors import ModelError, StoreError
 from ..home import Home
 from ..model import Model, Reply
 from ..scheduler import BUILTIN
@@ -138,6 +138,10 @@ async def _outcome(tc: TurnContext, tick_id: int, perception: ctx.Perception,
         record(tc.store, "tick_failed", str(e), tick_id=tick_id, attempts=e.attempts)
         outcome = TickOutcome(Outcome.FAILED, tick_id, detail=str(e),
                               blames_input=e.blames_input)
+    except StoreError as e:  # the database was held or failed: an outage, not the input's
+        log.warning("tick %d failed: the database failed (%s); its inputs wait, counted "
+                    "against nothing", tick_id, e)
+        outcome = TickOutcome(Outcome.FAILED, tick_id, detail=f"{type(e).__name__}: {e}")
     except Exception as e:  # a bug in a turn fails the tick, not the loop
         log.exception("tick %d failed unexpectedly", tick_id)
         record(tc.store, "tick_failed", f"{type(e).__name__}: {e}", tick_id=tick_id)

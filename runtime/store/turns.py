@@ -16,7 +16,7 @@ from .db import Store
 
 COMPLETED = ("acted", "no_action", "step_cap")
 # an attempt that ended so (None: killed, no tick_end) is taken up again with the same inputs
-RESUMABLE = (None, "stopped", "failed")
+RESUMABLE = (None, "stopped", "failed", "capped")
 
 _OWN = "AND (meta IS NULL OR json_extract(meta, '$.imported') IS NULL)"
 
@@ -104,7 +104,7 @@ def tool_results(store: Store, tick_id: int) -> dict[str, tuple[str, bool]]:
 def gated(store: Store, input_id: int) -> bool:
     """Whether this input already went through the promotion gate (a retried turn must not
     propose the same "remember" twice)."""
-    return store.scalar("SELECT 1 FROM events WHERE kind = 'promotion' "
+    return store.scalar(f"SELECT 1 FROM events WHERE kind = 'promotion' {_OWN} "
                         "AND json_extract(meta, '$.input_id') = ?", (input_id,)) is not None
 
 

@@ -1,8 +1,9 @@
 """The agent's memory tools: `memory_search` (search over events, archive and rollups,
-with ids), `memory_walk` (the walk as JSON, blind to the tick's own inputs and steps, each walk
+with ids), `memory_read` (one event's text from an offset: the rest of a message "What is new"
+showed cut), `memory_walk` (the walk as JSON, blind to the tick's own inputs and steps, each walk
 recorded in telemetry) and `memory_propose` (a fact for the gate, which decides it and records
 the decision; it may name the MEMORY.md entry it supersedes, ADR-0018, and one that names no
-entry is an error result the model can correct). Search and walk only read memory; no tool
+entry is an error result the model can correct). Search, read and walk only read memory; no tool
 here writes MEMORY.md itself (only the gate may) or calls a chat model. With the semantic
 channel on, search and walk may embed the query, and only when lexical falls short (the
 loop's `SemanticCache` keeps the embedder and vectors between ticks).
@@ -19,11 +20,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from ..errors import CoworkerError
 from ..memory import dates
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
-from ..memory.recall import header_field
+from ..memory.recall import IMPORTED_MARK, event_header, header_field
 from ..memory.search import days_line, search
+from ..store import decisions as dec
+from ..store import events as ev
 from .registry import Tool, ToolContext
 
 QUERY_NOTE = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read; "
@@ -110,6 +114,38 @@ def _propose(ctx: ToolContext, p: ProposeInput) -> str:
     return verdict.describe()  # an unknown `supersedes` raises: the registry's error result
 
 
+READ_CHARS = 20_000  # of one event's text, per memory_read
+
+
+class ReadInput(BaseModel):
+    event_id: EventId = Field(description="the event to read, as a listing or a cut message "
+                              "names it")
+    offset: int = Field(0, ge=0, le=2**40, description="the character to read from (a cut "
+                        "message says where the rest starts)")
+
+
+def _read(ctx: ToolContext, p: ReadInput) -> str:
+    """A stretch of one event's text (hot or archived), as "What is new" shows it (one line),
+    under the header every listing gives it, so who said it is never in doubt."""
+    e = ev.history_of(ctx.store, [p.event_id]).get(p.event_id)
+    if e is None:
+        raise UnknownEvent(f"no event {p.event_id}: name one a listing or a message gave")
+    text = " ".join(e.body.split())
+    end = min(len(text), p.offset + READ_CHARS)
+    where = (f"characters {p.offset:,} to {end:,} of {len(text):,}"
+             + (f"; memory_read with event_id {p.event_id} and offset {end} reads on"
+                if end < len(text) else "; the end"))
+    mark = IMPORTED_MARK if e.imported else ""
+    if (stale := dec.stale_events(ctx.store).get(p.event_id)) is not None:
+        mark += f" · stale: superseded by {stale}"  # as every listing marks it
+    header = event_header(e, dates.local_minute(e.ts, ctx.settings.coworker.zone), mark)
+    return f"{header} ({where})\n{text[p.offset:end]}"
+
+
+class UnknownEvent(CoworkerError):
+    """memory_read of an id no event has: a mistake the model can correct."""
+
+
 TOOLS = [
     Tool("memory_propose", "Propose one durable fact or lesson for MEMORY.md, citing the "
          "events it comes from; when it replaces an entry that is no longer true, name that "
@@ -123,4 +159,7 @@ TOOLS = [
          WalkInput, _walk),
     Tool("memory_search", "Search your memory (all events, the archive and rollups) by words; "
          "returns ids you can cite. A day the query names comes first.", SearchInput, _search),
+    Tool("memory_read", "Read one event's whole text, 20,000 characters at a time from "
+         "`offset`: the rest of a message shown cut, or an event a listing named.",
+         ReadInput, _read),
 ]
