@@ -17,7 +17,10 @@ folder that gets carried around), logs, run.json, the inbox and outbox.
 against the manifest, the database with integrity_check), holds the pidfile lock while it works
 so no loop starts meanwhile, and moves what it replaces (the database with its -wal and -shm,
 MEMORY.md, snapshots/, memory-map.md) aside into state/before-restore-<time>/: nothing is lost.
-The restored database then records one `backup_restored` event.
+When the database moved aside holds the same history, it is read (its content unchanged) for what came
+after the backup (`Since`): inputs it answered are marked answered, and messages told after the
+backup that were still waiting are told again. The restored database then records one
+`backup_restored` event.
 
 Errors are CoworkerErrors: UsageError (exit 2) for a path that cannot be a backup or a
 destination, BackupRefused (exit 1) for a refusal (a folder that is not empty, a running
@@ -31,14 +34,17 @@ import json
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__, process
 from .errors import AlreadyRunning, CoworkerError, UsageError
 from .home import PRIVATE_DIR, PRIVATE_FILE, Home
+
+if TYPE_CHECKING:
+    from .store import Store
 
 MANIFEST = "manifest.json"
 DB_NAME = "coworker.db"
@@ -89,14 +95,48 @@ class RestoreReport:
     aside: Path
     moved_aside: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    since: Since | None = None  # what the database moved aside holds past the backup
 
     def line(self) -> str:
         c = self.counts
         kept = (f"what was here before is in {self.aside}" if self.moved_aside else
                 f"nothing was here to move aside (the folder {self.aside} is empty)")
+        since = f"; {self.since.line(self.aside)}" if self.since and self.since.line(
+            self.aside) else ""
         return (f"restored the backup taken {self.taken_at} from {self.src} "
                 f"({_n(c['events'] + c['events_archive'], 'event')}, {_n(c['pins'], 'pin')}, "
-                f"{_n(len(self.restored), 'file')}); {kept}; `coworker start` runs it")
+                f"{_n(len(self.restored), 'file')}); {kept}{since}; `coworker start` runs it")
+
+
+@dataclass
+class Since:
+    """What the database moved aside says of the time after the backup: inputs it had
+    answered (marked answered here, so nothing is answered twice), messages told after the
+    backup that were still waiting (told again here, so none is lost), messages told after it
+    that were answered then (only in the aside database), or why it could not be read."""
+
+    answered: int = 0
+    told_again: list[int] = field(default_factory=list)
+    answered_after: int = 0
+    unread: str | None = None
+
+    def line(self, aside: Path) -> str:
+        if self.unread:
+            return (f"the database moved aside could not be read ({self.unread}): messages told "
+                    "after the backup may be only there")
+        parts = []
+        if self.answered:
+            parts.append(f"{_n(self.answered, 'message')} answered since the backup "
+                         f"{_verb(self.answered, 'stays', 'stay')} answered")
+        if again := len(self.told_again):
+            parts.append(f"{_n(again, 'message')} told after the backup and still waiting "
+                         f"{_verb(again, 'is', 'are')} told again (event "
+                         f"{', '.join(map(str, self.told_again))})")
+        if self.answered_after:
+            parts.append(f"{_n(self.answered_after, 'message')} told and answered after the "
+                         f"backup {_verb(self.answered_after, 'is', 'are')} only in "
+                         f"{aside / DB_NAME}")
+        return "; ".join(parts)
 
 
 # --- taking a backup -------------------------------------------------------------------------
@@ -196,8 +236,62 @@ def restore(home: Home, src: str | os.PathLike[str]) -> RestoreReport:
         report = _swap(home, source, manifest, counts)
     finally:
         lock.release()
+    if DB_NAME in report.moved_aside:
+        report = replace(report, since=_reconcile(home, report.aside / DB_NAME))
     _record(home, report)
     return report
+
+
+def _reconcile(home: Home, old_db: Path) -> Since:
+    """Bring what the database moved aside knows of the time after the backup into the
+    restored one (see `Since`). Only when both hold the same history (the backup's newest
+    event is the same in both); what the aside database holds is never changed."""
+    from .store import Store  # noqa: F811 - the module loads the store only when it restores
+
+    since = Since()
+    try:
+        old = sqlite3.connect(old_db)  # read-write only so its -wal is read; nothing is written
+        old.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as e:
+        since.unread = str(e)
+        return since
+    try:
+        with Store.open(home.db_path) as store:
+            _bring_over(store, old, since)
+    except sqlite3.Error as e:
+        since.unread = str(e)
+    finally:
+        old.close()
+    return since
+
+
+def _bring_over(store: Store, old: sqlite3.Connection, since: Since) -> None:
+    from .store import Event
+    from .store import inputs as inputs_store
+
+    top = int(store.scalar("SELECT coalesce(max(id), 0) FROM history") or 0)
+    mine = store.query("SELECT ts, body FROM history WHERE id = ?", (top,))
+    theirs = old.execute("SELECT ts, body FROM history WHERE id = ?", (top,)).fetchall()
+    if not mine or not theirs or (mine[0][0], mine[0][1]) != tuple(theirs[0]):
+        since.unread = "it holds another history than the backup"
+        return
+    answered = [int(r[0]) for r in old.execute(
+        "SELECT event_id FROM inputs WHERE status = 'consumed' AND event_id <= ?", (top,))]
+    waiting = {int(r[0]) for r in store.query("SELECT event_id FROM inputs WHERE status = "
+                                              "'pending'")}
+    since.answered = len(waiting & set(answered))
+    inputs_store.consume(store, sorted(waiting & set(answered)), None)
+    for eid, ts, kind, actor, author_kind, body, meta, status in old.execute(
+            "SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, i.status "
+            "FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
+            "WHERE i.event_id > ? AND i.kind = 'message' ORDER BY i.event_id", (top,)):
+        if status == "consumed":
+            since.answered_after += 1
+            continue
+        extra = json.loads(meta) if meta else {}
+        since.told_again.append(inputs_store.add_message(store, Event(
+            kind=kind, actor=actor, author_kind=author_kind, body=body, ts=ts,
+            meta={**extra, "restored_from": eid})))
 
 
 def read_manifest(source: Path) -> dict[str, Any]:
@@ -310,6 +404,10 @@ def _record(home: Home, report: RestoreReport) -> None:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+def _verb(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many
+
 
 def _n(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"

@@ -23,7 +23,7 @@ from runtime import backup, cli
 from runtime.errors import CoworkerError, UsageError
 from runtime.home import Home
 from runtime.memory import memorymd
-from runtime.store import Store, pins
+from runtime.store import Store, inputs, pins
 from runtime.store import events as ev
 
 from .conftest import coworker, tell, write_config
@@ -141,11 +141,21 @@ def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
     restored = messages(home.db_path)
     for eid, body in before.items():  # every event acknowledged before the backup, same id
         assert restored.get(eid) == body
-    assert not set(after.values()) & set(restored.values())
-    # the writer's messages: all acknowledged before take() began, and then a prefix only
-    bg = [b for b in restored.values() if b.startswith("bg ")]
+    top = manifest["last_event_id"]
+    # the writer's messages in the backup: all acknowledged before take() began, then a prefix
+    bg = [b for i, b in restored.items() if b.startswith("bg ") and i <= top]
     assert set(acked_before_take) <= set(bg)
     assert sorted(bg, key=lambda b: int(b.split()[1])) == teller.acked[:len(bg)]
+    # told after the backup and still waiting (no model here): told again, none lost
+    again = {i: b for i, b in restored.items() if i > top}
+    assert set(again.values()) == set(after.values()) | set(teller.acked[len(bg):])
+    assert f"{len(again)} messages told after the backup and still waiting are told again" \
+        in result.line(), result.line()
+    with Store.open(home.db_path) as store:
+        told_again = {e.body: e for e in ev.tail(store, 100, kind="message")
+                      if e.id in again}
+        assert all(e.owners_words for e in told_again.values()), "still the owner's words"
+        assert all(e.meta["restored_from"] > top for e in told_again.values())
     with Store.open(home.db_path) as store:
         assert store.integrity_check() == "ok"
         assert [p.text for p in pins.active(store)] == ["Never deploy on Fridays"]
@@ -298,3 +308,43 @@ def test_a_live_database_that_is_damaged_gives_no_good_backup(with_history: Home
     assert "integrity_check" in one_line(e.value) and "coworker doctor" in str(e.value)
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["database"]["integrity_check"] != "ok"
+
+
+def test_a_restore_neither_answers_twice_nor_loses_what_was_told_after_the_backup(
+        home: Home, api, tmp_path: Path):
+    """A told, backed up, answered; B told after, still waiting; then the backup restored:
+    A stays answered (the aside database answered it) and B is told again, once."""
+    from runtime.loop import Loop
+
+    from .conftest import run_tick
+    from .fakeapi import text
+
+    a = tell(home, "what ships on Friday?")
+    backup.take(home, tmp_path / "b")
+    api.enqueue(text("The parser fix."))
+    assert run_tick(Loop(home, home.settings())).kind == "no_action"
+    b = tell(home, "and who reviews it?")
+    result = backup.restore(home, tmp_path / "b")
+    with Store.open(home.db_path) as store:
+        waiting = {i.event.body: i.event for i in inputs.pending(store)}
+    assert list(waiting) == ["and who reviews it?"] and waiting["and who reviews it?"].meta[
+        "restored_from"] == b and a not in [e.id for e in waiting.values()]
+    assert (f"1 message answered since the backup stays answered; 1 message told after the "
+            f"backup and still waiting is told again (event "
+            f"{waiting['and who reviews it?'].id})") in result.line(), result.line()
+    api.enqueue(text("Dana."))
+    assert run_tick(Loop(home, home.settings())).kind == "no_action"
+    asked = api.requests[-1]["json"]["messages"][0]["content"][1]["text"]
+    assert "and who reviews it?" in asked and "what ships on Friday?" not in asked
+
+
+def test_a_restore_into_another_history_brings_nothing_over_and_says_so(
+        with_history: Home, tmp_path: Path):
+    other = Home.locate(tmp_path / "other")
+    other.init()
+    write_config(other.root)
+    tell(other, "a message of another home")
+    backup.take(other, tmp_path / "b")
+    result = backup.restore(with_history, tmp_path / "b")
+    assert "another history than the backup" in result.line(), result.line()
+    assert sorted(messages(with_history.db_path).values()) == ["a message of another home"]
