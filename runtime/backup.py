@@ -17,10 +17,10 @@ folder that gets carried around), logs, run.json, the inbox and outbox.
 against the manifest, the database with integrity_check), holds the pidfile lock while it works
 so no loop starts meanwhile, and moves what it replaces (the database with its -wal and -shm,
 MEMORY.md, snapshots/, memory-map.md) aside into state/before-restore-<time>/: nothing is lost.
-When the database moved aside holds the same history, it is read (its content unchanged) for what came
-after the backup (`Since`): inputs it answered are marked answered, and messages told after the
-backup that were still waiting are told again. The restored database then records one
-`backup_restored` event.
+When the database moved aside holds the same history, it is read (its content unchanged) for
+what came after the backup (`Since`): inputs it answered are marked answered, and messages told
+after the backup that were still waiting are told again. The restored database then records
+one `backup_restored` event.
 
 Errors are CoworkerErrors: UsageError (exit 2) for a path that cannot be a backup or a
 destination, BackupRefused (exit 1) for a refusal (a folder that is not empty, a running
