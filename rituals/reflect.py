@@ -98,6 +98,16 @@ def cutoff(settings: Settings, now: datetime | None = None) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def hot_from(store: Store, limit: str) -> str:
+    """The archive's cutoff, held back to the oldest input still waiting for its turn: after a
+    month down, the owner's waiting message, the turn that took it up and what that turn
+    recorded stay in the hot log, where the loop resumes an attempt from (its record is read
+    there, cheaply, by kind)."""
+    waiting = store.scalar("SELECT min(e.ts) FROM inputs AS i JOIN events AS e ON e.id = "
+                           "i.event_id WHERE i.status = 'pending'")
+    return min(limit, str(waiting)) if waiting else limit
+
+
 def _peak_rss_mb() -> float:
     """This process's peak resident memory, in MB. On Linux the kernel's high-water mark of
     this program's own memory (VmHWM): getrusage's ru_maxrss survives exec, so a reflect
@@ -206,7 +216,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
             progress: Callable[[int], None] | None = None) -> ReflectReport:
     t0 = time.monotonic()
     report = ReflectReport(dry_run=dry_run)
-    limit = cutoff(settings, now)
+    limit = hot_from(store, cutoff(settings, now))
     fanout = settings.memory.ladder_fanout
     if dry_run:
         report.archived = arch.count_older_than(store, limit)

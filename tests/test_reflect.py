@@ -193,6 +193,30 @@ def check_ladder(store: Store, fanout: int) -> None:
         level += 1
 
 
+def test_the_archive_stops_at_the_oldest_input_still_waiting(offline_home: Home):
+    """A month down: the owner's message still waits, with the turn that took it up and was
+    stopped. Reflect archives what came before the message, never the message or that turn,
+    so the loop resumes the attempt from the hot log; once answered, they archive as usual."""
+    from runtime.store import inputs
+
+    cutoff = NOW - timedelta(days=30)
+    before = add(offline_home, [note(f"older note {i}", cutoff - timedelta(days=9, minutes=-i))
+                                for i in range(5)])
+    with Store.open(offline_home.db_path) as store:
+        waiting = inputs.add_message(store, Event(
+            kind="message", body="please answer Dana", actor="owner", author_kind="user",
+            ts=iso(cutoff - timedelta(days=8))))
+    turn = add(offline_home, [Event(kind="tick", body="tick", actor="coworker",
+                                    author_kind="system", ts=iso(cutoff - timedelta(days=8)),
+                                    meta={"inputs": [waiting]})])
+    with Store.open(offline_home.db_path) as store:
+        assert run(offline_home, store).archived == len(before)
+        hot = {int(r[0]) for r in store.query("SELECT id FROM events")}
+        assert {waiting, *turn} <= hot and not set(before) & hot
+        inputs.consume(store, [waiting], None)
+        assert run(offline_home, store).archived == 2
+
+
 def test_ladder_seals_complete_blocks_level_by_level_and_is_idempotent(offline_home: Home):
     # 1000 events over about 3.5 days that cross the 30-day cutoff, with quiet gaps and ticks:
     # part of the history is archived first, and the ladder reads both as one.
