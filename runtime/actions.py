@@ -307,6 +307,7 @@ class Actions:
                               for i in inputs_store.listing(store, "set_aside")],
                 "last_failure": inputs_store.last_failure(store),
                 "actions": approvals.counts(store),
+                "inbox": _inbox_state(home.inbox),
             }
         return {
             "home": str(home.root),
@@ -656,6 +657,23 @@ def to_inbox(home: Home, message: str) -> Path:
     target = home.inbox / name
     os.replace(tmp, target)
     return target
+
+
+def _inbox_state(inbox: Path, shown: int = 3) -> dict[str, Any]:
+    """What `status` says of the inbox: the files waiting in it (an empty one waits for its
+    writer), and how many were moved to rejected/, the newest first (why is in the log)."""
+    def entries(folder: Path) -> list[os.DirEntry[str]]:
+        try:
+            return list(os.scandir(folder))
+        except OSError:
+            return []
+
+    waiting = sorted(e.name for e in entries(inbox)
+                     if not e.name.startswith(".") and e.name not in ("done", "rejected"))
+    rejected = entries(inbox / "rejected")
+    rejected.sort(key=lambda e: (-e.stat(follow_symlinks=False).st_mtime, e.name))
+    return {"waiting": waiting, "rejected": len(rejected),
+            "newest_rejected": [e.name for e in rejected[:shown]]}
 
 
 def _recalled(h: Any) -> dict[str, Any]:

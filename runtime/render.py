@@ -167,6 +167,13 @@ def status(data: dict[str, Any]) -> None:
     if failure:
         out.print(f"last failure: {ago(failure['at'])} on input #{failure['input']}: "
                   f"{failure['error']}")
+    box = data["inbox"]
+    waiting = f"{len(box['waiting'])} file(s) waiting" + (
+        f" ({', '.join(map(clean, box['waiting'][:3]))})" if box["waiting"] else "")
+    rejected = "" if not box["rejected"] else (
+        f"; {box['rejected']} moved to inbox/rejected/, never read (newest: "
+        f"{', '.join(map(clean, box['newest_rejected']))}; the log says why)")
+    out.print(f"inbox: {waiting}{rejected}")
     walks = data["walks_7d"]
     out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
     waiting = data.get("actions", {}).get("waiting", 0)

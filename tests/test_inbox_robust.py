@@ -20,6 +20,7 @@ from runtime.loop import inbox
 from runtime.store import Store, inputs
 from runtime.store import events as ev
 
+from .conftest import coworker
 from .test_doors import tick
 
 
@@ -303,3 +304,19 @@ def test_an_empty_file_waits_in_the_inbox_until_its_writer_writes(
     tick(offline_home)
     assert messages(offline_home) == [("the build failed on step 3", "report.txt")]
     assert left(offline_home) == [] and names(box / "done") == ["report.txt"]
+
+
+def test_status_names_what_waits_in_the_inbox_and_what_was_moved_aside(offline_home: Home):
+    box = offline_home.inbox
+    (box / "report.txt").write_text("", encoding="utf-8")
+    (box / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (box / ".half-written.tmp").write_text("not yet", encoding="utf-8")
+    tick(offline_home)
+    shown = coworker("status")
+    assert shown.returncode == 3, shown.stderr  # not running: the figures all the same
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("inbox:"))
+    assert line.startswith("inbox: 1 file(s) waiting (report.txt); 1 moved to "
+                           "inbox/rejected/, never read (newest: "), line
+    assert "latin.txt; the log says why)" in line
+    data = json.loads(coworker("status", "--json").stdout)
+    assert data["inbox"]["waiting"] == ["report.txt"] and data["inbox"]["rejected"] == 1
