@@ -57,7 +57,7 @@ from runtime.memory import gate, ladder, memmap
 from runtime.memory import keywords as kw
 from runtime.memory.memorymd import MemoryFile, MemoryFileError
 from runtime.settings import Settings
-from runtime.store import Store
+from runtime.store import Store, turns
 from runtime.store import archive as arch
 from runtime.store import rituals as rr
 from runtime.store import rollups as rl
@@ -99,12 +99,18 @@ def cutoff(settings: Settings, now: datetime | None = None) -> str:
 
 
 def hot_from(store: Store, limit: str) -> str:
-    """The archive's cutoff, held back to the oldest input still waiting for its turn: after a
-    month down, the owner's waiting message, the turn that took it up and what that turn
-    recorded stay in the hot log, where the loop resumes an attempt from (its record is read
-    there, cheaply, by kind)."""
-    waiting = store.scalar("SELECT min(e.ts) FROM inputs AS i JOIN events AS e ON e.id = "
-                           "i.event_id WHERE i.status = 'pending'")
+    """The archive's cutoff, held back to the inputs of an unfinished attempt the loop will
+    take up again: after a month down, the owner's waiting message, the turn that took it up
+    and what that turn recorded stay in the hot log, where the loop resumes an attempt from
+    (its record is read there, cheaply, by kind). Inputs no attempt took (no model is
+    configured, say) hold nothing back: they are read from the archive all the same."""
+    last = turns.last_attempt(store)
+    if last is None or last.outcome not in turns.RESUMABLE or not last.inputs:
+        return limit
+    marks = ",".join("?" * len(last.inputs))
+    waiting = store.scalar(
+        "SELECT min(e.ts) FROM inputs AS i JOIN events AS e ON e.id = i.event_id "
+        f"WHERE i.status = 'pending' AND i.event_id IN ({marks})", tuple(last.inputs))
     return min(limit, str(waiting)) if waiting else limit
 
 

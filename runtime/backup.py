@@ -111,12 +111,14 @@ class RestoreReport:
 @dataclass
 class Since:
     """What the database moved aside says of the time after the backup: inputs it had
-    answered (marked answered here, so nothing is answered twice), messages told after the
-    backup that were still waiting (told again here, so none is lost), messages told after it
-    that were answered then (only in the aside database), or why it could not be read."""
+    answered (marked answered here, so nothing is answered twice) or set aside (set aside
+    here too), messages told after the backup that were not answered (told again here, so
+    none is lost; a set-aside one set aside again), messages told after it that were answered
+    then (only in the aside database), or why it could not be read."""
 
     answered: int = 0
     told_again: list[int] = field(default_factory=list)
+    set_aside: int = 0
     answered_after: int = 0
     unread: str | None = None
 
@@ -132,6 +134,10 @@ class Since:
             parts.append(f"{_n(again, 'message')} told after the backup and still waiting "
                          f"{_verb(again, 'is', 'are')} told again (event "
                          f"{', '.join(map(str, self.told_again))})")
+        if self.set_aside:
+            parts.append(f"{_n(self.set_aside, 'input')} set aside there "
+                         f"{_verb(self.set_aside, 'stays', 'stay')} set aside "
+                         "(`coworker retry` puts it back)")
         if self.answered_after:
             parts.append(f"{_n(self.answered_after, 'message')} told and answered after the "
                          f"backup {_verb(self.answered_after, 'is', 'are')} only in "
@@ -245,21 +251,22 @@ def restore(home: Home, src: str | os.PathLike[str]) -> RestoreReport:
 def _reconcile(home: Home, old_db: Path) -> Since:
     """Bring what the database moved aside knows of the time after the backup into the
     restored one (see `Since`). Only when both hold the same history (the backup's newest
-    event is the same in both); what the aside database holds is never changed."""
+    event is the same in both). The aside database is opened read-only: its files, -wal and
+    -shm included, stay as they were. Whatever goes wrong here is said in the report's line,
+    never raised: the files are in place already."""
     from .store import Store  # noqa: F811 - the module loads the store only when it restores
 
     since = Since()
     try:
-        old = sqlite3.connect(old_db)  # read-write only so its -wal is read; nothing is written
-        old.execute("PRAGMA query_only = ON")
+        old = sqlite3.connect(f"{old_db.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as e:
         since.unread = str(e)
         return since
     try:
         with Store.open(home.db_path) as store:
             _bring_over(store, old, since)
-    except sqlite3.Error as e:
-        since.unread = str(e)
+    except Exception as e:  # noqa: BLE001 - reported in the line; the restore itself is done
+        since.unread = f"{type(e).__name__}: {e}"
     finally:
         old.close()
     return since
@@ -267,6 +274,7 @@ def _reconcile(home: Home, old_db: Path) -> Since:
 
 def _bring_over(store: Store, old: sqlite3.Connection, since: Since) -> None:
     from .store import Event
+    from .store import events as ev
     from .store import inputs as inputs_store
 
     top = int(store.scalar("SELECT coalesce(max(id), 0) FROM history") or 0)
@@ -275,23 +283,30 @@ def _bring_over(store: Store, old: sqlite3.Connection, since: Since) -> None:
     if not mine or not theirs or (mine[0][0], mine[0][1]) != tuple(theirs[0]):
         since.unread = "it holds another history than the backup"
         return
-    answered = [int(r[0]) for r in old.execute(
-        "SELECT event_id FROM inputs WHERE status = 'consumed' AND event_id <= ?", (top,))]
     waiting = {int(r[0]) for r in store.query("SELECT event_id FROM inputs WHERE status = "
                                               "'pending'")}
-    since.answered = len(waiting & set(answered))
-    inputs_store.consume(store, sorted(waiting & set(answered)), None)
-    for eid, ts, kind, actor, author_kind, body, meta, status in old.execute(
-            "SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, i.status "
-            "FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
+    for eid, status, failures, error in old.execute(
+            "SELECT event_id, status, failures, last_error FROM inputs WHERE event_id <= ? "
+            "AND status != 'pending'", (top,)):
+        if int(eid) in waiting:
+            inputs_store.carry(store, int(eid), status, int(failures), error)
+            since.answered += status == "consumed"
+            since.set_aside += status == "set_aside"
+    for eid, ts, kind, actor, author_kind, body, meta, status, failures, error in old.execute(
+            "SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, i.status, "
+            "i.failures, i.last_error FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
             "WHERE i.event_id > ? AND i.kind = 'message' ORDER BY i.event_id", (top,)):
         if status == "consumed":
             since.answered_after += 1
             continue
-        extra = json.loads(meta) if meta else {}
-        since.told_again.append(inputs_store.add_message(store, Event(
+        new = inputs_store.add_message(store, Event(
             kind=kind, actor=actor, author_kind=author_kind, body=body, ts=ts,
-            meta={**extra, "restored_from": eid})))
+            meta={**ev.read_meta(meta, eid), "restored_from": eid}))
+        if status == "set_aside":
+            inputs_store.carry(store, new, status, int(failures), error)
+            since.set_aside += 1
+        else:
+            since.told_again.append(new)
 
 
 def read_manifest(source: Path) -> dict[str, Any]:

@@ -171,6 +171,8 @@ def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
     assert aside.parent == home.state and aside.name.startswith("before-restore-")
     assert mode(aside) == 0o700
     assert messages(aside / "coworker.db") == live_before_restore
+    assert all((aside / name).exists() for name in result.moved_aside), \
+        "reading the database moved aside left its files as they were (-wal, -shm)"
     assert "Written after the backup" in (aside / "MEMORY.md").read_text(encoding="utf-8")
     assert len(memorymd.snapshots(aside / "snapshots")) == 2
     assert "\n" not in result.line() and str(aside) in result.line()
@@ -348,3 +350,51 @@ def test_a_restore_into_another_history_brings_nothing_over_and_says_so(
     result = backup.restore(with_history, tmp_path / "b")
     assert "another history than the backup" in result.line(), result.line()
     assert sorted(messages(with_history.db_path).values()) == ["a message of another home"]
+
+
+def test_a_restore_keeps_set_aside_inputs_set_aside(with_history: Home, tmp_path: Path):
+    """An input set aside after three failed turns comes back set aside, with its failures,
+    never as new (a poison input would get three more failed turns)."""
+    home = with_history
+    first = min(messages(home.db_path))
+    backup.take(home, tmp_path / "b")
+    later = tell(home, "told after the backup")
+    again = tell(home, "told after the backup, still waiting")
+    with Store.open(home.db_path) as store:
+        for _ in range(3):
+            inputs.fail(store, [first, later], "prompt is too long")
+    result = backup.restore(home, tmp_path / "b")
+    assert "2 inputs set aside there stay set aside" in result.line(), result.line()
+    assert "1 message told after the backup and still waiting is told again" in result.line()
+    with Store.open(home.db_path) as store:
+        aside = {i.event.body: i for i in inputs.listing(store, "set_aside")}
+        waiting = {i.event.body: i for i in inputs.pending(store)}
+    assert aside["message 0"].failures == 3 and aside["told after the backup"].failures == 3
+    assert waiting["told after the backup, still waiting"].event.meta["restored_from"] == again
+
+
+def test_a_restore_reads_a_crashed_coworkers_wal_and_leaves_its_files(with_history: Home,
+                                                                      tmp_path: Path):
+    """The coworker died with its last message only in the -wal file. Restore moves the
+    database with its -wal and -shm aside, reads that message from them (told again), and
+    leaves the three files as they were."""
+    import subprocess
+    import sys
+
+    home = with_history
+    backup.take(home, tmp_path / "b")
+    crash = ("import os, sys; from pathlib import Path; "
+             "from runtime.store import Event, Store, inputs; "
+             "s = Store.open(Path(sys.argv[1])); "
+             "inputs.add_message(s, Event.owner_message('told just before a crash', 'tell')); "
+             "os._exit(0)")
+    subprocess.run([sys.executable, "-c", crash, str(home.db_path)], check=True,
+                   cwd=Path(__file__).resolve().parent.parent)
+    wal = home.db_path.with_name("coworker.db-wal")
+    assert wal.exists() and wal.stat().st_size > 0
+    result = backup.restore(home, tmp_path / "b")
+    assert {"coworker.db", "coworker.db-wal", "coworker.db-shm"} <= set(result.moved_aside)
+    assert all((result.aside / name).exists() for name in result.moved_aside), \
+        "the database moved aside, -wal and -shm, stays as it was"
+    assert "1 message told after the backup and still waiting is told again" in result.line()
+    assert "told just before a crash" in messages(home.db_path).values()

@@ -306,6 +306,22 @@ def test_an_empty_file_waits_in_the_inbox_until_its_writer_writes(
     assert left(offline_home) == [] and names(box / "done") == ["report.txt"]
 
 
+def test_an_empty_file_seen_as_it_is_does_not_wake_the_loop(offline_home: Home):
+    """The loop's sleep ends early for news in the inbox; an empty file already seen is none
+    (woken for it, the loop ticked every half second for as long as it stayed empty)."""
+    box = offline_home.inbox
+    (box / "report.txt").write_text("", encoding="utf-8")
+    assert inbox.news(box), "an empty file not seen yet is news: the next take looks at it"
+    tick(offline_home)
+    assert not inbox.news(box)
+    (box / "other.txt").write_text("", encoding="utf-8")
+    assert inbox.news(box)
+    tick(offline_home)
+    assert not inbox.news(box)
+    (box / "report.txt").write_text("the build failed", encoding="utf-8")
+    assert inbox.news(box), "text written into it is news"
+
+
 def test_status_names_what_waits_in_the_inbox_and_what_was_moved_aside(offline_home: Home):
     box = offline_home.inbox
     (box / "report.txt").write_text("", encoding="utf-8")

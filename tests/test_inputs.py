@@ -257,11 +257,20 @@ def _outbox(home: Home) -> list[str]:
     return sorted(p.name for p in home.outbox.iterdir()) if home.outbox.is_dir() else []
 
 
+@pytest.mark.parametrize("reflect_fails", [False, True])
 def test_a_stopped_turn_that_ran_reflect_in_its_batch_is_replayed_not_asked_again(
-        home: Home, api: FakeMessagesAPI):
+        home: Home, api: FakeMessagesAPI, monkeypatch, reflect_fails: bool):
     """Reflect was due with the owner's message: it consumed its own input before the model
-    turn, which sent a reply and was stopped. The next attempt replays the reply it recorded
-    (the message is still pending) instead of asking the model again and sending it twice."""
+    turn (or failed, a failure counted against that input, not the turn's), which sent a reply
+    and was stopped. The next attempt replays the reply it recorded (the message is still
+    pending) instead of asking the model again and sending it twice."""
+    if reflect_fails:
+        import rituals.reflect as rf
+
+        def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            raise RuntimeError("reflect broke")
+
+        monkeypatch.setattr(rf, "run", broken)
     write_config(home.root, api.url, model={"timeout_s": 60.0})
     mid = tell(home, "please answer Dana")
     api.enqueue(tool_use("reply", {"text": "Dana: ships Friday"}, id="toolu_reply1"),

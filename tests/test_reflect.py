@@ -193,13 +193,19 @@ def check_ladder(store: Store, fanout: int) -> None:
         level += 1
 
 
-def test_the_archive_stops_at_the_oldest_input_still_waiting(offline_home: Home):
+def test_the_archive_stops_at_the_inputs_of_a_turn_to_take_up_again(offline_home: Home):
     """A month down: the owner's message still waits, with the turn that took it up and was
     stopped. Reflect archives what came before the message, never the message or that turn,
-    so the loop resumes the attempt from the hot log; once answered, they archive as usual."""
+    so the loop resumes the attempt from the hot log; once answered, they archive as usual.
+    A message no turn took (no model configured) holds nothing back: it is read from the
+    archive all the same, and one such message must not stop the archive for good."""
     from runtime.store import inputs
 
     cutoff = NOW - timedelta(days=30)
+    with Store.open(offline_home.db_path) as store:
+        untaken = inputs.add_message(store, Event(
+            kind="message", body="told with no model", actor="owner", author_kind="user",
+            ts=iso(cutoff - timedelta(days=10))))
     before = add(offline_home, [note(f"older note {i}", cutoff - timedelta(days=9, minutes=-i))
                                 for i in range(5)])
     with Store.open(offline_home.db_path) as store:
@@ -210,9 +216,10 @@ def test_the_archive_stops_at_the_oldest_input_still_waiting(offline_home: Home)
                                     author_kind="system", ts=iso(cutoff - timedelta(days=8)),
                                     meta={"inputs": [waiting]})])
     with Store.open(offline_home.db_path) as store:
-        assert run(offline_home, store).archived == len(before)
+        assert run(offline_home, store).archived == len(before) + 1
         hot = {int(r[0]) for r in store.query("SELECT id FROM events")}
-        assert {waiting, *turn} <= hot and not set(before) & hot
+        assert {waiting, *turn} <= hot and not {untaken, *before} & hot
+        assert [i.id for i in inputs.pending(store)] == [untaken, waiting]
         inputs.consume(store, [waiting], None)
         assert run(offline_home, store).archived == 2
 

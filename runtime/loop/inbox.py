@@ -66,6 +66,19 @@ def files(inbox: Path) -> list[os.DirEntry[str]]:
         return []
 
 
+def news(inbox: Path) -> bool:
+    """Whether the inbox holds an entry a take would act on: not an empty file already seen
+    just as it is (that one waits for its writer; waking the loop for it would spin)."""
+    known = _empty.get(str(inbox), {})
+    for e in files(inbox):
+        try:
+            if known.get(e.name) != _identity(e.stat(follow_symlinks=False)):
+                return True
+        except OSError:  # gone, or unreadable: the take says what
+            return True
+    return False
+
+
 def take(inbox: Path, store: Store) -> None:
     """Each entry fit to read becomes an owner message, then moves to done/; anything else
     moves to rejected/. One entry's failure never stops the others, and this never raises."""

@@ -333,9 +333,9 @@ class Loop:
                 await asyncio.wait_for(self._wakeup.wait(), min(remaining, POLL_S))
             except TimeoutError:
                 try:
-                    waiting = inbox.files(self.home.inbox)
+                    waiting = inbox.news(self.home.inbox)
                 except OSError:  # an unreadable inbox: the tick's take logs why, this waits on
-                    waiting = []
+                    waiting = False
                 if waiting:
                     return
                 continue

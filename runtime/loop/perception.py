@@ -90,7 +90,9 @@ def choose(store: Store, settings: Settings, oldest: list[inputs_store.Input]
     if last is not None and last.outcome in turns.RESUMABLE and last.inputs:
         by_id = {i.id: i for i in inputs_store.pending(store, ids=last.inputs)}
         batch = [by_id[i] for i in last.inputs if i in by_id]
-        if batch and (len(batch) == 1 or all(i.failures == 0 for i in batch)):
+        # a built-in ritual's failure is its own (reflect ran before the turn), not the turn's
+        blamed = [i for i in batch if not _builtin(i)]
+        if batch and (len(batch) == 1 or all(i.failures == 0 for i in blamed)):
             return batch, last
     if oldest[0].failures > 0:
         return [oldest[0]], None
@@ -110,6 +112,10 @@ def _perception(batch: list[inputs_store.Input]) -> ctx.Perception:
             p.rituals.append((name, str(e.meta.get("prompt") or "")))
             p.ritual_inputs[name] = item.id
     return p
+
+
+def _builtin(i: inputs_store.Input) -> bool:
+    return i.kind == "ritual" and i.event.meta.get("ritual") in BUILTIN
 
 
 def builtin_due(p: ctx.Perception) -> list[str]:

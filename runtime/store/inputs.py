@@ -163,6 +163,13 @@ def note_error(store: Store, event_ids: Sequence[int], error: str) -> None:
                        (redact(error)[:500], now, event_id))
 
 
+def carry(store: Store, event_id: int, status: str, failures: int, error: str | None) -> None:
+    """Give an input the standing another copy of this database gave it (a restore brings a
+    set-aside input back set aside, with its failures, never as new)."""
+    store.execute("UPDATE inputs SET status = ?, failures = ?, last_error = ?, updated_at = ? "
+                  "WHERE event_id = ?", (status, failures, error, now_iso(), event_id))
+
+
 def retry(store: Store, event_ids: Sequence[int] | None = None) -> list[int]:
     """Put set-aside inputs back to pending with a clean count (all of them when None)."""
     with store.transaction() as db:

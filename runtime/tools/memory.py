@@ -24,7 +24,7 @@ from ..errors import CoworkerError
 from ..memory import dates
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
-from ..memory.recall import IMPORTED_MARK, event_header, header_field
+from ..memory.recall import IMPORTED_MARK, authority_note, event_header, header_field
 from ..memory.search import days_line, search
 from ..store import decisions as dec
 from ..store import events as ev
@@ -131,6 +131,9 @@ def _read(ctx: ToolContext, p: ReadInput) -> str:
     if e is None:
         raise UnknownEvent(f"no event {p.event_id}: name one a listing or a message gave")
     text = " ".join(e.body.split())
+    if p.offset > len(text):
+        raise UnknownEvent(f"offset {p.offset} is past the end of event {p.event_id} "
+                           f"({len(text):,} characters)")
     end = min(len(text), p.offset + READ_CHARS)
     where = (f"characters {p.offset:,} to {end:,} of {len(text):,}"
              + (f"; memory_read with event_id {p.event_id} and offset {end} reads on"
@@ -139,11 +142,12 @@ def _read(ctx: ToolContext, p: ReadInput) -> str:
     if (stale := dec.stale_events(ctx.store).get(p.event_id)) is not None:
         mark += f" · stale: superseded by {stale}"  # as every listing marks it
     header = event_header(e, dates.local_minute(e.ts, ctx.settings.coworker.zone), mark)
-    return f"{header} ({where})\n{text[p.offset:end]}"
+    note = authority_note(e)  # one line, under its header: no line of it can pass for another
+    return f"{header} ({where}) {text[p.offset:end]}" + ("" if note is None else f"\n{note}")
 
 
 class UnknownEvent(CoworkerError):
-    """memory_read of an id no event has: a mistake the model can correct."""
+    """memory_read of an id no event has, or past its end: a mistake the model can correct."""
 
 
 TOOLS = [
