@@ -59,6 +59,7 @@ from runtime.memory.memorymd import MemoryFile, MemoryFileError
 from runtime.settings import Settings
 from runtime.store import Store, turns
 from runtime.store import archive as arch
+from runtime.store import inputs as inputs_store
 from runtime.store import rituals as rr
 from runtime.store import rollups as rl
 
@@ -99,19 +100,20 @@ def cutoff(settings: Settings, now: datetime | None = None) -> str:
 
 
 def hot_from(store: Store, limit: str) -> str:
-    """The archive's cutoff, held back to the inputs of an unfinished attempt the loop will
-    take up again: after a month down, the owner's waiting message, the turn that took it up
-    and what that turn recorded stay in the hot log, where the loop resumes an attempt from
-    (its record is read there, cheaply, by kind). Inputs no attempt took (no model is
-    configured, say) hold nothing back: they are read from the archive all the same."""
+    """The archive's cutoff, held back to the first tick of an unfinished attempt the loop
+    will take up again: after a month down, the turn that took the owner's message up and
+    what it recorded stay in the hot log, where a resume reads them (cheaply, by kind). The
+    inputs themselves may go: they are read from the archive all the same. The loop's own
+    reflect runs inside a tick that is the newest attempt; its first tick is now, unless it
+    takes up an older one, whose record then stays."""
     last = turns.last_attempt(store)
-    if last is None or last.outcome not in turns.RESUMABLE or not last.inputs:
+    if last is None or last.outcome not in turns.RESUMABLE or not inputs_store.pending(
+            store, limit=1, ids=last.inputs):  # no input of it waits: nothing takes it up
         return limit
-    marks = ",".join("?" * len(last.inputs))
-    waiting = store.scalar(
-        "SELECT min(e.ts) FROM inputs AS i JOIN events AS e ON e.id = i.event_id "
-        f"WHERE i.status = 'pending' AND i.event_id IN ({marks})", tuple(last.inputs))
-    return min(limit, str(waiting)) if waiting else limit
+    ticks = turns.chain(store, last.tick_id)
+    first = store.scalar(f"SELECT min(ts) FROM events WHERE id IN ({','.join('?' * len(ticks))})",
+                         tuple(ticks))
+    return min(limit, str(first)) if first else limit
 
 
 def _peak_rss_mb() -> float:

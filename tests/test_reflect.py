@@ -193,35 +193,60 @@ def check_ladder(store: Store, fanout: int) -> None:
         level += 1
 
 
-def test_the_archive_stops_at_the_inputs_of_a_turn_to_take_up_again(offline_home: Home):
-    """A month down: the owner's message still waits, with the turn that took it up and was
-    stopped. Reflect archives what came before the message, never the message or that turn,
-    so the loop resumes the attempt from the hot log; once answered, they archive as usual.
-    A message no turn took (no model configured) holds nothing back: it is read from the
-    archive all the same, and one such message must not stop the archive for good."""
+def test_the_archive_stops_at_a_turn_to_take_up_again(offline_home: Home):
+    """A month down: the turn that took the owner's message up was stopped. Reflect archives
+    what came before that turn, never the turn or what it recorded, so the loop resumes it
+    from the hot log; the message itself may go (it is read from the archive all the same).
+    Once the turn is over, the rest archives as usual."""
     from runtime.store import inputs
 
     cutoff = NOW - timedelta(days=30)
-    with Store.open(offline_home.db_path) as store:
-        untaken = inputs.add_message(store, Event(
-            kind="message", body="told with no model", actor="owner", author_kind="user",
-            ts=iso(cutoff - timedelta(days=10))))
     before = add(offline_home, [note(f"older note {i}", cutoff - timedelta(days=9, minutes=-i))
                                 for i in range(5)])
     with Store.open(offline_home.db_path) as store:
         waiting = inputs.add_message(store, Event(
             kind="message", body="please answer Dana", actor="owner", author_kind="user",
             ts=iso(cutoff - timedelta(days=8))))
-    turn = add(offline_home, [Event(kind="tick", body="tick", actor="coworker",
-                                    author_kind="system", ts=iso(cutoff - timedelta(days=8)),
-                                    meta={"inputs": [waiting]})])
+    turn = add(offline_home, [
+        Event(kind="tick", body="tick", actor="coworker", author_kind="system",
+              ts=iso(cutoff - timedelta(days=7)), meta={"inputs": [waiting]}),
+        Event(kind="model_response", body="", actor="coworker", author_kind="agent",
+              ts=iso(cutoff - timedelta(days=7, minutes=-1)), meta={"content": []})])
     with Store.open(offline_home.db_path) as store:
         assert run(offline_home, store).archived == len(before) + 1
         hot = {int(r[0]) for r in store.query("SELECT id FROM events")}
-        assert {waiting, *turn} <= hot and not {untaken, *before} & hot
-        assert [i.id for i in inputs.pending(store)] == [untaken, waiting]
+        assert set(turn) <= hot and not {waiting, *before} & hot
+        assert [i.id for i in inputs.pending(store)] == [waiting]
         inputs.consume(store, [waiting], None)
+        add(offline_home, [Event(kind="tick_end", body="done", actor="coworker",
+                                 author_kind="system", tick_id=turn[0],
+                                 meta={"outcome": "acted"})])
         assert run(offline_home, store).archived == 2
+
+
+def test_the_loops_own_reflect_archives_past_a_message_no_turn_can_answer(offline_home: Home):
+    """No model configured: a message told long ago waits, and every tick that runs reflect
+    takes it up again. Reflect, run by the loop inside that tick, still archives the month."""
+    from runtime.loop import Loop
+    from runtime.store import inputs
+
+    from .conftest import run_tick
+
+    old = datetime.now(UTC) - timedelta(days=40)
+    with Store.open(offline_home.db_path) as store:
+        waiting = inputs.add_message(store, Event(
+            kind="message", body="told with no model", actor="owner", author_kind="user",
+            ts=iso(old)))
+    notes = add(offline_home, [note(f"old note {i}", old + timedelta(days=1, minutes=i))
+                               for i in range(5)])
+    loop = Loop(offline_home, offline_home.settings())
+    loop._ritual_due("reflect")
+    run_tick(loop)
+    loop.store.close()
+    with Store.open(offline_home.db_path) as store:
+        hot = {int(r[0]) for r in store.query("SELECT id FROM events")}
+        assert not {waiting, *notes} & hot, "the old month went to the archive"
+        assert [i.id for i in inputs.pending(store)] == [waiting]
 
 
 def test_ladder_seals_complete_blocks_level_by_level_and_is_idempotent(offline_home: Home):

@@ -57,22 +57,27 @@ def recorded(store: Store, tick_id: int) -> tuple[list[list[dict[str, Any]]],
     replay, in step order, and the tool results by tool_use id. An attempt killed before it
     re-recorded the steps it was replaying holds fewer than the one before it: the longest
     record along the chain wins (each attempt replays its predecessor's steps first)."""
-    chain = []
-    current: int | None = tick_id
-    while current is not None and len(chain) < MAX_CHAIN:
-        chain.append(current)
-        rows = store.query(f"SELECT meta FROM events WHERE id = ? AND kind = 'tick' {_OWN}",
-                           (current,))
-        prev = _meta(rows[0]["meta"]).get("resumes") if rows else None
-        current = prev if isinstance(prev, int) and prev < current else None
     steps: list[list[dict[str, Any]]] = []
     results: dict[str, tuple[str, bool]] = {}
-    for t in reversed(chain):
+    for t in reversed(chain(store, tick_id)):
         own = responses(store, t)
         if len(own) >= len(steps):
             steps = own
         results.update(tool_results(store, t))
     return steps, results
+
+
+def chain(store: Store, tick_id: int) -> list[int]:
+    """An attempt's tick and the ticks of the attempts it took up again, newest first."""
+    out = []
+    current: int | None = tick_id
+    while current is not None and len(out) < MAX_CHAIN:
+        out.append(current)
+        rows = store.query(f"SELECT meta FROM events WHERE id = ? AND kind = 'tick' {_OWN}",
+                           (current,))
+        prev = _meta(rows[0]["meta"]).get("resumes") if rows else None
+        current = prev if isinstance(prev, int) and prev < current else None
+    return out
 
 
 def responses(store: Store, tick_id: int) -> list[list[dict[str, Any]]]:
