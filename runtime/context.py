@@ -43,6 +43,7 @@ class Perception:
     due_promises: list[Event] = field(default_factory=list)  # promise_due events
     rituals: list[tuple[str, str]] = field(default_factory=list)  # (name, prompt)
     input_ids: list[int] = field(default_factory=list)  # every input event of this turn
+    done_before: list[str] = field(default_factory=list)  # side effects a failed attempt did
     ritual_inputs: dict[str, int] = field(default_factory=dict)  # ritual name -> its input
 
     def empty(self) -> bool:
@@ -152,6 +153,10 @@ def inputs_text(p: Perception, tz: tzinfo | None = None) -> str:
         if (note := authority_note(e)) is not None:
             text += f"\n{note}"
         lines.append(text)
+    if p.done_before:
+        lines.append("(An earlier attempt at this failed after it had already done the "
+                     "following; it is done, do not do it again:)")
+        lines += [f"- {done}" for done in p.done_before]
     for e in p.due_promises:
         made = str(e.meta.get("made") or e.ts)
         lines.append(f"[promise {e.meta.get('promise_id', e.id)} is due now · made "

@@ -18,7 +18,7 @@ from .. import context as ctx
 from ..home import Home
 from ..scheduler import BUILTIN, definitions
 from ..settings import Settings
-from ..store import Event, Store, now_iso, turns
+from ..store import Event, Store, now_iso, side_effects, turns
 from ..store import inputs as inputs_store
 from ..store import promises as promises_store
 from . import inbox
@@ -53,7 +53,23 @@ def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) 
     oldest = inputs_store.pending(store, limit=settings.coworker.max_inputs_per_turn)
     batch, resume = choose(store, settings, oldest)
     more = bool(batch) and inputs_store.pending_count(store) > len(batch)
-    return Batch(_perception(batch), resume, more=more)
+    seen = _perception(batch)
+    if resume is None and batch:
+        seen.done_before = done_before(store, batch)
+    return Batch(seen, resume, more=more)
+
+
+def done_before(store: Store, batch: list[inputs_store.Input]) -> list[str]:
+    """The side effects an earlier attempt at these inputs already carried out, when this turn
+    asks afresh rather than replaying it (a batch taken apart after a failure its inputs
+    caused): each as one line, so the model knows it is done and does not do it twice."""
+    last = turns.last_attempt(store)
+    if last is None or last.outcome not in turns.RESUMABLE or \
+            not {i.id for i in batch} & set(last.inputs):
+        return []
+    return [f"{tool} {' '.join(given.split())[:300]} -> {' '.join(result.split())[:200]}"
+            for tool, given, result in side_effects.done_in(store, turns.chain(store,
+                                                                                last.tick_id))]
 
 
 def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:

@@ -61,3 +61,12 @@ def count_since(store: Store, since_iso: str, tool_like: str) -> int:
         "SELECT count(*) FROM side_effects WHERE started_at >= ? AND tool LIKE ? ESCAPE '\\'",
         (since_iso, tool_like)) or 0)
 
+
+def done_in(store: Store, tick_ids: list[int]) -> list[tuple[str, str, str]]:
+    """(tool, input as recorded, result) of each side effect done by these ticks, in order."""
+    if not tick_ids:
+        return []
+    marks = ",".join("?" * len(tick_ids))
+    return [(r[0], r[1] or "", r[2] or "") for r in store.query(
+        f"SELECT tool, input, result FROM side_effects WHERE status = 'done' AND tick_id IN "
+        f"({marks}) ORDER BY started_at, key", tuple(tick_ids))]
