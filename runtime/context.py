@@ -154,8 +154,8 @@ def inputs_text(p: Perception, tz: tzinfo | None = None) -> str:
             text += f"\n{note}"
         lines.append(text)
     if p.done_before:
-        lines.append("(An earlier attempt at this failed after it had already done the "
-                     "following; it is done, do not do it again:)")
+        lines.append("(Earlier attempts at these did not complete, after they had already "
+                     "done the following; it is done, do not do it again:)")
         lines += [f"- {done}" for done in p.done_before]
     for e in p.due_promises:
         made = str(e.meta.get("made") or e.ts)

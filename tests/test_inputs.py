@@ -286,25 +286,45 @@ def test_a_stopped_turn_that_ran_reflect_in_its_batch_is_replayed_not_asked_agai
     assert len(api.requests) == asked + 1, "only the step after the replayed one is asked"
 
 
+DONE_NOTE = ("(Earlier attempts at these did not complete, after they had already done the "
+             "following; it is done, do not do it again:)\n- reply ")
+
+
 def test_a_batch_taken_apart_after_a_sent_reply_is_told_what_was_done(home: Home,
                                                                        api: FakeMessagesAPI):
     """Two messages; the turn sends a reply, then the next call fails by their fault (a 400).
-    The oldest goes alone to a fresh ask (a poison input must be found), and that ask says
-    the reply was already sent, so the model does not send it again."""
+    The oldest goes alone to a fresh ask (a poison input must be found), and each of the two,
+    when its turn comes, is told the reply was already sent, so the model does not send it
+    again."""
     a = tell(home, "please answer Dana")
     b = tell(home, "and tell me the deploy date")
     api.enqueue(tool_use("reply", {"text": "Dana: ships Friday"}, id="toolu_reply1"),
                 error(400, "invalid_request_error", "prompt is too long"))
     loop = make_loop(home, live=True)
     assert tick(loop).kind == "failed" and len(_outbox(home)) == 1
+    api.enqueue(text("Already answered."), text("Also answered."))
+    for mine, other in ((a, "and tell me the deploy date"), (b, "please answer Dana")):
+        assert tick(loop).kind == "no_action" and status(home, mine) == "consumed"
+        new = new_part(api.requests[-1])
+        assert other not in new and DONE_NOTE in new, new
+        assert "Dana: ships Friday" in new.split("do not do it again:)")[1], new
+    assert len(_outbox(home)) == 1
+
+
+def test_a_fresh_ask_stopped_and_taken_up_again_is_still_told_what_was_done(
+        home: Home, api: FakeMessagesAPI):
+    write_config(home.root, api.url, model={"timeout_s": 60.0})
+    tell(home, "please answer Dana")
+    tell(home, "and tell me the deploy date")
+    api.enqueue(tool_use("reply", {"text": "Dana: ships Friday"}, id="toolu_reply1"),
+                error(400, "invalid_request_error", "prompt is too long"))
+    loop = make_loop(home, live=True)
+    assert tick(loop).kind == "failed"
+    api.enqueue(Scripted(200, text("late"), delay=30))
+    assert stopped_mid_call(make_loop(home, live=True), api, 3).kind == "stopped"
     api.enqueue(text("Already answered."))
-    assert tick(loop).kind == "no_action" and status(home, a) == "consumed"
-    new = new_part(api.requests[-1])
-    assert "please answer Dana" in new and "and tell me the deploy date" not in new
-    assert ("(An earlier attempt at this failed after it had already done the following; "
-            "it is done, do not do it again:)\n- reply ") in new
-    assert "Dana: ships Friday" in new.split("do not do it again:)")[1], new
-    assert len(_outbox(home)) == 1 and status(home, b) == "pending"
+    assert tick(make_loop(home, live=True)).kind == "no_action"
+    assert DONE_NOTE in new_part(api.requests[-1]) and len(_outbox(home)) == 1
 
 
 def test_a_turn_capped_mid_way_is_replayed_when_the_cap_allows(home: Home,

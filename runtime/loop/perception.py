@@ -54,22 +54,26 @@ def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) 
     batch, resume = choose(store, settings, oldest)
     more = bool(batch) and inputs_store.pending_count(store) > len(batch)
     seen = _perception(batch)
-    if resume is None and batch:
-        seen.done_before = done_before(store, batch)
+    seen.done_before = done_before(store, batch)
     return Batch(seen, resume, more=more)
 
 
+DONE_SHOWN = 20  # side effects of a failed attempt listed for the fresh ask, at most
+
+
 def done_before(store: Store, batch: list[inputs_store.Input]) -> list[str]:
-    """The side effects an earlier attempt at these inputs already carried out, when this turn
-    asks afresh rather than replaying it (a batch taken apart after a failure its inputs
-    caused): each as one line, so the model knows it is done and does not do it twice."""
-    last = turns.last_attempt(store)
-    if last is None or last.outcome not in turns.RESUMABLE or \
-            not {i.id for i in batch} & set(last.inputs):
-        return []
-    return [f"{tool} {' '.join(given.split())[:300]} -> {' '.join(result.split())[:200]}"
-            for tool, given, result in side_effects.done_in(store, turns.chain(store,
-                                                                                last.tick_id))]
+    """The side effects earlier attempts at these inputs already carried out (every tick that
+    took one of them, since none completed), each as one line, so the model knows they are
+    done and does not do them twice, whether this turn replays an attempt or asks afresh (a
+    batch taken apart after a failure its inputs caused, then perhaps stopped in turn)."""
+    done = [f"{tool} {' '.join(given.split())[:300]} -> "
+            + (' '.join(result.split())[:200] if status == "done" else
+               "(may have been done: its attempt was killed during the call)")
+            for tool, given, result, status in side_effects.done_in(
+                store, turns.took(store, [i.id for i in batch]))]
+    if len(done) > DONE_SHOWN:  # the first ones, and how many more (the ledger has them all)
+        done[DONE_SHOWN:] = [f"and {len(done) - DONE_SHOWN} more"]
+    return done
 
 
 def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:

@@ -62,11 +62,13 @@ def count_since(store: Store, since_iso: str, tool_like: str) -> int:
         (since_iso, tool_like)) or 0)
 
 
-def done_in(store: Store, tick_ids: list[int]) -> list[tuple[str, str, str]]:
-    """(tool, input as recorded, result) of each side effect done by these ticks, in order."""
+def done_in(store: Store, tick_ids: list[int]) -> list[tuple[str, str, str, str]]:
+    """(tool, input as recorded, result, status) of each side effect these ticks carried out
+    (`done`) or began and may have carried out (`started`: the attempt was killed mid-call),
+    in the order they began."""
     if not tick_ids:
         return []
     marks = ",".join("?" * len(tick_ids))
-    return [(r[0], r[1] or "", r[2] or "") for r in store.query(
-        f"SELECT tool, input, result FROM side_effects WHERE status = 'done' AND tick_id IN "
-        f"({marks}) ORDER BY started_at, key", tuple(tick_ids))]
+    return [(r[0], r[1] or "", r[2] or "", r[3]) for r in store.query(
+        f"SELECT tool, input, result, status FROM side_effects WHERE status IN ('done', "
+        f"'started') AND tick_id IN ({marks}) ORDER BY started_at, key", tuple(tick_ids))]

@@ -67,6 +67,18 @@ def recorded(store: Store, tick_id: int) -> tuple[list[list[dict[str, Any]]],
     return steps, results
 
 
+def took(store: Store, input_ids: list[int]) -> list[int]:
+    """The ticks (the loop's own) that took any of these inputs, oldest first. While an input
+    is pending, every tick that took it left it unconsumed: none of them completed."""
+    if not input_ids:
+        return []
+    marks = ",".join("?" * len(input_ids))
+    return [int(r[0]) for r in store.query(
+        f"SELECT id FROM events WHERE kind = 'tick' AND id > ? {_OWN} AND EXISTS (SELECT 1 "
+        f"FROM json_each(meta, '$.inputs') WHERE value IN ({marks})) ORDER BY id",
+        (min(input_ids), *input_ids))]
+
+
 def chain(store: Store, tick_id: int) -> list[int]:
     """An attempt's tick and the ticks of the attempts it took up again, newest first."""
     out = []
