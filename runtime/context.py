@@ -18,7 +18,7 @@ from typing import Any
 from .home import Home
 from .memory import dates
 from .memory.memorymd import prompt_text
-from .memory.recall import IMPORTED_MARK, authority_note, event_header
+from .memory.recall import authority_note, event_header, event_mark
 from .model import cacheable_system
 from .settings import Settings
 from .store import Event, Store
@@ -43,7 +43,7 @@ class Perception:
     due_promises: list[Event] = field(default_factory=list)  # promise_due events
     rituals: list[tuple[str, str]] = field(default_factory=list)  # (name, prompt)
     input_ids: list[int] = field(default_factory=list)  # every input event of this turn
-    done_before: list[str] = field(default_factory=list)  # side effects a failed attempt did
+    done_before: list[str] = field(default_factory=list)  # what earlier attempts at these did
     ritual_inputs: dict[str, int] = field(default_factory=dict)  # ritual name -> its input
 
     def empty(self) -> bool:
@@ -75,10 +75,7 @@ def line(e: Event, chars: int = EVENT_CHARS, stale: str | None = None,
     body = " ".join(e.body.split())
     if len(body) > chars:
         body = body[: chars - 1] + "…"
-    mark = IMPORTED_MARK if e.imported else ""
-    if stale is not None:
-        mark += f" · stale: superseded by {stale}"
-    return f"{event_header(e, dates.local_minute(e.ts, tz), mark)} {body}"
+    return f"{event_header(e, dates.local_minute(e.ts, tz), event_mark(e, stale))} {body}"
 
 
 # Before the staircase's rollups: a summary quotes lines of every source without their actors

@@ -117,6 +117,13 @@ DUPLICATE_PENALTY = 1.0  # a copy of a hit already taken (word overlap 1) is wor
 IMPORTED_MARK = " · imported: not your owner's words"
 
 
+def event_mark(e: Event, stale: str | None = None) -> str:
+    """What an event's header says after its actor: imported, and superseded by `stale`
+    ("decision 4 (event 57)"), in the same words at every door."""
+    return (IMPORTED_MARK if e.imported else "") + (
+        "" if stale is None else f" · stale: superseded by {stale}")
+
+
 def authority_note(e: Event) -> str | None:
     """What a text the model reads whole says of its authority when it is not the owner's
     (a tool's output, another agent's message), or None; an imported line's header says it
@@ -210,11 +217,7 @@ class Recall:
             e = h.event
             text = " ".join(e.body.split())
             when = dates.local_minute(e.ts, self.tz)
-            mark = (f" · stale: superseded by {h.stale_by}" if h.stale_by is not None
-                    else "")
-            if e.imported:
-                mark = IMPORTED_MARK + mark
-            prefix = f"- {event_header(e, when, mark)} "
+            prefix = f"- {event_header(e, when, event_mark(e, h.stale_by))} "
             room = min(budget.item_chars, budget.total_chars - used - 1) - len(prefix)
             if room <= 20:
                 break
@@ -613,8 +616,9 @@ WORDS_FIRST = 3
 
 
 def coverage(terms: Sequence[str], bodies: Sequence[str]) -> float:
-    """Share of the query's terms (by stem) the bodies hold (each body's head). Tags (keywords the owner or
-    reflect added) do not count: they are not evidence that the text itself matches."""
+    """Share of the query's terms (by stem) the bodies hold (each body's head). Tags (keywords
+    the owner or reflect added) do not count: they are not evidence that the text itself
+    matches."""
     if not terms:
         return 0.0
     q = {stem(t) for t in terms}

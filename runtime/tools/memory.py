@@ -24,7 +24,7 @@ from ..errors import CoworkerError
 from ..memory import dates
 from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
-from ..memory.recall import IMPORTED_MARK, authority_note, event_header, header_field
+from ..memory.recall import authority_note, event_header, event_mark, header_field
 from ..memory.search import days_line, search
 from ..store import decisions as dec
 from ..store import events as ev
@@ -114,7 +114,7 @@ def _propose(ctx: ToolContext, p: ProposeInput) -> str:
     return verdict.describe()  # an unknown `supersedes` raises: the registry's error result
 
 
-READ_CHARS = 20_000  # of one event's text, per memory_read
+STRETCH_CHARS = 20_000  # of one event's text, per memory_read
 
 
 class ReadInput(BaseModel):
@@ -134,14 +134,12 @@ def _read(ctx: ToolContext, p: ReadInput) -> str:
     if p.offset > len(text):
         raise UnknownEvent(f"offset {p.offset} is past the end of event {p.event_id} "
                            f"({len(text):,} characters)")
-    end = min(len(text), p.offset + READ_CHARS)
+    end = min(len(text), p.offset + STRETCH_CHARS)
     where = (f"characters {p.offset:,} to {end:,} of {len(text):,}"
              + (f"; memory_read with event_id {p.event_id} and offset {end} reads on"
                 if end < len(text) else "; the end"))
-    mark = IMPORTED_MARK if e.imported else ""
-    if (stale := dec.stale_events(ctx.store).get(p.event_id)) is not None:
-        mark += f" · stale: superseded by {stale}"  # as every listing marks it
-    header = event_header(e, dates.local_minute(e.ts, ctx.settings.coworker.zone), mark)
+    header = event_header(e, dates.local_minute(e.ts, ctx.settings.coworker.zone),
+                          event_mark(e, dec.stale_events(ctx.store).get(p.event_id)))
     note = authority_note(e)  # one line, under its header: no line of it can pass for another
     return f"{header} ({where}) {text[p.offset:end]}" + ("" if note is None else f"\n{note}")
 
