@@ -536,3 +536,57 @@ def test_the_own_lines_rule_against_the_words_order(offline_home: Home,
                 + [e for e in rest if e.actor not in who])
         assert want[:10] != words[:10], "the case must move a line to show anything"
     assert got == [int(e.id or 0) for e in want[:10]], [(e.actor, e.body) for e in words]
+
+
+COAST = "Which depot car did Dana buy on sunny weekends at the coast?"  # the words fall short
+
+
+def test_the_fused_ranking_keeps_the_named_persons_own_lines_first(
+        offline_home: Home, embed_server: EmbedServer, monkeypatch: pytest.MonkeyPatch):
+    """The whole history's nearest lines, fused with the words', bring Sam's lines about Dana
+    in between Dana's own lines on her car. The fused ranking follows the rule the words'
+    ranking follows: its best line is hers, so her lines come first after the top three, each
+    side in the fused order."""
+    import runtime.memory.recall as recall_module
+
+    rows = [_said("Dana", "message", "Dana's depot car: I buy the depot car, an automobile, for Dana.")]
+    rows += [_said("Sam", "message", f"Dana, the depot car {x}.") for x in EXTRAS]
+    rows += [_said("Dana", "message", TYRES), _said("Dana", "message", "We purchased an automobile.")]
+    rows += [_said("Dana", "message", f"On trip {i} I parked my automobile by the harbour.")
+             for i in range(20)]
+    _home_with(offline_home, embed_server, rows)
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
+        got = recall_hybrid(store, COAST, embedder=embedder, matrix=matrix, gate=0.6, k=10)
+        with monkeypatch.context() as m:  # the fused order, the rule left out
+            m.setattr(recall_module, "_fused_theirs_first", lambda pool, person, k: pool[:k])
+            fused = recall_hybrid(store, COAST, embedder=embedder, matrix=matrix, gate=0.6,
+                                  k=20).hits
+    assert got.channel == "hybrid" and got.coverage < 0.6, (got.channel, got.coverage)
+    assert fused[0].event.actor == "Dana", [(h.event.actor, h.event.body) for h in fused]
+    rest = fused[WORDS_FIRST:]
+    want = (fused[:WORDS_FIRST] + [h for h in rest if h.event.actor == "Dana"]
+            + [h for h in rest if h.event.actor != "Dana"])
+    assert want[:10] != fused[:10], "the case must move a line to show anything"
+    assert [h.event.id for h in got.hits] == [h.event.id for h in want[:10]], \
+        [(h.event.actor, h.event.body) for h in fused]
+
+
+@pytest.mark.parametrize(("best", "named", "k", "moved"), [
+    ("Dana", ("Dana",), 10, True),
+    ("Sam", ("Dana",), 10, False),  # another's line is best: the question may name the wrong one
+    ("Dana", (), 10, False),  # no one named
+    ("Dana", ("Dana",), WORDS_FIRST, False),  # the top three are all there is: nothing to move
+])
+def test_the_fused_rule_applies_only_when_the_best_line_is_the_named_persons(
+        best: str, named: tuple[str, ...], k: int, moved: bool):
+    from runtime.memory.recall import Hit, Person, _fused_theirs_first
+
+    actors = [best, "Sam", "Sam", "Sam", "Sam", "Dana", "Sam", "Dana", "Dana", "Sam", "Dana"]
+    pool = [Hit(_said(a, "message", f"line {i}"), 1.0 / (i + 1), None) for i, a in enumerate(actors)]
+    person = Person(None, "", named) if named else None
+    got = _fused_theirs_first(pool, person, k)
+    head, rest = pool[:WORDS_FIRST], pool[WORDS_FIRST:]
+    want = (head + [h for h in rest if h.event.actor == "Dana"]
+            + [h for h in rest if h.event.actor != "Dana"]) if moved else pool
+    assert [h.event.body for h in got] == [h.event.body for h in want[:k]]

@@ -789,6 +789,7 @@ class Person:
 
     mask: Any
     asked: str
+    spellings: tuple[str, ...] = ()  # how the history writes their name as a speaker
 
 
 def named_person(store: Store, text: str, matrix: object) -> Person | None:
@@ -809,7 +810,7 @@ def named_person(store: Store, text: str, matrix: object) -> Person | None:
     if len(named) != 1:
         return None
     key = named.pop()
-    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names))
+    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names), names[key])
 
 
 def named_person_or_none(store: Store, text: str, matrix: object) -> Person | None:
@@ -835,7 +836,8 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     the lexical evidence is above its floor, that person's nearest events to the text in
     their own words (`in_their_words`; embedded in the same call as the text) are fused too,
     whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
-    keep their places (ADR-0030). A failed embedding (a dead or slow server, past its
+    keep their places, and when the fused best is that person's line their lines come first
+    after those (`_fused_theirs_first`, ADR-0030). A failed embedding (a dead or slow server, past its
     `timeout_s`; a broken model; values that are not numbers) falls back to the lexical result
     with a WARNING; a local model's first load is paid once per process, not timed. When the
     lexical evidence is below its floor, the semantic side must carry the turn: its probe
@@ -895,12 +897,22 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     if person is not None and not short:  # the words' best keep their places
         score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
-    lex.hits = _fused_hits(store, lex.hits, fused[:k])
+    pool = _fused_hits(store, lex.hits, fused[:max(k, THEIRS_POOL)])
+    lex.hits = _fused_theirs_first(pool, person, k)
     lex.skipped = None
     if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
         lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
                        f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
     return done("hybrid")
+
+
+def _fused_theirs_first(pool: list[Hit], person: Person | None, k: int) -> list[Hit]:
+    """The first k of the fused `pool` under the rule the words' ranking follows
+    (`_theirs_first`): when the best is the named person's line, their lines come first after
+    the top `WORDS_FIRST`. Fusion brings in other people's lines by meaning, which would
+    otherwise sit between the person's own (ADR-0030)."""
+    theirs = person.spellings if person is not None and k > WORDS_FIRST else ()
+    return _theirs_first(pool, theirs if pool and pool[0].event.actor in theirs else ())[:k]
 
 
 def _fused_hits(store: Store, lexical: list[Hit], fused: list[tuple[int, float]]) -> list[Hit]:
