@@ -31,7 +31,7 @@ from . import __version__, process, render
 from .actions import MAX_ID, Actions, Door
 from .errors import CoworkerError, UsageError
 from .eval_paraphrase import HALVES as PARAPHRASE_HALVES
-from .evaluate import CHANNELS
+from .evaluate import CHANNELS, LOCAL_MODELS
 from .home import Home, private_umask
 from .render import err, out
 from .settings import redact
@@ -627,7 +627,7 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
 @click.option("--semantic", is_flag=True,
               help="Also the semantic channel's cost (needs the semantic extra): query "
                    "embedding and hybrid recall p50/p95, over placeholder vectors.")
-@click.option("--model", type=click.Choice(["all-minilm", "all-mpnet"]), default="all-minilm",
+@click.option("--model", type=click.Choice(LOCAL_MODELS), default="all-minilm",
               show_default=True, help="With --semantic: the packaged local model to time.")
 @click.option("--long-text", "long_text", type=click.IntRange(min=1000, max=4 << 20),
               default=None, help="Instead: what one message of this many characters costs on "
@@ -954,7 +954,11 @@ def eval_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--out", "out_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Write one JSON line a question: sample_id, qa_index, ranked dia_ids.")
-def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path | None) -> None:
+@click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
+              help="With --channels hybrid: embed in process with this packaged local model "
+              "(all-mpnet: the semantic-large extra), whatever this home's [semantic] says.")
+def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path | None,
+                model: str | None) -> None:
     """The LoCoMo evidence-retrieval task through the same recall path the loop uses.
 
     Each conversation gets its own fresh home (turns imported with their session dates, then
@@ -969,11 +973,12 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     \b
     Example:
       coworker eval locomo locomo10.json --json
+      coworker eval locomo locomo10.json --channels hybrid --model all-mpnet
     """
     from .evaluate import run as run_eval
 
     report = run_eval(file, k, channels, out_path,
-                      progress=lambda sid: err.print(f"  {sid} ..."))
+                      progress=lambda sid: err.print(f"  {sid} ..."), model=model)
     data = report.as_dict()
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
@@ -1005,7 +1010,11 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
 @click.option("--calibrate", is_flag=True, help="With --channels hybrid --half all: refit the "
               "semantic entry's confidence on the tuning half and report how it holds on the "
               "held half (the coefficients to put in runtime/memory/nearest.py).")
-def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool) -> None:
+@click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
+              help="With --channels hybrid: embed in process with this packaged local model "
+              "(all-mpnet: the semantic-large extra), whatever this home's [semantic] says.")
+def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
+                    model: str | None) -> None:
     """The hand-written paraphrase set: facts asked in the history's words and in other words.
 
     A fresh temporary home holds a synthetic six-week coworker history (runtime/evalsets),
@@ -1016,12 +1025,14 @@ def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool) ->
     \b
     Example:
       coworker eval paraphrase --half held --channels lexical
+      coworker eval paraphrase --half held --channels hybrid --model all-mpnet
     """
     from .eval_paraphrase import run_paraphrase
 
     if calibrate and (channels != "hybrid" or half != "all"):
         raise UsageError("--calibrate needs --channels hybrid --half all")
-    report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."))
+    report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."),
+                            model=model)
     if calibrate:
         from .eval_paraphrase import refit
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, eval_embedder
+from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, checked_model, eval_embedder
 from .home import Home
 from .memory.cards import Distinctive
 from .memory.dates import day_of
@@ -54,18 +54,6 @@ def paraphrase_questions(half: str = "all") -> list[Question]:
           for f in FACTS for kind in ("exact", "paraphrase")]
     qs += [Question(u.id, "unanswerable", u.half, u.question, None) for u in UNANSWERABLE]
     return [q for q in qs if half == "all" or q.half == half]
-
-
-def paraphrase_embedder() -> tuple[object, float]:
-    """`eval_embedder`, checked before any work: a missing model is one usage error."""
-    from .memory.embed import EmbedError
-
-    embedder, gate = eval_embedder()
-    try:
-        embedder.embed(["probe"])  # type: ignore[attr-defined]
-    except EmbedError as e:
-        raise UsageError(f"--channels hybrid needs the semantic channel: {e}") from e
-    return embedder, gate
 
 
 def build_paraphrase_home(root: Path, embedder: object | None = None
@@ -266,12 +254,13 @@ def _percentiles(xs: list[float]) -> dict[str, float]:
 
 
 def run_paraphrase(channels: str = "lexical", half: str = "all",
-                   progress: Callable[[str], None] | None = None) -> ParaphraseReport:
-    """Ask the paraphrase set's questions of `half` through `channels` (see the section note)."""
-    if channels not in RANKERS:
-        raise UsageError(f"unknown channels {channels!r}: use one of {', '.join(RANKERS)}")
+                   progress: Callable[[str], None] | None = None,
+                   model: str | None = None) -> ParaphraseReport:
+    """Ask the paraphrase set's questions of `half` through `channels` (see the section note);
+    `model`: with hybrid, the packaged local model to embed with (`eval_embedder`)."""
+    checked_model(channels, model)
     questions = paraphrase_questions(half)
-    embedder, gate = paraphrase_embedder() if channels == "hybrid" else (None, 0.0)
+    embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
     report = ParaphraseReport(channels, half)
     with tempfile.TemporaryDirectory() as tmp:
         if progress:

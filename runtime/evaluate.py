@@ -68,6 +68,7 @@ ADVERSARIAL_NOTE = (
     "the conversation, but each question carries evidence turns (the turn its false premise "
     "twists), so this row does not measure noise against an empty memory.")
 CHANNELS = ("lexical", "hybrid", "bm25")
+LOCAL_MODELS = ("all-minilm", "all-mpnet")  # the packaged local embedders (`--model`)
 _DT = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
 
@@ -253,20 +254,35 @@ class Reflex:
                 "noise": shown is not None and not shown & set(evidence)}
 
 
-def eval_embedder() -> tuple[object, float]:
-    """The embedder for `--channels hybrid`: the [semantic] settings of the coworker home in
-    COWORKER_HOME or the current folder when it enables one, else all-MiniLM in process."""
-    from .memory.embed import LocalEmbedder, make_embedder
-
-    home = Home.locate()
-    if home.is_initialised():
-        cfg = home.settings().semantic
-        embedder = make_embedder(cfg)
-        if embedder is not None:
-            return embedder, cfg.gate
+def eval_embedder(model: str | None = None) -> tuple[object, float]:
+    """The embedder for `--channels hybrid`, checked before any work (a missing model is one
+    usage error): the packaged local `model` when one is named (`--model`), else the
+    [semantic] settings of the coworker home in COWORKER_HOME or the current folder when it
+    enables one, else all-MiniLM in process."""
+    from .memory.embed import EmbedError, LocalEmbedder, make_embedder
     from .settings import SemanticSection
 
-    return LocalEmbedder("all-minilm"), SemanticSection().gate
+    embedder: object | None = None
+    gate = SemanticSection().gate
+    home = Home.locate()
+    if model is None and home.is_initialised():
+        cfg = home.settings().semantic
+        embedder, gate = make_embedder(cfg), cfg.gate
+    if embedder is None:
+        embedder = LocalEmbedder(model or "all-minilm")
+    try:
+        embedder.embed(["probe"])  # type: ignore[attr-defined]
+    except EmbedError as e:
+        raise UsageError(f"--channels hybrid needs the semantic channel: {e}") from e
+    return embedder, gate
+
+
+def checked_model(channels: str, model: str | None) -> None:
+    """A usage error for channels that are not ours, and for `--model` without hybrid."""
+    if channels not in RANKERS:
+        raise UsageError(f"unknown channels {channels!r}: use one of {', '.join(RANKERS)}")
+    if model is not None and channels != "hybrid":
+        raise UsageError("--model names the embedder of --channels hybrid: add --channels hybrid")
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -462,12 +478,13 @@ def _finish(report: Report, tally: _Tally) -> None:
 
 
 def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = None,
-        progress: Callable[[str], None] | None = None) -> Report:
-    if channels not in RANKERS:
-        raise UsageError(f"unknown channels {channels!r}: use one of {', '.join(RANKERS)}")
+        progress: Callable[[str], None] | None = None, model: str | None = None) -> Report:
+    """LoCoMo through `channels` (see the module docstring); `model`: with hybrid, the
+    packaged local model to embed with instead of the home's [semantic] settings."""
+    checked_model(channels, model)
     samples = load(path)
     report = Report(channels, k)
-    embedder, gate = eval_embedder() if channels == "hybrid" else (None, 0.0)
+    embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
     tally = _Tally()
     try:
         out_f = out.open("w", encoding="utf-8") if out else None

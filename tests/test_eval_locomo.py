@@ -210,3 +210,29 @@ def test_the_text_table_shows_the_block_columns_and_the_category_5_row(tmp_path:
     headers, rows = base.table()
     assert "noise" not in headers and [r[0] for r in rows][-1] == "4 single-hop", rows
     assert base.notes() == []
+
+
+@pytest.mark.parametrize("channels", ["lexical", "bm25"])
+def test_a_model_without_hybrid_is_one_line_and_exit_2(tmp_path: Path, channels: str):
+    """`--model` names the embedder of the hybrid channel; with any other it is a mistake."""
+    got = coworker("eval", "locomo", str(_file(tmp_path)), "--channels", channels,
+                   "--model", "all-minilm")
+    assert got.returncode == 2, got.stderr
+    lines = got.stderr.strip().splitlines()
+    assert lines == ["error: --model names the embedder of --channels hybrid: add --channels "
+                     "hybrid"], lines
+
+
+def test_hybrid_without_an_embedder_is_one_line_and_exit_2(tmp_path: Path, isolated_home: Path):
+    """The embedder is checked before any conversation is built: a dead server is one line."""
+    from .conftest import write_config
+
+    write_config(isolated_home, semantic={"enabled": True, "provider": "http",
+                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
+    out = tmp_path / "ranked.jsonl"
+    got = coworker("eval", "locomo", str(_file(tmp_path)), "--channels", "hybrid",
+                   "--out", str(out))
+    assert got.returncode == 2, got.stderr
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
+    assert not out.exists(), "nothing is written before the embedder answers"

@@ -165,3 +165,37 @@ def test_recalibrating_keeps_a_probe_behind_a_routine_line_at_no_confidence():
     assert [r["probe"]["confidence"] for r in again] == [
         0.0, confidence(probe["best"], probe["margin"], CALIBRATION)]
     assert reliability(again, "held")["confident"]["questions"] == 1
+
+
+def test_a_model_without_hybrid_is_one_line_and_exit_2(isolated_home: Path):
+    got = coworker("eval", "paraphrase", "--model", "all-mpnet")
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.strip().splitlines() == [
+        "error: --model names the embedder of --channels hybrid: add --channels hybrid"]
+
+
+def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_home: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    """`--model` embeds in process with the packaged model named, even when this home's
+    [semantic] names a server (here a dead one, which would be a usage error)."""
+    from runtime import evaluate
+    from runtime.memory import embed
+
+    write_config(isolated_home, semantic={"enabled": True, "provider": "http",
+                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
+    monkeypatch.setenv("COWORKER_HOME", str(isolated_home))
+    made: list[str] = []
+
+    class Packaged:  # stands in for the in-process model: loading torch is not what is tested
+        def __init__(self, name: str) -> None:
+            made.append(name)
+            self.name = f"local:{name}"
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 0.0] for _ in texts]
+
+    monkeypatch.setattr(embed, "LocalEmbedder", Packaged)
+    got, gate = evaluate.eval_embedder("all-mpnet")
+    assert made == ["all-mpnet"] and got.name == "local:all-mpnet" and 0 < gate <= 1
+    with pytest.raises(evaluate.UsageError, match="needs the semantic channel"):
+        evaluate.eval_embedder()  # the home's dead server, when no model is named
