@@ -267,7 +267,9 @@ def eval_embedder(model: str | None = None) -> tuple[object, float]:
     home = Home.locate()
     if model is None and home.is_initialised():
         cfg = home.settings().semantic
-        embedder, gate = make_embedder(cfg), cfg.gate
+        embedder = make_embedder(cfg)
+        if embedder is not None:  # the home's gate goes with the home's embedder only
+            gate = cfg.gate
     if embedder is None:
         embedder = LocalEmbedder(model or "all-minilm")
     try:

@@ -140,10 +140,20 @@ def test_the_report_agrees_with_its_questions_and_finds_the_exact_ones(tuning_re
                                                          if not q["search_top5_event"]]
 
 
-def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolated_home: Path):
+@pytest.mark.parametrize("server", ["dead", "words, not numbers"])
+def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolated_home: Path,
+                                                         server: str):
+    from .test_semantic import EmbedServer
+
+    embed_server = EmbedServer().start()
+    embed_server.words = True
+    url = "http://127.0.0.1:9" if server == "dead" else embed_server.url
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
-                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
-    got = coworker("eval", "paraphrase", "--channels", "hybrid")
+                                          "url": url, "timeout_s": 0.5})
+    try:
+        got = coworker("eval", "paraphrase", "--channels", "hybrid")
+    finally:
+        embed_server.stop()
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
@@ -180,6 +190,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
     [semantic] names a server (here a dead one, which would be a usage error)."""
     from runtime import evaluate
     from runtime.memory import embed
+    from runtime.settings import SemanticSection
 
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
                                           "url": "http://127.0.0.1:9", "timeout_s": 0.5})
@@ -199,3 +210,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
     assert made == ["all-mpnet"] and got.name == "local:all-mpnet" and 0 < gate <= 1
     with pytest.raises(evaluate.UsageError, match="needs the semantic channel"):
         evaluate.eval_embedder()  # the home's dead server, when no model is named
+    # a home whose channel is off: MiniLM in process, with the default gate, not the home's
+    write_config(isolated_home, semantic={"enabled": False, "gate": 0.9})
+    got, gate = evaluate.eval_embedder()
+    assert made[-1] == "all-minilm" and gate == SemanticSection().gate != 0.9

@@ -83,6 +83,7 @@ class EmbedServer(LocalServer):
         self.fail: int | None = None  # answer this HTTP status instead
         self.garbage = False  # answer 200 with a body that is not JSON
         self.short = False  # answer one embedding fewer than asked for
+        self.words = False  # answer rows of words, not numbers
         self.dim = DIM  # a model switched to another dimension
         self.salt = ""  # "switch model": the same name now returns different vectors
         self.nan = ""  # a text holding this word is answered with NaNs (a broken model)
@@ -106,7 +107,7 @@ class EmbedServer(LocalServer):
                     srv.requests.append({"path": self.path, "model": payload.get("model"),
                                          "inputs": list(payload.get("input") or [])})
                     delay, fail, garbage, salt = srv.delay, srv.fail, srv.garbage, srv.salt
-                    short, dim, nan = srv.short, srv.dim, srv.nan
+                    short, dim, nan, words_ = srv.short, srv.dim, srv.nan, srv.words
                 if delay:
                     srv.closing.wait(delay)
                 if self.path != "/api/embed":
@@ -117,7 +118,8 @@ class EmbedServer(LocalServer):
                     status, data = 200, b"<html>surely not json</html>"
                 else:
                     status = 200
-                    rows = [[math.nan] * dim if nan and nan in t else vector(t, salt, dim)
+                    rows = [["a", "b"] if words_ else
+                            [math.nan] * dim if nan and nan in t else vector(t, salt, dim)
                             for t in payload.get("input") or []]
                     data = json.dumps({"model": payload.get("model"),
                                        "embeddings": rows[:-1] if short else rows}).encode()
@@ -234,7 +236,8 @@ def test_http_embedder_round_trip(embed_server: EmbedServer):
                                       "inputs": texts}], embed_server.requests
 
 
-@pytest.mark.parametrize("how", ["500", "refused", "not json", "one embedding short"])
+@pytest.mark.parametrize("how", ["500", "refused", "not json", "one embedding short",
+                                 "words, not numbers"])
 def test_http_embedder_failures_raise_embed_error_with_a_hint(embed_server: EmbedServer, how):
     url = embed_server.url
     if how == "500":
@@ -243,6 +246,8 @@ def test_http_embedder_failures_raise_embed_error_with_a_hint(embed_server: Embe
         url = closed_port_url()
     elif how == "not json":
         embed_server.garbage = True
+    elif how == "words, not numbers":
+        embed_server.words = True
     else:
         embed_server.short = True
     e = HttpEmbedder(url, "all-minilm", 2.0)
@@ -255,8 +260,22 @@ def test_http_embedder_failures_raise_embed_error_with_a_hint(embed_server: Embe
         assert "JSON" in msg, msg
     elif how == "one embedding short":
         assert "one embedding per input" in msg, msg
+    elif how == "words, not numbers":
+        assert "not rows of numbers" in msg, msg
     else:
         assert "[semantic] url" in msg, f"no hint what to check: {msg}"
+
+
+def test_a_local_model_that_cannot_load_raises_embed_error_with_a_hint(tmp_path):
+    """A model folder that is not there (or, without the extra, no sentence-transformers at
+    all) is an EmbedError that says what to check, never the library's own exception."""
+    from runtime.memory.embed import LocalEmbedder
+
+    with pytest.raises(EmbedError) as info:
+        LocalEmbedder(str(tmp_path / "no-such-model")).embed(["one"])
+    msg = str(info.value)
+    assert "[semantic] model" in msg or "pip install" in msg, msg
+    assert len(msg.splitlines()) == 1, msg
 
 
 def test_http_embedder_times_out_on_a_cold_model(embed_server: EmbedServer):

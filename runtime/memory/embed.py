@@ -88,7 +88,11 @@ class HttpEmbedder:
         if not isinstance(rows, list) or len(rows) != len(texts):
             raise EmbedError(f"embedding server {self.url} answered without one embedding "
                              "per input")
-        return _normalise(np.asarray(rows, dtype=np.float32))
+        try:
+            return _normalise(np.asarray(rows, dtype=np.float32))
+        except (ValueError, TypeError) as e:  # ragged rows, strings, nulls
+            raise EmbedError(f"embedding server {self.url} answered embeddings that are not "
+                             "rows of numbers of one length") from e
 
 
 @dataclass
@@ -120,7 +124,13 @@ class LocalEmbedder:
                 path = _packaged_minilm()
             elif path in ("all-mpnet", "all-mpnet-base-v2"):
                 path = _packaged_mpnet()
-            self._st = SentenceTransformer(path, device="cpu")
+            try:
+                self._st = SentenceTransformer(path, device="cpu")
+            except Exception as e:  # a missing folder, a broken download, not a model at all
+                raise EmbedError(f"cannot load the local model {self.model!r} "
+                                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r}); "
+                                 "check [semantic] model: \"all-minilm\", \"all-mpnet\" or a "
+                                 "sentence-transformers model folder") from e
         return self._st
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -897,7 +897,9 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     if person is not None and not short:  # the words' best keep their places
         score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
-    pool = _fused_hits(store, lex.hits, fused[:max(k, THEIRS_POOL)])
+    # the wider pool only when the rule below may move a line (each hit is one event read)
+    wide = person is not None and k > WORDS_FIRST
+    pool = _fused_hits(store, lex.hits, fused[:max(k, THEIRS_POOL) if wide else k])
     lex.hits = _fused_theirs_first(pool, person, k)
     lex.skipped = None
     if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
@@ -911,7 +913,7 @@ def _fused_theirs_first(pool: list[Hit], person: Person | None, k: int) -> list[
     (`_theirs_first`): when the best is the named person's line, their lines come first after
     the top `WORDS_FIRST`. Fusion brings in other people's lines by meaning, which would
     otherwise sit between the person's own (ADR-0030)."""
-    theirs = person.spellings if person is not None and k > WORDS_FIRST else ()
+    theirs = person.spellings if person is not None and k > WORDS_FIRST else ()  # k <= 3: no move
     return _theirs_first(pool, theirs if pool and pool[0].event.actor in theirs else ())[:k]
 
 
