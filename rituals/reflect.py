@@ -52,6 +52,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
+from runtime.errors import CoworkerError
 from runtime.home import Home
 from runtime.memory import gate, ladder, memmap
 from runtime.memory import keywords as kw
@@ -86,6 +87,7 @@ class ReflectReport:
     index_seconds: float = 0.0
     embedded: str = "semantic channel off"
     map_bytes: int = 0
+    map_error: str | None = None  # the memory map could not be written (the rest was done)
 
     def as_stats(self) -> dict[str, Any]:
         d = asdict(self)
@@ -269,11 +271,28 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         except Exception:
             log.exception("could not record the failed reflect run")
         raise
-    report.map_bytes = memmap.write(store, home.memory_map, settings.coworker.name,
-                                    home.memory_md)
+    # after the run's row, which the map shows as the last reflect; a map not written is said
+    # in that row's figures too
+    report.map_bytes, report.map_error = _write_map(home, settings, store)
+    if report.map_error:
+        rr.finish(store, run_id, "ok", report.as_stats())
     log.info("reflect: sealed %s, %.1f s, map %d bytes", report.sealed or "nothing",
              report.seconds, report.map_bytes)
     return report
+
+
+def _write_map(home: Home, settings: Settings, store: Store) -> tuple[int, str | None]:
+    """The memory map written: its size, or 0 and why not. A map that cannot be written (its
+    path taken by a folder, a full disk) is an ERROR in the log and in the run's figures; the
+    ladder sealed above stands, and the next reflect writes the map again."""
+    try:
+        return memmap.write(store, home.memory_map, settings.coworker.name, home.memory_md), None
+    except (OSError, CoworkerError) as e:
+        why = f"{type(e).__name__}: {e}"
+        log.error("the memory map %s was not written (%s); the ladder is sealed: free that "
+                  "path, and the next reflect (`coworker reflect`) writes the map", home.memory_map,
+                  why)
+        return 0, why
 
 
 # --- the model's structured answers: forced tools, checked by pydantic -------------------------

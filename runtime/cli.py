@@ -537,6 +537,8 @@ def reflect(dry_run: bool, as_json: bool) -> None:
               f"{report.seconds:.2f} s; peak memory {report.peak_rss_mb:.0f} MB")
     if report.null_spans:
         out.print(f"{report.null_spans} rollup(s) written with NULL provenance (see the log)")
+    if report.map_error:  # said in one line on stderr by the ritual's log
+        sys.exit(1)
     out.print(f"memory map: {home.memory_map}")
 
 

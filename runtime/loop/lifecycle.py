@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -46,6 +47,15 @@ log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as bef
 
 POLL_S = 0.5  # how often a sleep looks at the inbox (a file dropped there wakes no one)
 CLOSE_S = 5  # how long a stop waits for the model client to close
+
+
+@contextlib.contextmanager
+def _or_warn(what: str) -> Iterator[None]:
+    """While stopping: a step that fails is a WARNING naming it, and the stop goes on."""
+    try:
+        yield
+    except Exception as e:
+        log.warning("while stopping, %s failed (%s: %s)", what, type(e).__name__, e)
 
 
 @dataclass
@@ -272,25 +282,25 @@ class Loop:
         if crashed is not None:
             log.critical("coworker CRASHED: %s: %s", type(crashed).__name__, crashed,
                          exc_info=crashed)
-            with contextlib.suppress(Exception):
+            with _or_warn("recording the crash"):
                 record(self.store, "crash", f"{type(crashed).__name__}: {crashed}",
                        error=repr(crashed))
         self.state = RunState.STOPPING
         if self.scheduler is not None:
-            with contextlib.suppress(Exception):
+            with _or_warn("stopping the scheduler"):
                 self.scheduler.shutdown()
         if crashed is None:
-            with contextlib.suppress(Exception):
+            with _or_warn("recording the stop"):
                 record(self.store, "stop", f"coworker stopped ({self._stop.reason})",
                        reason=self._stop.reason)
             log.info("coworker stopped cleanly (%s)", self._stop.reason)
         self._remove_signals()
         if self.hands is not None:
-            with contextlib.suppress(Exception):
+            with _or_warn("stopping the MCP servers (some may still run)"):
                 await asyncio.wait_for(asyncio.shield(self.hands.stop()), CLOSE_S * 2)
             self.hands = None
         if self.model is not None:
-            with contextlib.suppress(Exception):
+            with _or_warn("closing the model client"):
                 await asyncio.wait_for(asyncio.shield(self.model.close()), CLOSE_S)
         self._write_runfile(running=False)
         if self._lock is not None:
@@ -343,8 +353,15 @@ class Loop:
             return
 
     def _until_due(self, seconds: float) -> float:
-        """`seconds`, or less when the next promise falls due sooner (the runfile says so)."""
-        due = promises_store.next_due(self.store)
+        """`seconds`, or less when the next promise falls due sooner (the runfile says so).
+        A database that cannot say when (locked, damaged) is a WARNING and the usual sleep:
+        the next tick meets the same database and records its failure."""
+        try:
+            due = promises_store.next_due(self.store)
+        except Exception as e:
+            log.warning("could not read when the next promise falls due (%s: %s); sleeping "
+                        "the usual interval", type(e).__name__, e)
+            return seconds
         if not due:
             return seconds
         until_due = (datetime.fromisoformat(due.replace("Z", "+00:00"))

@@ -84,13 +84,19 @@ def queue_due(store: Store, settings: Settings, rituals: DueRituals) -> None:
             kind="promise_due", body=p.body, actor="coworker", author_kind="system",
             meta={"promise_id": p.id, "made": p.ts, "due": p.meta.get("due")}), "promise")
     prompts = {d.name: d.prompt or "" for d in definitions(settings)}
-    for name in rituals.take():
-        if inputs_store.pending_ritual(store, name):
-            continue
-        inputs_store.add(store, Event(
-            kind="ritual_due", body=f"ritual {name} is due", actor="coworker",
-            author_kind="system", meta={"ritual": name, "prompt": prompts.get(name, "")}),
-            "ritual")
+    names = rituals.take()
+    for at, name in enumerate(names):
+        try:
+            if inputs_store.pending_ritual(store, name):
+                continue
+            inputs_store.add(store, Event(
+                kind="ritual_due", body=f"ritual {name} is due", actor="coworker",
+                author_kind="system", meta={"ritual": name, "prompt": prompts.get(name, "")}),
+                "ritual")
+        except BaseException:  # not written: still due, the next tick tries again
+            for rest in names[at:]:
+                rituals.mark(rest)
+            raise
 
 
 def choose(store: Store, settings: Settings, oldest: list[inputs_store.Input]

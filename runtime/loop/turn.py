@@ -185,16 +185,24 @@ def _remember(tc: TurnContext, e: Event, tick_id: int) -> None:
     breaks the turn."""
     from ..memory import gate
 
+    cand = None
     try:
         cand = gate.from_message(e)
         if cand is None or e.id is None or turns.gated(tc.store, e.id):
             return
         verdict = gate.consider(tc.store, tc.home, tc.settings, cand)
-        record(tc.store, "promotion", verdict.describe(), tick_id=tick_id, input_id=e.id,
-               promotion_id=verdict.promotion_id, status=verdict.status)
+    except StoreError:
+        raise  # an outage: the tick fails, the message stays pending and comes again
     except Exception as exc:
-        log.warning("could not pass message %s through the promotion gate (%s: %s); "
-                    "the turn goes on without it", e.id, type(exc).__name__, exc)
+        log.warning("could not pass message %s through the promotion gate (%s: %s); it is "
+                    "queued for you unchecked", e.id, type(exc).__name__, exc)
+        if cand is None:  # not even read as a candidate: nothing to queue
+            log.error("message %s asked to remember something the gate could not read; the "
+                      "turn goes on without it", e.id)
+            return
+        verdict = gate.queue_unchecked(tc.store, cand, f"{type(exc).__name__}: {exc}")
+    record(tc.store, "promotion", verdict.describe(), tick_id=tick_id, input_id=e.id,
+           promotion_id=verdict.promotion_id, status=verdict.status)
 
 
 async def _run_builtin(tc: TurnContext, name: str, tick_id: int, input_id: int) -> None:
@@ -204,6 +212,13 @@ async def _run_builtin(tc: TurnContext, name: str, tick_id: int, input_id: int) 
 
     try:
         report = await asyncio.to_thread(reflect.run, tc.home, tc.settings)
+    except StoreError as e:  # the database, not the ritual: an outage counts against nothing
+        log.error("ritual %s could not run (%s: %s); it runs again when the database answers",
+                  name, type(e).__name__, e)
+        record(tc.store, "ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
+               ritual=name)
+        inputs_store.note_error(tc.store, [input_id], f"{type(e).__name__}: {e}")
+        return
     except Exception as e:  # a failed ritual is logged and recorded; the tick goes on
         log.error("ritual %s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
         record(tc.store, "ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
@@ -346,8 +361,12 @@ class Turn:
                    tick_id=self.tick_id, injected=inject, mode=cfg.mode,
                    chars=len(block or ""), block=block if cfg.mode == "dry-run" else None,
                    **found.as_meta(budget))
-            telemetry.record(tc.store, "recall", {"ms": round(found.ms, 3),
-                                                  "items": len(found.hits), "injected": inject})
+            try:  # a figure lost is no reason to take back the block the event says was given
+                telemetry.record(tc.store, "recall", {"ms": round(found.ms, 3),
+                                                      "items": len(found.hits),
+                                                      "injected": inject})
+            except Exception as e:
+                log.warning("recall's telemetry was not recorded (%s: %s)", type(e).__name__, e)
             return block if inject else None
         except Exception as e:
             log.warning("recall failed (%s: %s); the turn goes on without it",

@@ -358,6 +358,10 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
     if refused is not None:
         return record(VerdictStatus.REFUSED, [refused, *would])
     memory = load_memory(store, home)
+    if (left := _left_by(store, memory, text, ids, None if old is None else old.id)) is not None:
+        return record(VerdictStatus.APPLIED, ["applied before: MEMORY.md holds it, written by an "
+                                              "earlier attempt whose record was lost", *would],
+                      left)
     if (duplicate := _duplicate(text, memory, old)) is not None:
         return record(VerdictStatus.REFUSED, [duplicate, *would])
     doubts = _doubts(cand, text, sources) + _supersession_doubts(text, old)
@@ -371,10 +375,28 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
     if mode == "gated":
         return record(VerdictStatus.QUEUED,
                       ['memory_promotions is "gated": every promotion waits for you', *would])
-    after.save()
-    return record(VerdictStatus.APPLIED,
-                  ["confident: the owner's own words, cited and checked",
-                   *([] if old is None else [f"supersedes {quoted(old)}"])], entry.id)
+    applied = ["confident: the owner's own words, cited and checked",
+               *([] if old is None else [f"supersedes {quoted(old)}"])]
+    # one write: the row, then the file, then the commit (a file that cannot be written leaves
+    # no row; a commit that fails after it leaves the entry for the retry to recognise below).
+    # An entry replaced is kept in a snapshot first, as the owner's own supersede keeps it.
+    with store.transaction():
+        if old is not None:
+            snapshot(home.memory_md, home.snapshots, f"before [{entry.id}] superseded [{old.id}]")
+        verdict = record(VerdictStatus.APPLIED, applied, entry.id)
+        after.save()
+    return verdict
+
+
+def queue_unchecked(store: Store, cand: Candidate, why: str) -> Verdict:
+    """A candidate the gate could not check (MEMORY.md unreadable, a failure of the gate's
+    own): queued for the owner with the reason, so an owner's "remember" is never lost to it."""
+    text = " ".join(cand.text.split())
+    reason = f"not checked: {why}; review it with `coworker promotions`"
+    row = pr.add(store, text, sorted(set(cand.source_events)) or None, cand.confidence,
+                 VerdictStatus.QUEUED, reason, cand.origin, None, cand.supersedes)
+    log.warning("promotion %d queued unchecked: %s (%s)", row.id, text[:80], why)
+    return Verdict(VerdictStatus.QUEUED, reason, row.id, None)
 
 
 def quoted(entry: Entry) -> str:
@@ -597,13 +619,19 @@ def supersede(store: Store, home: Home, settings: Settings, old_id: str, text: s
 
 
 def _half_done(store: Store, memory: MemoryFile, p: pr.Promotion) -> str | None:
-    """The entry an interrupted approve of `p` left in MEMORY.md: exactly its text and its
-    sources, under an id no promotion or strike has recorded. None when there is none."""
-    text, sources = " ".join(p.text.split()), tuple(p.source_events or ())
+    """The entry an interrupted approve of `p` left in MEMORY.md (`_left_by`)."""
+    return _left_by(store, memory, " ".join(p.text.split()), list(p.source_events or ()),
+                    p.supersedes)
+
+
+def _left_by(store: Store, memory: MemoryFile, text: str, sources: list[int],
+             supersedes: str | None) -> str | None:
+    """The entry an interrupted write left in MEMORY.md: exactly `text` and its `sources`,
+    under an id no promotion or strike has recorded. None when there is none."""
     used = set(pr.entry_ids_ever_used(store))
     for entry in memory.entries:
         if entry.id and entry.id not in used and entry.text == text and \
-                tuple(entry.sources) == sources and entry.supersedes == p.supersedes:
+                tuple(entry.sources) == tuple(sources) and entry.supersedes == supersedes:
             return entry.id
     return None
 

@@ -150,12 +150,18 @@ def _one_batch(store: Store, ask: Ask, shown: list[tuple[int, str]], budget: Sum
         if not kept:
             raise ValueError("no usable keyword in the answer" + (
                 f" ({'; '.join(dropped[:SHOWN_DROPS])})" if dropped else ""))
-        added = tg.add_many(store, "rollup", kept, "model")
-    except Exception as e:  # a memory failure is loud and never breaks the ritual
+    except Exception as e:  # the model's failure: it counts toward giving the model up
         report.failed += 1
         budget.failed("keywords", f"{what}: {type(e).__name__}: {e}")
         return
     budget.succeeded()
+    try:
+        added = tg.add_many(store, "rollup", kept, "model")
+    except Exception as e:  # the store's, not the model's: loud, and never breaks the ritual
+        report.failed += 1
+        log.warning("%s: the model's keywords could not be stored (%s: %s); those episodes are "
+                    "asked again on the next run", what, type(e).__name__, e)
+        return
     report.episodes += len(added)
     report.words += sum(len(ws) for ws in added.values())
     if dropped:

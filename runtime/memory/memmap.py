@@ -184,6 +184,10 @@ def write(store: Store, path: Path, name: str = "coworker",
                         "(%s)", e)
     text = render(store, name, present)
     tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no half-written copy left beside it
+        raise
     return len(text.encode("utf-8"))
