@@ -211,6 +211,9 @@ def tell(text: tuple[str, ...]) -> None:
       git log -1 --format=%B | coworker tell -
     """
     if text == ("-",):
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise UsageError("standard input is closed: pipe the message in "
+                             "(`echo ... | coworker tell -`) or give it as words")
         raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
         try:  # as the inbox reads a file: text in another encoding is refused, never mangled
             message = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()
@@ -1297,7 +1300,38 @@ def _main(argv: list[str] | None) -> int:
         err.print(redact(f"error: the database failed ({type(e).__name__}: {e}); the command "
                          "did not finish: `coworker doctor` checks the database"), markup=False)
         return 1
+    except (OSError, UnicodeEncodeError, RecursionError, RuntimeError) as e:
+        return _trouble(e)  # one no door translated: still one line
     return 0
+
+
+def _trouble(e: BaseException) -> int:
+    """Exit 1 with one line for what no door translated: a file or folder that cannot be used,
+    a terminal that cannot show the text, input nested too deeply, a link to itself."""
+    if isinstance(e, UnicodeEncodeError):  # the terminal's encoding cannot show the answer
+        _last_word(f"error: this terminal cannot show the text ({e.encoding}); run with "
+                   "PYTHONIOENCODING=utf-8 or a UTF-8 locale (LANG=C.UTF-8)")
+    elif isinstance(e, OSError):
+        where = f" {e.filename}" if e.filename else ""
+        _last_word(f"error: could not use{where} ({type(e).__name__}: {e.strerror or e}); the "
+                   "command did not finish: check that path (its permissions, a file where a "
+                   "file belongs, free disk space)")
+    elif isinstance(e, RecursionError):
+        _last_word("error: the input is nested too deeply to read; check the file you gave")
+    elif "Symlink loop" in str(e):
+        _last_word(f"error: {e}; a path given (or COWORKER_HOME) is a link that points at "
+                   "itself: fix the link")
+    else:
+        raise e
+    return 1
+
+
+def _last_word(line: str) -> None:
+    """One line on stderr, whatever stdout's trouble; if even that cannot be written, none."""
+    try:
+        err.print(redact(line), markup=False)
+    except (OSError, UnicodeEncodeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -264,3 +265,46 @@ def test_an_entry_written_before_its_row_was_lost_is_recognised(offline_home: Ho
     assert got.status == "applied" and rows == [("applied", entry.id)], (got.reason, rows)
     assert "applied before" in got.reason
     assert offline_home.memory_md.read_text().count("Dana owns the parser fix") == 1
+
+
+# --- files and terminals the CLI cannot use: one line, never a traceback (a hunt, 2026-12-03)
+
+def _one_line(got) -> str:
+    lines = got.stderr.strip().splitlines()
+    assert got.returncode == 1 and len(lines) == 1 and "Traceback" not in got.stderr, got.stderr
+    return lines[0]
+
+
+def test_a_memory_file_that_cannot_be_written_is_one_line_and_nothing_half_done(
+        offline_home: Home):
+    from .conftest import coworker
+
+    offline_home.memory_md.write_text("# MEMORY\n\n- [m1] one\n", encoding="utf-8")
+    tmp = offline_home.memory_md.with_suffix(".md.tmp")
+    tmp.mkdir()  # the atomic write's copy cannot be made
+    got = coworker("strike", "m1")
+    line = _one_line(got)
+    assert "could not use" in line and "MEMORY.md.tmp" in line, line
+    assert "[m1] one" in offline_home.memory_md.read_text(encoding="utf-8")
+
+
+def test_a_home_that_links_to_itself_is_one_line(tmp_path: Path):
+    import os
+
+    from .conftest import coworker
+
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    got = coworker("status", env={**os.environ, "COWORKER_HOME": str(loop)})
+    assert "Symlink loop" in _one_line(got)
+
+
+def test_a_terminal_that_cannot_show_the_text_is_one_line(offline_home: Home):
+    import os
+
+    from .conftest import coworker
+
+    tell(offline_home, "héllo 🤖")
+    got = coworker("log", process=True, env={**os.environ, "PYTHONIOENCODING": "ascii",
+                                             "COWORKER_HOME": str(offline_home.root)})
+    assert "cannot show the text" in _one_line(got)

@@ -11,6 +11,7 @@ byte-identical file (no clock is read here). It reads the store and writes only 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -188,6 +189,7 @@ def write(store: Store, path: Path, name: str = "coworker",
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
-        tmp.unlink(missing_ok=True)  # no half-written copy left beside it
+        with contextlib.suppress(OSError):  # none there, or not ours to remove
+            tmp.unlink()  # no half-written copy left beside it
         raise
     return len(text.encode("utf-8"))

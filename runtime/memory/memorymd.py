@@ -27,6 +27,7 @@ that another entry of the file supersedes (a hand edit that kept both) is left o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -251,9 +252,7 @@ class MemoryFile:
                           self.floor)
 
     def save(self) -> None:
-        tmp = self.path.with_suffix(".md.tmp")
-        tmp.write_text(self.render(), encoding="utf-8")
-        os.replace(tmp, self.path)
+        _replace(self.path, self.render().encode("utf-8"))
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -342,7 +341,17 @@ def chosen_snapshot(folder: Path, number: int) -> Snapshot:
 
 def put_back(memory_md: Path, chosen: Snapshot) -> None:
     """MEMORY.md replaced, byte for byte, by a snapshot's copy."""
-    tmp = memory_md.with_suffix(".md.tmp")
-    tmp.write_bytes(chosen.path.read_bytes())
-    os.replace(tmp, memory_md)
+    _replace(memory_md, chosen.path.read_bytes())
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """`path` replaced atomically by `data`; a write that fails leaves no copy beside it."""
+    tmp = path.with_suffix(".md.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # none there, or not ours to remove
+            tmp.unlink()
+        raise
 
