@@ -11,9 +11,7 @@ byte-identical file (no clock is read here). It reads the store and writes only 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import re
 from collections import defaultdict
 from collections.abc import Collection
@@ -26,7 +24,7 @@ from ..store import events as ev
 from ..store import promotions as pr
 from ..store import rituals as rr
 from ..store import rollups as rl
-from .memorymd import MemoryFile
+from .memorymd import MemoryFile, replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +182,6 @@ def write(store: Store, path: Path, name: str = "coworker",
             log.warning("the memory map lists every superseded entry: MEMORY.md unreadable "
                         "(%s)", e)
     text = render(store, name, present)
-    tmp = path.with_suffix(".md.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):  # none there, or not ours to remove
-            tmp.unlink()  # no half-written copy left beside it
-        raise
-    return len(text.encode("utf-8"))
+    data = text.encode("utf-8")
+    replace_atomically(path, data)
+    return len(data)

@@ -252,7 +252,7 @@ class MemoryFile:
                           self.floor)
 
     def save(self) -> None:
-        _replace(self.path, self.render().encode("utf-8"))
+        replace_atomically(self.path, self.render().encode("utf-8"))
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -341,10 +341,10 @@ def chosen_snapshot(folder: Path, number: int) -> Snapshot:
 
 def put_back(memory_md: Path, chosen: Snapshot) -> None:
     """MEMORY.md replaced, byte for byte, by a snapshot's copy."""
-    _replace(memory_md, chosen.path.read_bytes())
+    replace_atomically(memory_md, chosen.path.read_bytes())
 
 
-def _replace(path: Path, data: bytes) -> None:
+def replace_atomically(path: Path, data: bytes) -> None:
     """`path` replaced atomically by `data`; a write that fails leaves no copy beside it."""
     tmp = path.with_suffix(".md.tmp")
     try:
