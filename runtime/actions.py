@@ -295,6 +295,8 @@ class Actions:
         home = self.home
         pid = process.running_pid(home)
         run = process.read_runfile(home) if pid else {}
+        if run.get("pid") != pid:  # the last process's run.json, before this one writes its own
+            run = {}
         week_ago = ev.iso_z(datetime.now(UTC) - timedelta(days=7))
         with self._store(readonly=True) as store:
             data: dict[str, Any] = {

@@ -318,19 +318,22 @@ def restore_backup(src: Path) -> None:
 
 
 @cli.command(name="log")
-@click.option("-n", "n", type=click.IntRange(min=1, max=100_000), default=20, show_default=True,
-              help="How many events (at most 100000).")
+@click.option("-n", "n", type=click.IntRange(min=0, max=100_000), default=20, show_default=True,
+              help="How many events (at most 100000; 0 with --follow: only what is new).")
 @click.option("--kind", "kind", help="Only events of this kind (message, tick, model_response, "
               "tool_call, tool_result, note, decision, outbox, dry_run, ...).")
 @click.option("--since", "since", help="Only events since a time: 2h, 30m, 3d, or a date "
               "(2026-11-30) or ISO time.")
+@click.option("--until", "until", help="Only events before a time, in the same forms as --since; "
+              "a date alone means through the end of that day (--since 2026-11-30 --until "
+              "2026-11-30 is that day).")
 @click.option("--by-id", is_flag=True, help="Order by id (the order events were written) "
               "instead of by time (imported history keeps its own old times).")
 @click.option("--follow", "-f", is_flag=True, help="Then print new events as they come, "
               "until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bool,
-            as_json: bool) -> None:
+def log_cmd(n: int, kind: str | None, since: str | None, until: str | None, by_id: bool,
+            follow: bool, as_json: bool) -> None:
     """What happened, newest last (by time; --by-id for the order they were written).
 
     \b
@@ -338,19 +341,28 @@ def log_cmd(n: int, kind: str | None, since: str | None, by_id: bool, follow: bo
       coworker log -n 50
       coworker log --kind tool_call --json
       coworker log --since 2h --follow
+      coworker log -n 0 --follow
+      coworker log -n 1000 --since 2026-11-30 --until 2026-11-30
     """
     home = _home()
-    since_ts = _since(since) if since else None
+    since_ts = _since(since, "--since") if since else None
+    until_ts = _since(until, "--until", end_of_day=True) if until else None
+    if since_ts and until_ts and until_ts <= since_ts:
+        raise UsageError(f"--until {until!r} is not after --since {since!r}: nothing lies between")
+    if until_ts and follow:
+        raise UsageError("--until and --follow do not go together: --follow prints what comes next")
     with _store(home, readonly=True) as store:
         if kind is not None and kind not in ev.KNOWN_KINDS and kind not in ev.counts_by_kind(store):
             present = sorted(set(ev.counts_by_kind(store)) | set(ev.KNOWN_KINDS))
             raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
-        events = ev.tail(store, n, kind=kind, since_ts=since_ts, by_id=by_id)
+        events = ev.tail(store, n, kind=kind, since_ts=since_ts, until_ts=until_ts,
+                         by_id=by_id) if n else []
         if not events and not follow:
-            if as_json:  # JSON lines: none is no line at all
+            if as_json or not n:  # JSON lines: none is no line at all; -n 0 asked for none
                 return
             out.print("no events yet" + (f" of kind {kind!r}" if kind else "")
-                      + (f" since {since_ts}" if since_ts else ""))
+                      + (f" since {since_ts}" if since_ts else "")
+                      + (f" before {until_ts}" if until_ts else ""))
             return
         for e in events:
             render.event(e, as_json)
@@ -377,8 +389,9 @@ def _follow(store: Store, after_id: int, kind: str | None, as_json: bool,
         time.sleep(FOLLOW_POLL_S)
 
 
-def _since(text: str) -> str:
-    """'2h', '30m', '3d', '45s', a date or an ISO time -> a UTC ISO time (events' format)."""
+def _since(text: str, option: str = "--since", end_of_day: bool = False) -> str:
+    """'2h', '30m', '3d', '45s', a date or an ISO time -> a UTC ISO time (events' format).
+    With `end_of_day`, a date alone is the end of that day (for --until)."""
     import re
     from datetime import timedelta
 
@@ -388,19 +401,21 @@ def _since(text: str) -> str:
         try:
             when = datetime.now(UTC) - timedelta(seconds=int(m.group(1)) * unit)
         except (OverflowError, ValueError):
-            raise UsageError(f"--since {text!r} is further back than the calendar goes") from None
+            raise UsageError(f"{option} {text!r} is further back than the calendar goes") from None
     else:
         try:
             when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise UsageError(f"--since {text!r}: give an age like 2h, 30m or 3d, or a date "
+            raise UsageError(f"{option} {text!r}: give an age like 2h, 30m or 3d, or a date "
                              "like 2026-11-30") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
     try:
+        if end_of_day and re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", text):
+            when += timedelta(days=1)  # through the end of the day named
         return iso_z(when)
     except (OverflowError, ValueError):
-        raise UsageError(f"--since {text!r} is out of range") from None
+        raise UsageError(f"{option} {text!r} is out of range") from None
 
 
 @cli.command()

@@ -139,8 +139,12 @@ def status(data: dict[str, Any]) -> None:
     if not data["running"]:
         out.print(f"not running in {data['home']} (start it: `coworker start` or `coworker run`)")
     else:
-        out.print(f"running: pid {data['pid']}, up {duration(data['uptime_s'] or 0)}")
-        out.print(f"last tick: {ago(data['last_tick_at'])} -> {data['last_outcome']}")
+        up = data["uptime_s"]
+        out.print(f"running: pid {data['pid']}, " + (
+            f"up {duration(up)}" if up is not None else "starting"))
+        last = data["last_tick_at"]
+        out.print(f"last tick: {ago(last)} -> {data['last_outcome']}" if last else
+                  "last tick: none yet")
         out.print(f"next tick: {ago(data['next_tick_at'])}")
         cfg = data["config_in_use"]
         out.print("config: " + (
@@ -153,7 +157,9 @@ def status(data: dict[str, Any]) -> None:
                   + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
         out.print("side effects: " + ("LIVE (reply and other side-effect tools act)"
                                       if data["writes"] == "live" else
-                                      "dry-run (recorded, not carried out; `--live` to act)"))
+                                      "dry-run (recorded, not carried out; `--live` to act)"
+                                      if data["writes"] == "dry-run" else
+                                      "not known yet (the coworker is starting)"))
     counts, inputs = data["events"], data["inputs"]
     kinds = ", ".join(f"{k} {v}" for k, v in data["events_by_kind"].items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")

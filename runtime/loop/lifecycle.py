@@ -165,6 +165,7 @@ class Loop:
         with contextlib.suppress(ValueError):  # not the main thread: asyncio owns signals
             signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)
         self._lock.acquire()
+        self._write_runfile(running=True)  # `status` shows this process's facts, never the last one's
         self._install_signals()
         self.state = RunState.STARTING
         record(self.store, "start", f"coworker started (pid {os.getpid()})", pid=os.getpid(),
@@ -317,16 +318,22 @@ class Loop:
         cap = float(self.settings.coworker.max_tick_seconds)
         if outcome.kind == Outcome.FAILED:
             self.interval = min(max(self.interval, base) * 2, cap)
+            # A backlog never skips the backoff after a failure: the next attempt resumes the
+            # same inputs and would fail the same way (a retry storm while the model is down).
+            # The owner's own word still wakes one attempt at once (`wake`).
+            self._more_pending = False
         elif outcome.active:
             self.interval = base
         elif outcome.kind in (Outcome.QUIET, Outcome.NO_ACTION, Outcome.NO_MODEL):
             self.interval = min(self.interval * 2, cap)
-        self._next_tick_epoch = time.time() + self.interval
+        soon = self._more_pending or self._wakeup.is_set()  # `_sleep` will not wait
+        self._next_tick_epoch = time.time() + (0.0 if soon else self.interval)
         self._write_runfile(running=True)
 
     async def _sleep(self, seconds: float) -> None:
         """Wait `seconds`, less when a promise falls due sooner; a wake-up, a stop or a file
-        in the inbox ends it early. No wait when more inputs wait than a turn took."""
+        in the inbox ends it early. No wait when more inputs wait than a turn took, unless
+        the tick failed (`_after_tick`)."""
         if self._more_pending:  # a turn takes at most max_inputs_per_turn; go on at once
             self._more_pending = False
             await asyncio.sleep(0)  # but let a queued signal (SIGTERM) run first

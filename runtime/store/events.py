@@ -324,14 +324,16 @@ def existing_ids(store: Store, ids: Sequence[int]) -> set[int]:
 
 def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | None = None,
          include_archive: bool = True, since_ts: str | None = None,
-         by_id: bool = False, skip_pending: bool = False) -> list[Event]:
+         by_id: bool = False, skip_pending: bool = False,
+         until_ts: str | None = None) -> list[Event]:
     """The newest n events by time (ts, then id; optionally of one kind, optionally with
     id < before_id), returned oldest first. By time, not by id: history imported after live work
     carries its own old timestamps and must never show as the newest.
 
     Each table is read newest first by its ts index, at most n rows, and the two are merged
     here (an ORDER BY over the UNION ALL view would sort the whole archive). `since_ts` keeps
-    events at or after that time; `by_id` orders by id instead (the order they were written);
+    events at or after that time, `until_ts` those before it; `by_id` orders by id instead (the
+    order they were written);
     `skip_pending` leaves out the events still waiting as inputs (not yet past)."""
     where, params = [], []
     if skip_pending:
@@ -339,6 +341,9 @@ def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | No
     if since_ts is not None:
         where.append("ts >= ?")
         params.append(since_ts)
+    if until_ts is not None:
+        where.append("ts < ?")
+        params.append(until_ts)
     if kind:
         where.append("kind = ?")
         params.append(kind)
