@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -326,3 +327,19 @@ def test_a_config_reload_adds_and_removes_servers(home: Home, api: FakeMessagesA
              for b in api.bodies]
     assert tools == [set(), {"git"}, {"faulty"}]
     assert [e.meta["changed"] for e in events(home, "config_reload")][0]
+
+
+def test_the_tick_line_counts_a_live_mcp_write(home: Home, api: FakeMessagesAPI, tmp_path: Path,
+                                               caplog) -> None:
+    """Issue 37, item 11: the INFO line said 'side effects: none' for a live MCP write."""
+    configure(home, api, faulty_server().replace("timeout_s = 20",
+                                                 'timeout_s = 20\nmode = "live"'))
+    tell(home, "write the file please")
+    target = tmp_path / "out.txt"
+    api.enqueue(tool_use("faulty__write_file", {"path": str(target), "text": "hi"},
+                         id="toolu_w"), text("done"))
+    caplog.set_level(logging.INFO, logger="runtime.loop")
+    ticks(Loop(home, home.settings(), live=True), 1)
+    assert target.read_text() == "hi"
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tick ")]
+    assert "side effects: faulty__write_file (live)" in line

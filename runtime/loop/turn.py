@@ -412,15 +412,26 @@ class Turn:
         return block
 
     def _note_side_effect(self, name: str, use_id: str | None, result: ToolResult) -> None:
-        """A side-effect tool that did not fail goes in the INFO line; a live one gets its own."""
-        tool = self.tc.registry.get(name)
-        if tool is None or not tool.side_effect or result.is_error:
+        """A side-effect tool that did not fail goes in the INFO line, ours and an MCP
+        server's alike; a live one of ours gets its own line (the hands log an MCP one)."""
+        if result.is_error or not self._has_side_effect(name):
             return
-        if result.text.startswith("dry-run"):
-            self.tc.work.side_effects.append(f"{name} (dry-run)")
-        elif result.text.startswith("not repeated"):
-            self.tc.work.side_effects.append(f"{name} (not repeated)")
-        else:
-            self.tc.work.side_effects.append(f"{name} (live)")
+        for prefix, how in (("dry-run", "dry-run"), ("not repeated", "not repeated"),
+                            ("queued", "waits for approval")):
+            if result.text.startswith(prefix):
+                self.tc.work.side_effects.append(f"{name} ({how})")
+                return
+        self.tc.work.side_effects.append(f"{name} (live)")
+        if self.tc.registry.get(name) is not None:
             log.info("LIVE side effect: %s (tool_use %s, tick %d): %s", name, use_id,
                      self.tick_id, result.text[:300])
+
+    def _has_side_effect(self, name: str) -> bool:
+        """Whether `name` is a side-effect tool: one of ours that says so, or an MCP server's
+        tool that is not read-only."""
+        if (tool := self.tc.registry.get(name)) is not None:
+            return bool(tool.side_effect)
+        from ..hands.classify import SideEffect
+
+        info = self.tc.hands.tool(name) if self.tc.hands is not None else None
+        return info is not None and info.side_effect is not SideEffect.READ
