@@ -91,6 +91,10 @@ def test_the_systemd_unit_runs_the_foreground_loop_and_stops_it_cleanly():
     assert service["KillSignal"] == "SIGTERM" and service["Restart"] == "on-failure"
     assert "COWORKER_HOME=" in service["Environment"]
     assert unit["Install"]["WantedBy"] == "default.target"
+    # issue 37, item 5: it says which mode it runs and how to choose; nothing that does nothing
+    text = (REPO / "contrib" / "systemd" / "coworker.service").read_text()
+    assert "--live" not in service["ExecStart"] and '[writes]' in text and 'mode = "live"' in text
+    assert "network-online" not in text and "in this file" not in text
 
 
 def test_log_file_rotates_and_json_lines_parse(isolated_home):

@@ -1,10 +1,11 @@
-"""Defects a newcomer met on the first day (issue 37, items 1, 3, 4 and 11), each reproduced as
+"""Defects a newcomer met on the first day (issue 37, items 1, 3, 4, 5 and 11), each reproduced as
 the issue found it, against the real loop, the real anthropic client and the local Messages API.
 
 - a tick that failed never skips its backoff for a backlog of inputs (a retry storm while the
   model is down), though the owner's own word still wakes one attempt at once;
 - `status` shows the running process's own facts, never the previous process's run.json;
-- `coworker log -n 0 --follow` shows only what is new, and `--until` bounds a view.
+- `coworker log -n 0 --follow` shows only what is new, and `--until` bounds a view;
+- a run that is not live after one that was (a systemd unit after `start --live`) warns.
 
 Item 11 (the tick's INFO line counts an MCP server's side effects) needs a real MCP server: it
 is in tests/test_hands_loop.py, with the slow tests.
@@ -117,6 +118,25 @@ def test_a_starting_loop_writes_its_own_run_json_first(home: Home, api: FakeMess
             return process.read_runfile(home)
     run = asyncio.run(go())
     assert run["pid"] == os.getpid() and run["writes"] == "dry-run" and run["ticks"] == 0
+
+
+# --- 5. a service that runs dry-run after a live run says so ------------------------------
+
+def _started(home: Home, live: bool) -> None:
+    async def go() -> None:
+        async with Loop(home, home.settings(), live=live):
+            pass
+    asyncio.run(go())
+
+
+def test_a_dry_run_after_a_live_run_is_a_warning(home: Home, api: FakeMessagesAPI, caplog):
+    caplog.set_level(logging.INFO, logger="runtime.loop")
+    _started(home, live=False)
+    _started(home, live=True)
+    assert not [r for r in caplog.records if "last run was LIVE" in r.getMessage()]
+    _started(home, live=False)  # e.g. the systemd unit, without --live
+    [warning] = [r for r in caplog.records if "last run was LIVE" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "[writes]" in warning.getMessage()
 
 
 # --- 4. log -n 0 and --until ---------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..model import Model
 from ..scheduler import Scheduler, register_and_find_missed
 from ..settings import Settings, file_hash
 from ..store import Store, iso_z, now_iso, telemetry, turns
+from ..store import events as ev
 from ..store import promises as promises_store
 from ..tools import Registry, default_registry
 from . import inbox, perception
@@ -168,6 +169,7 @@ class Loop:
         self._write_runfile(running=True)  # `status` shows this process's facts, never the last one's
         self._install_signals()
         self.state = RunState.STARTING
+        self._warn_if_no_longer_live()
         record(self.store, "start", f"coworker started (pid {os.getpid()})", pid=os.getpid(),
                model=self.settings.model.name if self.model else None,
                writes="live" if self.live else "dry-run")
@@ -182,6 +184,21 @@ class Loop:
         if self.state is RunState.STARTING:  # a stop may have come in already
             self.state = RunState.RUNNING
         return self
+
+    def _warn_if_no_longer_live(self) -> None:
+        """A run after a live one that is not live itself (`start --live`, then a service
+        that runs without it) would silently stop every live action: say so, once, loudly."""
+        if self.live:
+            return
+        try:
+            last = ev.tail(self.store, 1, kind="start", by_id=True)
+        except Exception as e:  # never stops a start: the note is a courtesy
+            log.warning("could not read how the last run ran (%s: %s)", type(e).__name__, e)
+            return
+        if last and last[0].meta.get("writes") == "live":
+            log.warning("side effects run DRY-RUN now, but the last run was LIVE: replies and "
+                        "MCP writes are recorded, not carried out. To act, pass --live or set "
+                        "[writes] mode = \"live\" in config.toml (a service unit reads it)")
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
