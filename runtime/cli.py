@@ -43,6 +43,17 @@ from .store import events as ev
 ID = click.IntRange(min=1, max=MAX_ID)
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds in a range; `nan` is refused as `inf` is (it compares false with
+    every bound, so a plain FloatRange lets it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:  # nan
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds
+
+
 def _home() -> Home:
     return Home.locate().require()
 
@@ -158,7 +169,7 @@ def start(live: bool) -> None:
 
 
 @cli.command()
-@click.option("--timeout", type=click.FloatRange(0, 86_400), default=30.0, show_default=True,
+@click.option("--timeout", type=Seconds(0, 86_400), default=30.0, show_default=True,
               help="Seconds to wait for a clean stop.")
 def stop(timeout: float) -> None:
     """Stop the background loop (SIGTERM) and wait until it has stopped.

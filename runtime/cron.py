@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
@@ -90,7 +91,16 @@ def parse_cron(expr: str, tz: str = "UTC") -> CronTrigger:
 def checked(expr: str) -> str:
     """`expr` when it parses as a cron expression; a ValueError a config error can show."""
     try:
-        parse_cron(expr)
+        trigger = parse_cron(expr)
     except ValueError as e:
         raise ValueError(f"not a valid cron expression: {e}") from e
+    now = datetime.now(UTC)
+    trigger.end_date = now + timedelta(days=366 * CALENDAR_CYCLE_YEARS)
+    if trigger.get_next_fire_time(None, now) is None:
+        raise ValueError(f"cron {expr!r} never fires: no date matches it (a 31 February?)")
     return expr
+
+
+# The Gregorian calendar's days of the week repeat every 28 years (between century leaps): an
+# expression that fires at all fires within one cycle. Searching further would take seconds.
+CALENDAR_CYCLE_YEARS = 29

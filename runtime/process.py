@@ -17,7 +17,8 @@ import sys
 import time
 from typing import Any
 
-from .errors import AlreadyRunning, NotRunning
+from .errors import AlreadyRunning, NotRunning, UsageError
+from .files import is_regular_or_absent, read_regular
 from .home import Home
 
 WAKE_SIGNAL = signal.SIGUSR1
@@ -35,7 +36,8 @@ class PidLock:
 
     def acquire(self) -> None:
         self.home.state.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.home.pidfile, os.O_RDWR | os.O_CREAT, 0o644)
+        _regular_pidfile(self.home)
+        fd = os.open(self.home.pidfile, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         # a moment's grace: `held()` probes with a shared lock, and a loop letting go empties
         # the file before it unlocks; a live loop holds on past it
         deadline = time.monotonic() + ACQUIRE_GRACE
@@ -68,10 +70,16 @@ class PidLock:
 
 def read_pid(home: Home) -> int | None:
     try:
-        text = home.pidfile.read_text().strip()
+        text = read_regular(home.pidfile, 64).decode("ascii").strip()
         return int(text) if text else None
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):  # absent, not a regular file, not a pid
         return None
+
+
+def _regular_pidfile(home: Home) -> None:
+    if not is_regular_or_absent(home.pidfile):  # a FIFO would block an open for ever
+        raise UsageError(f"{home.pidfile} is not a regular file (a pipe, device or folder); "
+                         "remove it (no coworker can hold it) and try again")
 
 
 def held(home: Home) -> bool:
@@ -79,7 +87,8 @@ def held(home: Home) -> bool:
     empties the file before it unlocks)."""
     if not home.pidfile.exists():
         return False
-    fd = os.open(home.pidfile, os.O_RDONLY)
+    _regular_pidfile(home)
+    fd = os.open(home.pidfile, os.O_RDONLY | os.O_NONBLOCK)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -106,8 +115,8 @@ def read_runfile(home: Home) -> dict[str, Any]:
     """What the running loop last wrote of itself; {} when there is none, or when the file
     holds anything but the object the loop writes (it rewrites the file at its next tick)."""
     try:
-        data = json.loads(home.runfile.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(home.runfile).decode("utf-8"))
+    except (OSError, ValueError):  # absent, not a regular file, not JSON
         return {}
     return data if isinstance(data, dict) else {}
 

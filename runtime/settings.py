@@ -56,6 +56,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .files import NotRegularFile, read_regular
 from .hands.config import McpSection
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,24 @@ class CoworkerSection(Section):
         return self
 
 
+def _http_url(v: str | None) -> str | None:
+    """An http(s) URL with a host (and a port that parses), or a ValueError that says so: a
+    URL that cannot be used is a config error now, not a traceback at the first call."""
+    if v is None:
+        return v
+    from urllib.parse import urlsplit
+
+    problem = "give one like http://127.0.0.1:8080"
+    try:
+        parts = urlsplit(v.strip())
+        parts.port  # noqa: B018 - raises for a port that is not a number or out of range
+    except ValueError as e:
+        raise ValueError(f"not a URL ({e}); {problem}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL with a host; {problem}")
+    return v.strip()
+
+
 class ModelSection(Section):
     provider: Literal["anthropic", "none"] = Field(
         "anthropic", description='"anthropic" (any Anthropic-compatible endpoint) or "none"'
@@ -145,6 +164,8 @@ class ModelSection(Section):
     daily_calls: int = Field(
         0, ge=0, le=10**9, description="model calls a day (UTC), retries included, at most "
         "(0: no cap)")
+
+    _base_url = field_validator("base_url")(classmethod(lambda cls, v: _http_url(v)))
 
     def resolved_api_key(self) -> str | None:
         return self.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
@@ -208,6 +229,8 @@ class SemanticSection(Section):
     window_events: int = Field(
         100_000, ge=1000, le=100_000_000,
         description="the newest events embedded; older ones are reached through their rollups")
+
+    _url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
 
 
 class ContextSection(Section):
@@ -366,9 +389,11 @@ def redact(text: str) -> str:
 
 def file_hash(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        return hashlib.sha256(read_regular(path)).hexdigest()[:16]
     except FileNotFoundError:
         return None
+    except OSError:  # not a regular file, or unreadable: reading it says why (`read_toml`)
+        return "unreadable"
 
 
 def secrets_path(config_path: Path) -> Path:
@@ -404,7 +429,7 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
     never another exception, whatever the bytes (not UTF-8, nested too deep, huge numbers)."""
     label = label or path.name
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
         # a byte-order mark (Windows Notepad saves one) is not TOML, but it is not a mistake
         return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
@@ -420,6 +445,9 @@ def read_toml(path: Path, label: str | None = None) -> dict[str, Any]:
     except ValueError as e:  # e.g. an integer of more than 4300 digits
         raise ConfigError(_single_line(f"{label}: a value cannot be read ({e}); fix the "
                                        "file")) from None
+    except NotRegularFile:
+        raise ConfigError(f"{path} is not a regular file (a pipe, device or folder); put a "
+                          "TOML file there") from None
     except OSError as e:
         raise ConfigError(_single_line(f"{path}: cannot read ({e.strerror}); check its "
                                        "permissions")) from e
@@ -499,13 +527,25 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
     return out
 
 
+def _one_spelling(data: Mapping[str, Any], where: str) -> None:
+    """A table spelled in another case (`[COWORKER]`) is refused: the settings would match it
+    regardless of case and silently keep one of two tables."""
+    for name in data:
+        if name not in Settings.model_fields and str(name).lower() in Settings.model_fields:
+            raise ConfigError(f"{where}: [{name}]: table names are lowercase; write "
+                              f"[{str(name).lower()}] (one table, with all its keys)")
+
+
 def load(path: Path) -> Settings:
     """Read config.toml (absent: defaults), state/secrets.toml over it, plus COWORKER_*
     overrides, or raise ConfigError. Registers every secret it sees for `redact`."""
     secrets_file = secrets_path(path)
     warn_unknown_env()
     secret_data = read_toml(secrets_file, f"state/{SECRETS_FILE}")
-    data = _deep_merge(read_toml(path), secret_data)
+    file_data = read_toml(path)
+    for where, table in ((path.name, file_data), (f"state/{SECRETS_FILE}", secret_data)):
+        _one_spelling(table, where)
+    data = _deep_merge(file_data, secret_data)
     checked = _mark_wrong_types(Settings, data)
 
     class FileSettings(Settings):

@@ -1,0 +1,48 @@
+"""Reading the small files a user may have replaced by something else: config.toml, the
+secrets file, the pidfile, run.json.
+
+Only a regular file is read. It is opened without blocking (a FIFO would otherwise wait for a
+writer for ever, and `/dev/zero` never ends), checked with fstat, and read up to a size. This
+module never writes and knows nothing of what the bytes mean.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_BYTES = 4 << 20  # no file of ours read this way is near this size
+
+
+class NotRegularFile(OSError):
+    """The path is a FIFO, a device, a socket or a folder, not a file: it is never read."""
+
+
+def read_regular(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of the regular file at `path`. FileNotFoundError when it is absent,
+    NotRegularFile when it is something else, OSError (EFBIG) past `max_bytes`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise OSError(27, f"larger than {max_bytes} bytes", str(path))  # EFBIG
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise OSError(27, f"larger than {max_bytes} bytes", str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def is_regular_or_absent(path: Path) -> bool:
+    """Whether `path` is a regular file or nothing at all (a link is followed)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        return True

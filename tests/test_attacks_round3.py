@@ -1,0 +1,103 @@
+"""The third round of attacks (issue 38): each case as the issue reproduced it, through the real
+CLI. Here: configuration that must be refused (URLs, table spellings, a cron that never fires,
+`nan` seconds) and files that are not files (a FIFO or a device where config.toml or the
+pidfile should be), which must never hang a command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime.home import Home
+
+from .conftest import coworker, write_config
+
+
+def one_line_error(r, code: int, phrase: str) -> None:  # noqa: ANN001 - CompletedProcess
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and phrase in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# --- 11. [model] base_url and [semantic] url are checked -----------------------------------
+
+@pytest.mark.parametrize("section, key, value", [
+    ("model", "base_url", "http://[::1"),
+    ("model", "base_url", "not a url"),
+    ("model", "base_url", "ftp://example.com"),
+    ("model", "base_url", "http://127.0.0.1:99999"),
+    ("semantic", "url", "http://[::1"),
+    ("semantic", "url", "not a url"),
+])
+def test_a_url_that_cannot_be_used_is_a_config_error(offline_home: Home, section, key, value):
+    write_config(offline_home.root, **{section: {key: value}})
+    one_line_error(coworker("run", "--once"), 2, f"[{section}] {key}")
+    doctor = coworker("doctor", "--no-model")
+    assert doctor.returncode == 1 and f"[{section}] {key}" in doctor.stdout
+
+
+def test_a_good_url_still_loads(offline_home: Home):
+    write_config(offline_home.root, model={"base_url": "https://llm.example.com:8443/v1"},
+                 semantic={"url": "http://[::1]:11434"})
+    assert coworker("status").returncode == 3  # not running; the config is fine
+
+
+# --- 12. a FIFO or a device as config.toml or the pidfile never hangs ----------------------
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("command", [("status",), ("stop", "--timeout", "1"), ("doctor",)])
+def test_a_fifo_as_config_never_hangs(offline_home: Home, command):
+    offline_home.config_path.unlink()
+    os.mkfifo(offline_home.config_path)
+    r = coworker(*command)
+    assert r.returncode in (1, 2, 3) and "Traceback" not in r.stderr
+    assert "not a regular file" in r.stderr + r.stdout or command[0] == "stop"
+
+
+@pytest.mark.timeout(30)
+def test_dev_zero_as_config_is_refused_at_once(offline_home: Home):
+    offline_home.config_path.unlink()
+    offline_home.config_path.symlink_to("/dev/zero")
+    one_line_error(coworker("status"), 2, "not a regular file")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("command", [("status",), ("stop", "--timeout", "1"), ("tell", "hi")])
+def test_a_fifo_as_the_pidfile_never_hangs(offline_home: Home, command):
+    pidfile: Path = offline_home.pidfile
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(pidfile)
+    r = coworker(*command)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "is not a regular file" in r.stderr
+
+
+# --- 16. one spelling of a table ------------------------------------------------------------
+
+def test_a_table_in_another_case_is_refused(offline_home: Home):
+    with open(offline_home.config_path, "a", encoding="utf-8") as f:
+        f.write('\n[COWORKER]\ntick_seconds = "abc"\n')
+    one_line_error(coworker("status"), 2, "[COWORKER]")
+    assert coworker("doctor", "--no-model").returncode == 1
+
+
+# --- 17. a cron that never fires ------------------------------------------------------------
+
+@pytest.mark.parametrize("cron", ["0 3 31 2 *", "0 3 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_a_cron_that_never_fires_is_refused(offline_home: Home, cron):
+    write_config(offline_home.root, rituals={"reflect": cron})
+    one_line_error(coworker("rituals"), 2, "never fires")
+
+
+def test_a_rare_cron_is_still_accepted(offline_home: Home):
+    write_config(offline_home.root, rituals={"reflect": "0 3 29 2 mon"})  # next in 2044
+    assert coworker("rituals").returncode == 0
+
+
+# --- 18. small: stop --timeout nan ----------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-1"])
+def test_stop_timeout_must_be_a_number_of_seconds(offline_home: Home, value):
+    one_line_error(coworker("stop", "--timeout", value), 2, "--timeout")
