@@ -586,6 +586,33 @@ class Actions:
                 raise Refused(f"{e}; `coworker search` shows ids") from e
         return Tagged(kind, num, added)
 
+    def import_history(self, path: Path, *, skip_bad: bool = False, mine: str | None = None,
+                       progress: Any = None) -> Any:
+        """`importer.import_file` of `path` (an ImportReport), timestamps without an offset read
+        in [coworker] timezone. `mine`: the owner vouches for that actor's lines as the
+        owner's own (ADR-0033), an owner's action like the import itself."""
+        from .importer import import_file
+
+        self._owner("import")
+        zone = self.home.settings().coworker.timezone
+        with self._store() as store:
+            return import_file(store, path, skip_bad=skip_bad, progress=progress,
+                               timezone=zone, mine=mine)
+
+    def unmine(self, batch: str) -> list[str]:
+        """Withdraw the owner's vouching for import `batch` (ADR-0033): its lines are imported
+        history again, never the owner's words. The actors it covered; Refused when the owner
+        does not vouch for that batch."""
+        from .store import import_keys
+
+        self._owner("unmine")
+        key = batch.strip()
+        if not key:
+            raise UsageError("which batch? coworker import --unmine BATCH (`coworker import "
+                             "--mine` printed it)")
+        with self._store() as store, store.transaction():
+            return import_keys.unvouch(store, key)
+
     def approve(self, promotion_id: int) -> Reviewed:
         """Approve a queued promotion: snapshot MEMORY.md, then apply it."""
         from .memory import gate

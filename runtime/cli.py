@@ -491,9 +491,11 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
 
 
 @cli.command(name="import")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False), required=False)
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines and report them.")
-def import_cmd(file: Path, skip_bad: bool) -> None:
+@click.option("--mine", metavar="ACTOR", help="Vouch for ACTOR's lines as your own words.")
+@click.option("--unmine", metavar="BATCH", help="Withdraw the vouching for import BATCH.")
+def import_cmd(file: Path | None, skip_bad: bool, mine: str | None, unmine: str | None) -> None:
     """Import historical events from a JSON-lines file, keeping their timestamps.
 
     One JSON object a line: ts (ISO-8601; without an offset it is read in [coworker]
@@ -502,19 +504,36 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
     transaction: a bad line names its number and field and nothing is imported, unless
     --skip-bad. Importing a file twice adds nothing. Imported events are history: never input
     to a tick, never the owner's words. Kinds the loop reads as its state (tick, tick_end,
-    tick_failed, promise, promise_due, recall, ritual_due, input_set_aside) are refused.
+    tick_failed, promise, promise_due, recall, ritual_due, input_set_aside, watch_baseline,
+    watch_change, vouch, unvouch) are refused. It prints the import's batch.
+
+    --mine ACTOR: you vouch that ACTOR's lines in FILE are yours (as the file spells the
+    actor; a line that says a tool, agent, system or third party wrote it is not covered).
+    The gate may then cite their messages as your words; they are still history, never input.
+    Rerun on a file imported before, it vouches for the batches that hold its lines. --unmine
+    BATCH withdraws it.
 
     \b
     Example:
       coworker import history.jsonl && coworker reflect
+      coworker import slack.jsonl --mine dana.k
+      coworker import --unmine 3f2a9c1d4b7e
     """
     from rich.progress import BarColumn, Progress, TransferSpeedColumn
 
-    from .importer import import_file
-
-    home = _home()
+    if unmine is not None:
+        if file is not None or mine is not None or skip_bad:
+            raise UsageError("--unmine BATCH goes alone: coworker import --unmine BATCH")
+        actors = _owner().unmine(unmine)
+        out.print(f"withdrawn: the lines of {', '.join(actors)} in import batch "
+                  f"{unmine.strip()} are imported history again, not your words (entries "
+                  "already in MEMORY.md stay: `coworker strike` removes one)", markup=False)
+        return
+    if file is None:
+        raise UsageError("which file? coworker import FILE [--mine ACTOR], or coworker import "
+                         "--unmine BATCH")
     size = file.stat().st_size if file.is_file() else 0
-    with _store(home) as store, Progress(
+    with Progress(
             "[progress.description]{task.description}", BarColumn(), TransferSpeedColumn(),
             console=err, transient=True, disable=size < 5_000_000,
             auto_refresh=False) as bar:  # no refresh thread: a large file's parser is forked
@@ -523,14 +542,29 @@ def import_cmd(file: Path, skip_bad: bool) -> None:
         def advance(n: int) -> None:
             bar.advance(task, n)
             bar.refresh()
-        report = import_file(store, file, skip_bad=skip_bad, progress=advance,
-                             timezone=home.settings().coworker.timezone)
+        report = _owner().import_history(file, skip_bad=skip_bad, mine=mine, progress=advance)
+    _imported(report)
+
+
+def _imported(report: Any) -> None:
+    """What `coworker import` says of an ImportReport: counts, its batch, the vouching."""
     span = f" (ids {report.first_id}-{report.last_id})" if report.imported else ""
     present = (f"; {report.already_present} already present, not imported again (the same "
                "line, or a line whose id an earlier line or import gave: an id names one "
                "message, and the first line with it is kept)" if report.already_present else "")
     out.print(f"imported {report.imported} events{span} in {report.seconds:.2f} s "
               f"({report.rate:,.0f}/s){present}")
+    if report.imported:
+        out.print(f"import batch {report.batch}")
+    if report.mine is not None and report.vouched:
+        which = "batch" if len(report.vouched) == 1 else "batches"
+        lines = "1 line" if report.mine_lines == 1 else f"{report.mine_lines} lines"
+        out.print(f"vouched: the {lines} of {report.mine} are your own words "
+                  f"at the gate ({which} {', '.join(report.vouched)}); still history, never "
+                  f"input; withdraw with `coworker import --unmine BATCH`", markup=False)
+    elif report.mine is not None:
+        err.print(f"warning: nothing vouched: the lines of {report.mine} were imported before "
+                  "import batches were recorded; they stay imported history", markup=False)
     for no, why in report.skipped[:20]:
         err.print(f"skipped line {no}: {why}", markup=False)
     if len(report.skipped) > 20:

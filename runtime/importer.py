@@ -34,6 +34,12 @@ Nothing old is replayed:
   future, or out of datetime's range, is a bad line.
 - Every event of one run carries `meta.import_batch`, so the ladder seals a batch into episodes
   of its own.
+
+The owner's own past lines (`mine`, `coworker import FILE --mine ACTOR`, ADR-0033): in the same
+transaction the owner's vouching is recorded for each batch that holds the actor's lines (this
+run's, and those of earlier imports that wrote the lines already present), so the gate may
+cite those lines as the owner's words. The lines stay imported: never input, never a proposer.
+A file with no line of that actor is refused, and nothing of it is imported.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import CoworkerError, UsageError
+from .errors import CoworkerError, Refused, UsageError
 from .settings import redact, redacts
 from .store import Event, Store
 from .store import events as ev
@@ -87,6 +93,9 @@ class ImportReport:
     seconds: float = 0.0
     batch: str = ""  # meta.import_batch of every event this run wrote
     parser: str = "inline"  # or "process": parsed by a forked child beside the writer
+    mine: str | None = None  # the actor whose lines the owner vouched for (--mine)
+    mine_lines: int = 0  # lines of `mine` in the file, new or already present
+    vouched: list[str] = field(default_factory=list)  # the batches vouched for `mine`
 
     @property
     def rate(self) -> float:
@@ -590,8 +599,12 @@ class _Batches:
 
     def __init__(self, store: Store, source: str, report: ImportReport) -> None:
         self.writer = keys_store.FileWriter(store, source)
+        self.store = store
         self.report = report
         self.ids: set[str] = set()  # the `id:` keys of this file so far
+        self.mine_new = 0  # lines of report.mine this run writes
+        self.earlier: set[str] = set()  # batches of earlier imports holding lines of report.mine
+        self.actors: set[str] = set()  # a few actors of the file, to name when mine has none
 
     def _new(self, key: str, there: set[str]) -> bool:
         """Whether the line of this key is to be written (else it is counted as present)."""
@@ -607,6 +620,8 @@ class _Batches:
             return
         there = self.writer.present(batch.keys)
         keep = [i for i, key in enumerate(batch.keys) if self._new(key, there)]
+        if self.report.mine is not None:
+            self._mine(batch, there, keep)
         keys, rows = batch.keys, batch.rows
         if len(keep) < len(keys):
             keys = [keys[i] for i in keep]
@@ -620,22 +635,59 @@ class _Batches:
             self.report.last_id = span[1]
             self.report.imported += len(rows)
 
+    def _mine(self, batch: _Parsed, there: set[str], keep: list[int]) -> None:
+        """Count the lines of the actor the owner vouches for, and note the earlier batches that
+        hold those already present (an actor's lines are the rows' raw actor, as parsed)."""
+        mine = self.report.mine
+        own = [i for i, row in enumerate(batch.rows) if row[2] == mine]
+        if not own and len(self.actors) < 8:
+            self.actors.update(row[2] for row in batch.rows[:64])
+        self.report.mine_lines += len(own)
+        self.mine_new += len(set(own) & set(keep))
+        present = [batch.keys[i] for i in own if batch.keys[i] in there]
+        if present and mine is not None:
+            self.earlier |= keys_store.batches_of(self.store, present, mine)
+
     def finish(self) -> None:
         self.writer.finish()
+
+    def vouch(self, path: Path) -> None:
+        """Record the owner's vouching for the batches that hold the lines of report.mine; a
+        file with none of them is refused (the caller's transaction then writes nothing)."""
+        mine, report = self.report.mine, self.report
+        if mine is None:
+            return
+        if not report.mine_lines:
+            some = ", ".join(repr(a) for a in sorted(self.actors)[:8]) or "none"
+            raise Refused(f"--mine {mine!r}: no line of {path.name} has that actor (some of "
+                          f"its actors: {some}); nothing was imported: name the actor as the "
+                          "file spells it")
+        report.vouched = sorted(self.earlier - {report.batch})
+        if self.mine_new:
+            report.vouched.append(report.batch)
+        already = keys_store.vouched(self.store)
+        for batch in report.vouched:
+            if mine not in already.get(batch, ()):  # said once is enough
+                keys_store.vouch(self.store, batch, mine, path.name)
 
 
 def import_file(store: Store, path: Path, *, skip_bad: bool = False,
                 progress: Callable[[int], None] | None = None,
-                timezone: str = "UTC") -> ImportReport:
+                timezone: str = "UTC", mine: str | None = None) -> ImportReport:
     """Import `path` in one transaction; `timezone` (IANA) reads timestamps without an offset.
-    `progress` is called with the bytes of each batch once it is written."""
+    `progress` is called with the bytes of each batch once it is written. `mine`: the actor
+    whose lines the owner vouches for as the owner's own (ADR-0033), recorded in the same
+    transaction; Refused, and nothing imported, when no line has that actor."""
     import time
 
     if not path.is_file():
         raise UsageError((f"{path} is not a regular file" if path.exists() else
                           f"no such file: {path}") + "; give the path of a .jsonl file")
     tz = zone(timezone)
-    report = ImportReport(batch=uuid.uuid4().hex[:12])
+    if mine is not None and not mine.strip():
+        raise UsageError("--mine needs the actor whose lines are yours, as the file spells it")
+    report = ImportReport(batch=uuid.uuid4().hex[:12],
+                          mine=None if mine is None else mine.strip())
     t0 = time.monotonic()
     if _parse_apart(path):
         report.parser = "process"
@@ -650,5 +702,6 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
             if progress and batch.read:
                 progress(batch.read)
         batches.finish()
+        batches.vouch(path)
     report.seconds = time.monotonic() - t0
     return report

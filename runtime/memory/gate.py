@@ -8,7 +8,9 @@ One function, `consider`, decides every candidate, whichever door it came throug
   sources (it lost too much of its source text); a duplicate of an existing entry;
 - doubtful, queued: confidence under 0.8; any source that is not the owner's own words
   (`Event.owners_words`: tool output, another agent, a summary, and imported history whatever
-  author_kind it claims); a pasted document; text that reads as an instruction to the agent
+  author_kind it claims, unless the owner vouched for that line's batch and actor with
+  `coworker import --mine` and has not withdrawn it: `import_keys.vouched_lines`, ADR-0033);
+  a pasted document; text that reads as an instruction to the agent
   ("ignore", "always run", "from now on", commands, URLs to act on); a "remember" told by
   another agent (always: it is never the owner's word); a model or reflect proposal that is not
   a verbatim clause, or run of clauses, of a cited owner message (the owner's words turned
@@ -49,6 +51,7 @@ from ..home import Home
 from ..settings import Settings
 from ..store import Event, Store
 from ..store import events as ev
+from ..store import import_keys as vouches
 from ..store import promotions as pr
 from .cards import content_words, shared_share, stem
 from .memorymd import Entry, MemoryFile, snapshot
@@ -364,7 +367,8 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
                       left)
     if (duplicate := _duplicate(text, memory, old)) is not None:
         return record(VerdictStatus.REFUSED, [duplicate, *would])
-    doubts = _doubts(cand, text, sources) + _supersession_doubts(text, old)
+    mine = vouches.vouched_lines(store, sources)  # imported lines the owner vouched for
+    doubts = _doubts(cand, text, sources, mine) + _supersession_doubts(text, old)
     after, entry = (memory.with_entry(text, ids) if old is None
                     else memory.superseding(str(old.id), text, ids))
     if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
@@ -376,6 +380,8 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
         return record(VerdictStatus.QUEUED,
                       ['memory_promotions is "gated": every promotion waits for you', *would])
     applied = ["confident: the owner's own words, cited and checked",
+               *[f"source #{i} is your imported line, vouched for (import batch {b})"
+                 for i, b in sorted(mine.items())],
                *([] if old is None else [f"supersedes {quoted(old)}"])]
     # one write: the row, then the file, then the commit (a file that cannot be written leaves
     # no row; a commit that fails after it leaves the entry for the retry to recognise below).
@@ -484,17 +490,21 @@ def _duplicate(text: str, memory: MemoryFile, replacing: Entry | None = None) ->
     return None
 
 
-def _doubts(cand: Candidate, text: str, sources: list[Event]) -> list[str]:
-    """Every reason to queue the candidate for the owner rather than apply it, in order."""
+def _doubts(cand: Candidate, text: str, sources: list[Event],
+            mine: dict[int, str] | None = None) -> list[str]:
+    """Every reason to queue the candidate for the owner rather than apply it, in order.
+    `mine`: the imported sources the owner vouched for, by id (`import_keys.vouched_lines`),
+    read as the owner's words."""
+    mine = mine or {}
     doubts = []
     if cand.origin == "agent":
         doubts.append(AGENT_REASON)
     if cand.confidence < MIN_CONFIDENCE:
         doubts.append(f"confidence {cand.confidence:.2f} is under {MIN_CONFIDENCE}")
-    doubts += [d for s in sources if (d := _source_doubt(cand, s)) is not None]
+    doubts += [d for s in sources if (d := _source_doubt(cand, s, s.id in mine)) is not None]
     if cand.origin != "owner" and (extra := details_not_in(text, sources)):
         doubts.append(f"holds details its cited sources do not: {', '.join(extra[:4])}")
-    owner_bodies = [s.body for s in sources if s.owners_words]
+    owner_bodies = [s.body for s in sources if s.owners_words or s.id in mine]
     if cand.origin in MODEL_ORIGINS and owner_bodies and (
             problem := verbatim_problem(text, owner_bodies)) is not None:
         doubts.append(problem)
@@ -506,11 +516,12 @@ def _doubts(cand: Candidate, text: str, sources: list[Event]) -> list[str]:
     return doubts
 
 
-def _source_doubt(cand: Candidate, s: Event) -> str | None:
-    """Why source `s` is not the owner's own words for this candidate, or None."""
-    if s.imported:
+def _source_doubt(cand: Candidate, s: Event, vouched: bool = False) -> str | None:
+    """Why source `s` is not the owner's own words for this candidate, or None. `vouched`:
+    an imported line the owner vouched for, read as the owner's message."""
+    if s.imported and not vouched:
         return f"source #{s.id} was imported history, not your words"
-    if not s.owners_words:
+    if not s.owners_words and not vouched:
         if cand.origin == "agent" and s.meta.get("via") == "mcp":
             return None  # the agent's own message: AGENT_REASON says it
         if s.actor == "owner" and s.author_kind == "user":

@@ -55,12 +55,17 @@ KNOWN_KINDS = (
     "config_reload",
     "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
     "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
-    "watch_change")
+    "watch_change", "vouch", "unvouch")
 # The owner's events whose body is text the owner wrote (`Event.owners_words`); the owner's
 # other events record an action and may quote what someone else wrote.
 OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
+# What an imported line the owner vouched for (`coworker import --mine`, ADR-0033) may claim to
+# be: someone's text (OWNERS_TEXT_KINDS) that the file does not itself say a tool, an agent, the
+# system or a third party wrote. The file's author_kind can take the vouching away, never give it.
+VOUCHABLE_AUTHOR_KINDS = frozenset({"user", "unknown"})
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
-                    "ritual_due", "input_set_aside", "watch_baseline", "watch_change")
+                    "ritual_due", "input_set_aside", "watch_baseline", "watch_change", "vouch",
+                    "unvouch")
 
 
 def now_iso() -> str:
@@ -111,10 +116,21 @@ class Event:
     def owners_words(self) -> bool:
         """Text the owner wrote, through one of the owner's own doors: a message (tell, inbox),
         a pin, the new text of a supersede. An imported line never is, whatever author_kind it
-        claims; nor is the record of an owner's action (a strike, an approval, a restore),
-        whose body quotes text the owner did not write (the struck entry, a tool's name)."""
+        claims (the gate alone may count one the owner vouched for: `vouchable`); nor is the
+        record of an owner's action (a strike, an approval, a restore), whose body quotes text
+        the owner did not write (the struck entry, a tool's name)."""
         return (self.author_kind == "user" and self.actor == "owner" and not self.imported
                 and self.kind in OWNERS_TEXT_KINDS)
+
+    @property
+    def vouchable(self) -> bool:
+        """An imported line the owner's vouching for its batch and actor could make the owner's
+        words at the gate (ADR-0033): text someone wrote, of a batch, that the file does not
+        say a tool, agent, system or third party wrote. Whether it IS vouched is the store's
+        to say (`import_keys.vouched_lines`), never the line's own meta."""
+        return (self.imported and self.kind in OWNERS_TEXT_KINDS
+                and self.author_kind in VOUCHABLE_AUTHOR_KINDS
+                and isinstance(self.meta.get("import_batch"), str))
 
     def to_row(self) -> tuple:
         return event_row(self.ts, self.kind, self.actor, self.author_kind, self.body,

@@ -1,16 +1,25 @@
-"""Import keys: one stable key per imported line, so importing a file twice adds nothing.
+"""Import keys, and the owner's vouching for import batches.
 
 Owns the `import_keys` table (m010: key, event_id, source): which of a batch of keys are
 already present (looked up in chunks), and writing one file's events batch by batch with their
 keys (FileWriter: events at once, keys staged and written in key order at the end). The caller
 holds the one transaction around a whole file, so a file's events and keys commit together or
 not at all; the key of a line is the importer's business, not this module's.
+
+Also owns the owner's vouching (ADR-0033): `coworker import FILE --mine ACTOR` records an
+owner event of kind `vouch` (meta: batch, actor) per import batch that holds the actor's lines,
+and `coworker import --unmine BATCH` an `unvouch` (meta: batch). No table: the events are
+append-only, and the latest of a batch's vouch and unvouch events decides. Only the owner's
+own events count (actor `owner`, author_kind `user`, not imported; the importer refuses both
+kinds), and a vouch is always written after the lines it covers, so a line's vouching is read
+from the events after it (`vouched_lines`). Nothing here makes a vouched line an input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from ..errors import Refused
 from . import events as ev
 from .db import Store, insert_values
 
@@ -69,3 +78,80 @@ class FileWriter:
                              (self.source,))
             db.execute("DELETE FROM temp.import_keys_stage")
         return cur.rowcount
+
+
+# --- the owner's vouching for import batches (ADR-0033) -----------------------------------------
+
+VOUCH, UNVOUCH = "vouch", "unvouch"
+_OWN_VOUCHES = ("SELECT id, kind, meta FROM {} WHERE kind IN ('vouch', 'unvouch') AND id > ? "
+                "AND actor = 'owner' AND author_kind = 'user' ORDER BY id")
+
+
+def batches_of(store: Store, keys: Sequence[str], actor: str) -> set[str]:
+    """The import batches whose events these keys (written by earlier imports) name, among the
+    events of `actor` (an event written before batches were recorded has none)."""
+    found: set[str] = set()
+    for table in ("events", "events_archive"):
+        for i in range(0, len(keys), CHUNK):
+            chunk = tuple(keys[i:i + CHUNK])
+            found.update(r[0] for r in store.query(
+                "SELECT DISTINCT json_extract(h.meta, '$.import_batch') FROM import_keys AS k "
+                f"JOIN {table} AS h ON h.id = k.event_id WHERE k.key IN "
+                f"({','.join('?' * len(chunk))}) AND h.actor = ? AND json_valid(h.meta)",
+                (*chunk, actor)) if isinstance(r[0], str))
+    return found
+
+
+def vouch(store: Store, batch: str, actor: str, file: str) -> int:
+    """Record the owner's word that the lines of `actor` in import `batch` are the owner's
+    own; the event's id."""
+    return ev.append(store, ev.Event(
+        kind=VOUCH, actor="owner", author_kind="user",
+        body=f"vouched: the lines of {actor} in import batch {batch} ({file}) are my own words",
+        meta={"batch": batch, "actor": actor, "file": file}))
+
+
+def vouched(store: Store, after_id: int = 0) -> dict[str, set[str]]:
+    """Each import batch the owner vouches for now, with its actors: the owner's own vouch and
+    unvouch events (after event `after_id`), replayed in order."""
+    state: dict[str, set[str]] = {}
+    rows = [r for table in ("events", "events_archive")
+            for r in store.query(_OWN_VOUCHES.format(table), (after_id,))]
+    for row in sorted(rows, key=lambda r: int(r[0])):
+        meta = ev.read_meta(row[2], row[0])
+        batch, actor = meta.get("batch"), meta.get("actor")
+        if meta.get("imported") or not isinstance(batch, str):
+            continue
+        if row[1] == UNVOUCH:
+            state.pop(batch, None)
+        elif isinstance(actor, str):
+            state.setdefault(batch, set()).add(actor)
+    return state
+
+
+def unvouch(store: Store, batch: str) -> list[str]:
+    """Withdraw the owner's vouching for import `batch` (every actor of it); the actors it
+    covered. Refused (one line) when the owner does not vouch for that batch now."""
+    now = vouched(store)
+    if batch not in now:
+        held = ", ".join(sorted(now)) or "none"
+        raise Refused(f"no vouching for import batch {batch!r} to withdraw (batches you vouch "
+                      f"for: {held}); `coworker import FILE --mine ACTOR` prints its batch")
+    actors = sorted(now[batch])
+    ev.append(store, ev.Event(
+        kind=UNVOUCH, actor="owner", author_kind="user",
+        body=f"withdrawn: the lines of {', '.join(actors)} in import batch {batch} are "
+             "imported history again, not my words", meta={"batch": batch}))
+    return actors
+
+
+def vouched_lines(store: Store, events: Iterable[ev.Event]) -> dict[int, str]:
+    """Of these events, the imported lines the owner vouches for now (`Event.vouchable`, its
+    batch vouched for its actor and not withdrawn), by id, with their batch. Reads the owner's
+    vouch events after the oldest such line only; nothing when none is vouchable."""
+    lines = [e for e in events if e.id is not None and e.vouchable]
+    if not lines:
+        return {}
+    now = vouched(store, min(int(e.id or 0) for e in lines))
+    return {int(e.id or 0): e.meta["import_batch"] for e in lines
+            if e.actor in now.get(e.meta["import_batch"], ())}
