@@ -4,8 +4,8 @@ Owns what the loop does with the servers of runtime/hands:
 - a model's call to `<server>__<tool>`: checked against the tool's schema, then, by its
   disposition (runtime/hands/classify.py), run, recorded as a `dry_run` event, or queued for
   the owner (`coworker actions`); a live side effect is written to the side-effect ledger under
-  its tool_use id before it runs (a replayed turn never repeats it) and counts against
-  `[mcp] daily_live_calls`;
+  its turn and tool_use id before it runs (a replayed turn never repeats it; a new turn handed
+  an old id still acts, ADR-0034) and counts against `[mcp] daily_live_calls`;
 - the owner's approved actions, run at the start of a tick, each at most once (the queue's
   `start` is the only way to running), their results an input of that tick;
 - watches (`[[mcp.watch]]`): a read-only tool called on schedule, its result hashed; a change is
@@ -136,15 +136,15 @@ async def _live(hands: Any, store: Store, section: McpSection, c: Call) -> Resul
 
 async def _keyed(hands: Any, store: Store, key: str, name: str, arguments: dict[str, Any],
                  tick_id: int | None) -> ToolResult | None:
-    """A live call written to the side-effect ledger under `key` before it runs; None (and
-    not run) when that key was begun before."""
+    """A live call written to the side-effect ledger under `key` in the turn of `tick_id`
+    before it runs; None (and not run) when that turn began that key before."""
     earlier = side_effects.begin(store, key, name, tick_id, arguments)
     if earlier is not None:
         log.warning("side effect %s (%s) was already begun by tick %s (%s); not running it "
                     "again", name, key, earlier.tick_id, earlier.status)
         return None
     r = await hands.call(name, arguments)
-    side_effects.finish(store, key, not r.is_error, r.text)
+    side_effects.finish(store, key, not r.is_error, r.text, tick_id=tick_id)
     log.info("LIVE side effect: %s (%s, tick %s): %s", name, key, tick_id, r.text[:300])
     return r
 

@@ -15,8 +15,11 @@ that succeeds for one caller, and a row left `running` by a kill is never starte
 
 The database refuses any other move and any change to what was asked (a trigger), so a bug
 elsewhere cannot re-run or rewrite an action. Arguments, reason and why pass through
-`settings.redact` before they are written. It never calls a tool and never decides anything
-the owner or the loop has not asked for.
+`settings.redact` before they are written. A queued call is known by its turn and its
+tool_use id (`turn`, the first tick of the tick's chain: ADR-0034): an attempt that takes the
+turn up again gets the row its first attempt wrote, and a new turn handed the same id by its
+model server queues its own call, never an old approval. It never calls a tool and never
+decides anything the owner or the loop has not asked for.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..settings import redact
+from . import turns
 from .db import Store
 from .events import finite, iso_z, now_iso
 
@@ -111,21 +115,24 @@ def _from_row(r: Any) -> Approval:
 def add(store: Store, *, tick_id: int | None, server: str, tool: str, name: str,
         arguments: dict[str, Any], reason: str | None, sources: list[int],
         tool_use_id: str | None, ttl_s: int, now: datetime | None = None) -> Approval:
-    """Queue a call for the owner; it expires `ttl_s` seconds from now. Idempotent on
-    `tool_use_id`: a replayed turn gets the row its first attempt wrote, unchanged."""
+    """Queue a call for the owner; it expires `ttl_s` seconds from now. Idempotent on the
+    turn of `tick_id` and `tool_use_id`: a replayed turn gets the row its first attempt wrote,
+    unchanged; another turn that reuses the id queues its own."""
     when = now or datetime.now(UTC)
+    turn = turns.turn_of(store, tick_id)
     with store.transaction() as db:
         if tool_use_id is not None:
-            row = db.execute("SELECT * FROM approvals WHERE tool_use_id = ?",
-                             (tool_use_id,)).fetchone()
+            row = db.execute("SELECT * FROM approvals WHERE turn = ? AND tool_use_id = ?",
+                             (turn, tool_use_id)).fetchone()
             if row is not None:
                 return _from_row(row)
         cur = db.execute(
             "INSERT INTO approvals(ts, tick_id, server, tool, name, arguments, reason, sources, "
-            "tool_use_id, status, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'waiting', ?)",
+            "tool_use_id, turn, status, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'waiting', ?)",
             (iso_z(when), tick_id, server, tool, name, _arguments_json(arguments),
              redact(reason) if reason else None, json.dumps([int(i) for i in sources]),
-             tool_use_id, iso_z(when + timedelta(seconds=ttl_s))))
+             tool_use_id, turn, iso_z(when + timedelta(seconds=ttl_s))))
         return _from_row(db.execute("SELECT * FROM approvals WHERE id = ?",
                                     (cur.lastrowid,)).fetchone())
 

@@ -577,12 +577,19 @@ def bare_match(store: Store, match: str, limit: int = 10) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def by_tool_use(store: Store, kind: str, tool_use_id: str) -> Event | None:
-    """The event of this kind a tool wrote under this tool_use id, if any (a keyed side
-    effect finishing what a killed attempt began)."""
+def by_tool_use(store: Store, kind: str, tool_use_id: str,
+                ticks: Sequence[int] | None = None) -> Event | None:
+    """The event of this kind a tool wrote under this tool_use id in one of `ticks` (the
+    attempts of one turn: an id names one call only within its turn, ADR-0034), or outside any
+    tick when `ticks` is None; None if there is none (a keyed side effect finishing what a
+    killed attempt of its turn began)."""
+    where, params = "tick_id IS NULL", ()
+    if ticks is not None:
+        where, params = f"tick_id IN ({','.join('?' * len(ticks))})", tuple(ticks)
     rows = store.query(
-        f"SELECT {COLUMNS} FROM events WHERE kind = ? "
-        "AND json_extract(meta, '$.tool_use_id') = ? ORDER BY id LIMIT 1", (kind, tool_use_id))
+        f"SELECT {COLUMNS} FROM events WHERE kind = ? AND {where} "
+        "AND json_extract(meta, '$.tool_use_id') = ? ORDER BY id LIMIT 1",
+        (kind, *params, tool_use_id))
     return Event.from_row(rows[0]) if rows else None
 
 

@@ -536,6 +536,70 @@ def m015_count_vector_changes(db: sqlite3.Connection) -> None:
     )
 
 
+def m016_key_side_effects_by_turn(db: sqlite3.Connection) -> None:
+    # Issue 37, ADR-0034: a tool_use id names one call only within its turn (a model server
+    # may number its ids per process, so a new turn can be handed an old id). The side-effect
+    # ledger and the approval queue gain `turn`: the tick of the first attempt of the row's
+    # chain (each `tick` names in `resumes` the attempt it took up again; 0 outside any tick).
+    # The ledger is unique on (turn, key), an approval on (turn, tool_use_id). The turn of a
+    # row written before is computed here the way the loop computes it (a chain of at most 100
+    # of the loop's own ticks, each resuming an earlier one), so a turn in flight across the
+    # upgrade still finds what its earlier attempts began.
+    _script(db, """
+        CREATE TEMP TABLE m016_turns AS
+        WITH RECURSIVE up(start, cur, n) AS (
+            SELECT t, t, 1 FROM (SELECT tick_id AS t FROM side_effects
+                                 UNION SELECT tick_id FROM approvals) WHERE t IS NOT NULL
+            UNION ALL
+            SELECT up.start, json_extract(e.meta, '$.resumes'), up.n + 1
+              FROM up JOIN events AS e ON e.id = up.cur AND e.kind = 'tick'
+             WHERE up.n < 100 AND json_valid(e.meta)
+               AND json_extract(e.meta, '$.imported') IS NULL
+               AND json_type(e.meta, '$.resumes') = 'integer'
+               AND json_extract(e.meta, '$.resumes') < up.cur)
+        SELECT start AS tick_id, min(cur) AS turn FROM up GROUP BY start;
+        CREATE TABLE side_effects_new (
+            key TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            tick_id INTEGER,
+            input TEXT,
+            status TEXT NOT NULL CHECK (status IN ('started', 'done', 'failed')),
+            result TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            turn INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (turn, key)
+        );
+        INSERT INTO side_effects_new(key, tool, tick_id, input, status, result, started_at,
+                                     finished_at, turn)
+            SELECT s.key, s.tool, s.tick_id, s.input, s.status, s.result, s.started_at,
+                   s.finished_at, COALESCE(t.turn, 0)
+              FROM side_effects AS s LEFT JOIN m016_turns AS t ON t.tick_id = s.tick_id;
+        DROP TABLE side_effects;
+        ALTER TABLE side_effects_new RENAME TO side_effects;
+        DROP TRIGGER approvals_forward;
+        ALTER TABLE approvals ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+        UPDATE approvals SET turn = (SELECT t.turn FROM m016_turns AS t
+                                      WHERE t.tick_id = approvals.tick_id)
+         WHERE tick_id IN (SELECT tick_id FROM m016_turns);
+        DROP TABLE m016_turns;
+        DROP INDEX approvals_tool_use;
+        CREATE UNIQUE INDEX approvals_turn_tool_use ON approvals(turn, tool_use_id)
+            WHERE tool_use_id IS NOT NULL;
+        CREATE TRIGGER approvals_forward BEFORE UPDATE ON approvals
+        WHEN new.id IS NOT old.id OR new.ts IS NOT old.ts OR new.tick_id IS NOT old.tick_id
+          OR new.server IS NOT old.server OR new.tool IS NOT old.tool OR new.name IS NOT old.name
+          OR new.arguments IS NOT old.arguments OR new.reason IS NOT old.reason
+          OR new.sources IS NOT old.sources OR new.tool_use_id IS NOT old.tool_use_id
+          OR new.turn IS NOT old.turn OR new.expires_at IS NOT old.expires_at
+          OR NOT ((old.status = 'waiting' AND new.status IN ('approved', 'rejected', 'expired'))
+                  OR (old.status = 'approved' AND new.status = 'running')
+                  OR (old.status = 'running' AND new.status IN ('done', 'failed'))) BEGIN
+            SELECT RAISE(ABORT, 'an approval only moves forward, and what it asks never changes');
+        END;
+    """)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -552,6 +616,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m013_add_promotion_supersedes,
     m014_add_tag_origin,
     m015_count_vector_changes,
+    m016_key_side_effects_by_turn,
 ]
 
 

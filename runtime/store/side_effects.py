@@ -1,9 +1,13 @@
-"""The side-effect ledger: a live side effect is written down under its tool_use id before it
-runs, so a replayed turn finds the record and never runs it a second time.
+"""The side-effect ledger: a live side effect is written down under its turn and its tool_use
+id before it runs, so a replayed turn finds the record and never runs it a second time.
 
-`begin` is the one gate: it inserts the key and commits before the caller acts; a key already
-there (done, failed, or started by an attempt that was killed mid-call) is refused. It never
-runs anything itself.
+A row's identity is (`turn`, `key`): the key is the tool_use id (or `approval:<id>` for an
+action the owner approved), and the turn is the first attempt of the tick's chain
+(`turns.turn_of`), so an attempt that takes the turn up again finds what its predecessors
+began, while a new turn whose model server hands out the same id again (one that numbers its
+ids per process, restarted) acts (ADR-0034). `begin` is the one gate: it inserts the row and
+commits before the caller acts; a row already there (done, failed, or started by an attempt
+that was killed mid-call) is refused. It never runs anything itself.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..settings import redact
+from . import turns
 from .db import Store
 from .events import now_iso
 
@@ -20,37 +25,45 @@ from .events import now_iso
 @dataclass(frozen=True)
 class Entry:
     key: str
+    turn: int  # the first tick of the turn that began it (0: outside any tick)
     tool: str
     tick_id: int | None
     status: str
     result: str | None
 
 
+_ENTRY = "SELECT key, turn, tool, tick_id, status, result FROM side_effects"
+
+
 def begin(store: Store, key: str, tool: str, tick_id: int | None, input: Any) -> Entry | None:
-    """Record that `tool` is about to run under `key`; return None when it may run, or the
-    earlier entry when this key was already begun (the caller must not run it again)."""
+    """Record that `tool` is about to run under `key` in the turn of `tick_id`; return None
+    when it may run, or the earlier entry when this turn already began this key (the caller
+    must not run it again)."""
+    turn = turns.turn_of(store, tick_id)
     with store.transaction() as db:
-        row = db.execute("SELECT key, tool, tick_id, status, result FROM side_effects "
-                         "WHERE key = ?", (key,)).fetchone()
+        row = db.execute(f"{_ENTRY} WHERE turn = ? AND key = ?", (turn, key)).fetchone()
         if row is not None:
-            return Entry(row[0], row[1], row[2], row[3], row[4])
-        db.execute("INSERT INTO side_effects(key, tool, tick_id, input, status, started_at) "
-                   "VALUES (?, ?, ?, ?, 'started', ?)",
-                   (key, tool, tick_id,
+            return Entry(*row)
+        db.execute("INSERT INTO side_effects(key, turn, tool, tick_id, input, status, "
+                   "started_at) VALUES (?, ?, ?, ?, ?, 'started', ?)",
+                   (key, turn, tool, tick_id,
                     redact(json.dumps(input, ensure_ascii=False, default=str)), now_iso()))
     return None
 
 
-def finish(store: Store, key: str, ok: bool, result: str) -> None:
+def finish(store: Store, key: str, ok: bool, result: str, *, tick_id: int | None) -> None:
+    """Record how the side effect `begin` let run under `key` in the turn of `tick_id` ended."""
+    turn = turns.turn_of(store, tick_id)
     with store.transaction() as db:
         db.execute("UPDATE side_effects SET status = ?, result = ?, finished_at = ? "
-                   "WHERE key = ?", ("done" if ok else "failed", redact(result)[:4000], now_iso(),
-                                  key))
+                   "WHERE turn = ? AND key = ?",
+                   ("done" if ok else "failed", redact(result)[:4000], now_iso(), turn, key))
 
 
-def get(store: Store, key: str) -> Entry | None:
-    rows = store.query("SELECT key, tool, tick_id, status, result FROM side_effects "
-                       "WHERE key = ?", (key,))
+def get(store: Store, key: str, tick_id: int | None = None) -> Entry | None:
+    """The entry of `key` in the turn of `tick_id` (None: outside any tick)."""
+    rows = store.query(f"{_ENTRY} WHERE turn = ? AND key = ?",
+                       (turns.turn_of(store, tick_id), key))
     return Entry(*rows[0]) if rows else None
 
 

@@ -1,9 +1,11 @@
 """Turns as recorded: the attempts of the loop (`tick` events) and what each one wrote.
 
 Owns the read side a replayed turn needs: the latest attempt and whether it completed, its
-recorded model responses in order, its recorded tool results by tool_use id, and whether an
-input already went through the promotion gate. Only rows the loop wrote itself are read here:
-an imported row is never loop state. It never writes.
+recorded model responses in order, its recorded tool results by tool_use id, whether an
+input already went through the promotion gate, and the turn an attempt belongs to (`turn_of`:
+the first attempt of its chain, the scope in which a tool_use id names one call, ADR-0034).
+Only rows the loop wrote itself are read here: an imported row is never loop state. It never
+writes.
 """
 
 from __future__ import annotations
@@ -90,6 +92,14 @@ def chain(store: Store, tick_id: int) -> list[int]:
         prev = _meta(rows[0]["meta"]).get("resumes") if rows else None
         current = prev if isinstance(prev, int) and prev < current else None
     return out
+
+
+def turn_of(store: Store, tick_id: int | None) -> int:
+    """The turn an attempt belongs to: the tick of its chain's first attempt (0 for a call
+    made outside any tick). Every attempt that takes the turn up again shares it; a new turn
+    (a fresh ask, even at the same inputs) is its own. A tool_use id names one call only
+    within its turn: a model server may number its ids per process (ADR-0034)."""
+    return 0 if tick_id is None else chain(store, tick_id)[-1]
 
 
 def responses(store: Store, tick_id: int) -> list[list[dict[str, Any]]]:

@@ -2,9 +2,11 @@
 Markdown file in state/outbox/ (which other programs may pick up); in dry-run the registry
 records what it would have sent instead.
 
-It is idempotent under its tool_use id: the event carries the key, and a run that finds the
-event already written only finishes the file (written to a temporary name, then renamed), so
-a replay after a kill between the two completes the reply instead of losing or doubling it."""
+It is idempotent under its tool_use id within its turn: the event carries the id, and a run
+that finds the event already written by an attempt of the same turn only finishes the file
+(written to a temporary name, then renamed), so a replay after a kill between the two
+completes the reply instead of losing or doubling it. An event another turn wrote under the
+same id (a model server numbering its ids per process) is not this reply's (ADR-0034)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 from pydantic import BaseModel, Field
 
 from ..store import events as ev
+from ..store import turns
 from .registry import Tool, ToolContext
 
 
@@ -23,7 +26,8 @@ class ReplyInput(BaseModel):
 
 
 def _reply(ctx: ToolContext, p: ReplyInput) -> str:
-    earlier = (ev.by_tool_use(ctx.store, "outbox", ctx.tool_use_id)
+    attempts = None if ctx.tick_id is None else turns.chain(ctx.store, ctx.tick_id)
+    earlier = (ev.by_tool_use(ctx.store, "outbox", ctx.tool_use_id, attempts)
                if ctx.tool_use_id else None)
     if earlier is not None and earlier.id is not None:
         event_id = earlier.id

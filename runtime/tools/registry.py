@@ -5,8 +5,9 @@ whether it has side effects), the schemas sent to the model (sorted, so the cach
 byte-stable), and dispatch: an unknown tool, input that is not a JSON object, or input that
 does not match the schema comes back as an error tool result; a tool that raises is caught and
 logged and also becomes an error result. A tick never crashes on a tool. A live side effect
-is written to the side-effect ledger under its tool_use id before it runs, so a replayed turn
-never runs it twice.
+is written to the side-effect ledger under its turn and tool_use id before it runs, so a
+replayed turn never runs it twice, and a new turn handed an id already used by an earlier one
+(a model server numbering its ids per process) still acts (ADR-0034).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class ToolContext:
     tick_id: int | None
     live: bool
     first_input_id: int | None = None  # memory reads ignore this tick's own inputs and steps
-    tool_use_id: str | None = None  # the key of a live side effect in the ledger
+    tool_use_id: str | None = None  # with the turn of tick_id, a live side effect's ledger key
     semantic: Any = None  # the loop's `memory.embed.SemanticCache`, for walk and search
 
     def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
@@ -160,5 +161,6 @@ class Registry:
             log.exception("tool %s failed", name)
             result = ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)
         if key is not None:
-            side_effects.finish(ctx.store, key, not result.is_error, result.text)
+            side_effects.finish(ctx.store, key, not result.is_error, result.text,
+                                tick_id=ctx.tick_id)
         return result
