@@ -7,10 +7,10 @@ one door (`Door`): the owner's terminal (`Door.CLI`) may do everything; another 
 owner (docs/safety.md, the doors table; ADR-0013). An owner's action asked through another
 door is refused with `NotOwnersDoor` before anything is read or written.
 
-Owner's actions: tell, retry, redact, pin, unpin, strike, supersede, restore, tag, the review of
-promotions (approve, reject) and the approval queue of MCP tool calls (approve_action,
-reject_action). Each writes its change and its event in one transaction, or snapshots
-MEMORY.md first where it rewrites that file.
+Owner's actions: tell, retry, redact, pin, unpin, strike, unstrike, supersede, restore (what it
+would change first: `restore_plan`), tag, the review of promotions (approve, reject) and the
+approval queue of MCP tool calls (approve_action, reject_action). Each writes its change and
+its event in one transaction, or snapshots MEMORY.md first where it rewrites that file.
 
 It never parses command lines, never prints and never exits: it returns typed results and
 raises the errors of runtime/errors.py, which the doors turn into a line of text (the CLI) or
@@ -20,8 +20,10 @@ a tool error (MCP). It never calls a model and never imports the loop.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +107,19 @@ class Restored:
     reason: str
     before: int
     map_warning: str | None = None
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """What restoring MEMORY.md version `number` would change (`memorymd.Difference`: entries
+    added, removed, changed), and the digest of MEMORY.md as it was read for it: a restore
+    given that digest refuses when the file changed since (`Actions.restore`)."""
+
+    number: int
+    reason: str
+    date: str
+    change: Any
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -380,6 +395,19 @@ class Actions:
 
         return snapshots(self.home.snapshots)
 
+    def snapshots_with_changes(self) -> list[tuple[Any, Any]]:
+        """Every version of MEMORY.md kept, each with what restoring it would change now
+        (`memorymd.Difference`), or None where a file cannot be read to say."""
+        from .memory.memorymd import MemoryFileError, difference
+
+        rows: list[tuple[Any, Any]] = []
+        for snap in self.snapshots():
+            try:
+                rows.append((snap, difference(self.home.memory_md, snap.path)))
+            except MemoryFileError:
+                rows.append((snap, None))
+        return rows
+
     # -- tell: every door, with the door's authority ------------------------------------------
 
     def tell(self, text: str) -> Told:
@@ -507,6 +535,67 @@ class Actions:
             warning = self._rerender_map(store)
         return Changed(str(entry.id), entry.text, snap.number, warning)
 
+    def unstrike(self, entry_id: str) -> Changed:
+        """Put back MEMORY.md entry `entry_id` (m3), which the owner struck: the same id, with
+        the text, sources and date the snapshot written before the strike kept, where it
+        stood. A snapshot first, as for every change, and a `memory_restore` event naming the
+        strike, in one transaction with the write. Refused for an id never struck (by the
+        coworker: an imported strike is not this MEMORY.md's), one in MEMORY.md now, or one
+        whose text another entry holds now."""
+        from .memory.memorymd import MemoryFile, snapshot
+
+        self._owner("unstrike")
+        key = entry_id.strip()
+        key = f"m{key}" if key.isascii() and key.isdigit() else key
+        if not re.fullmatch(r"m[0-9]{1,18}", key):
+            raise UsageError(f"{entry_id!r} is not an entry id: coworker unstrike ID, e.g. "
+                             "`coworker unstrike m3` (`coworker log --kind memory_strike` "
+                             "lists what was struck)")
+        with self._store(readonly=True) as store:
+            self._struck_entry(store, key, MemoryFile.load(self.home.memory_md))  # refused now
+        with self._store() as store:
+            with store.transaction():  # as strike: read again, snapshot, record, write
+                memory = MemoryFile.load(self.home.memory_md)
+                entry, then, strike_id = self._struck_entry(store, key, memory)
+                snap = snapshot(self.home.memory_md, self.home.snapshots,
+                                f"before unstriking [{key}]")
+                self._owner_event(store, "memory_restore", f"put back [{key}] {entry.text}",
+                                  entry_id=key, unstruck=strike_id, snapshot=snap.number)
+                memory.returning(entry, then).save()
+            warning = self._rerender_map(store)
+        return Changed(key, entry.text, snap.number, warning)
+
+    def _struck_entry(self, store: Store, key: str, memory: Any) -> tuple[Any, Any, int]:
+        """The entry `key` as the snapshot before its latest strike kept it, that snapshot's
+        file and the strike's event id; a refusal when it cannot be put back."""
+        from .memory.memorymd import MemoryFile, MemoryFileError
+
+        if any(e.id == key for e in memory.numbered().entries):
+            raise Refused(f"[{key}] is in MEMORY.md now; there is nothing to unstrike")
+        rows = store.query(
+            "SELECT id, json_extract(meta, '$.snapshot') FROM history WHERE kind = "
+            "'memory_strike' AND json_extract(meta, '$.entry_id') = ? AND "
+            "json_extract(meta, '$.imported') IS NULL ORDER BY id DESC LIMIT 1", (key,))
+        if not rows:
+            raise Refused(f"[{key}] was never struck; `coworker log --kind memory_strike` "
+                          "lists what was")
+        strike_id, number = int(rows[0][0]), rows[0][1]
+        path = self.home.snapshots / f"v{number:04d}.md" if isinstance(number, int) else None
+        try:
+            then = MemoryFile.load(path) if path is not None and path.exists() else None
+        except MemoryFileError:
+            then = None
+        entry = next((e for e in then.entries if e.id == key), None) if then else None
+        if then is None or entry is None:
+            raise Refused(f"the snapshot kept before [{key}] was struck (v{number}) is gone "
+                          "or no longer holds it; nothing put back")
+        same = " ".join(entry.text.lower().split())
+        twin = next((e for e in memory.numbered().entries
+                     if " ".join(e.text.lower().split()) == same), None)
+        if twin is not None:
+            raise Refused(f"[{twin.id}] holds the same text as [{key}] now; nothing put back")
+        return entry, then, strike_id
+
     @staticmethod
     def _one_entry(memory: Any, text: str) -> Any:
         """The one MEMORY.md entry `text` names (an id, or words it holds); a refusal that
@@ -545,15 +634,32 @@ class Actions:
         return Replaced(str(done.old.id), done.old.text, str(done.new.id), done.new.text,
                         done.snapshot, done.promotion_id, warning)
 
-    def restore(self, number: int) -> Restored:
-        """Bring back MEMORY.md version `number`; the current file is snapshotted first."""
-        from .memory.memorymd import chosen_snapshot, put_back, snapshot
+    def restore_plan(self, number: int) -> RestorePlan:
+        """What `restore(number)` would change, read now; nothing is written. An unknown
+        version is refused, listing those kept."""
+        from .memory.memorymd import chosen_snapshot, difference, read_bytes
+
+        self._owner("restore")
+        chosen = chosen_snapshot(self.home.snapshots, number)
+        digest = _digest(read_bytes(self.home.memory_md))
+        return RestorePlan(chosen.number, chosen.reason, chosen.date,
+                           difference(self.home.memory_md, chosen.path), digest)
+
+    def restore(self, number: int, expect: str | None = None) -> Restored:
+        """Bring back MEMORY.md version `number`; the current file is snapshotted first. With
+        `expect` (a `RestorePlan.digest`), refused when MEMORY.md is no longer the file that
+        plan was read from, so what was shown is what is done."""
+        from .memory.memorymd import chosen_snapshot, put_back, read_bytes, snapshot
 
         self._owner("restore")
         chosen_snapshot(self.home.snapshots, number)  # an unknown version: refused at once
         with self._store() as store:
             with store.transaction():  # as strike: the file changes only with its event
                 chosen = chosen_snapshot(self.home.snapshots, number)
+                if expect is not None and _digest(read_bytes(self.home.memory_md)) != expect:
+                    raise Refused(f"MEMORY.md changed since the change above was read; nothing "
+                                  f"restored: run `coworker restore {number}` again to see "
+                                  "what it would change now")
                 before = snapshot(self.home.memory_md, self.home.snapshots,
                                   f"before restoring v{number}")
                 self._owner_event(store, "memory_restore", f"restored MEMORY.md v{number}",
@@ -707,6 +813,8 @@ def _inbox_state(inbox: Path, shown: int = 3) -> dict[str, Any]:
 
 def _recalled(h: Any) -> dict[str, Any]:
     """A recalled item as the MCP and the tools show it: whole, marked as the block marks it."""
+    from .memory.recall import STRUCK_NOTE, struck_record
+
     e = h.event
     item = {"id": e.id, "ts": e.ts, "kind": e.kind, "actor": e.actor, "body": e.body,
             "source": e.source}
@@ -714,4 +822,10 @@ def _recalled(h: Any) -> dict[str, Any]:
         item["stale"] = f"superseded by {h.stale_by}"
     if e.imported:
         item["imported"] = "not your owner's words"
+    if struck_record(e):
+        item["struck"] = STRUCK_NOTE
     return item
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -893,8 +893,8 @@ def mcp_tools(as_json: bool) -> None:
 def strike(key: tuple[str, ...]) -> None:
     """Remove exactly one MEMORY.md entry, by id (m12) or by text it contains.
 
-    A versioned snapshot is written first (`coworker snapshots`, `coworker restore N`). No
-    match, or several, is a refusal that lists them (exit 1).
+    A versioned snapshot is written first (`coworker snapshots`); `coworker unstrike ID` puts
+    the entry back. No match, or several, is a refusal that lists them (exit 1).
 
     \b
     Example:
@@ -902,7 +902,26 @@ def strike(key: tuple[str, ...]) -> None:
     """
     done = _owner().strike(" ".join(key))
     out.print(f"struck [{done.entry_id}] {done.text} (snapshot v{done.snapshot} kept; "
-              f"`coworker restore {done.snapshot}` brings it back)")
+              f"`coworker unstrike {done.entry_id}` puts it back)")
+    _warn(done.map_warning)
+
+
+@cli.command()
+@click.argument("entry_id")
+def unstrike(entry_id: str) -> None:
+    """Put back a MEMORY.md entry you struck: the same id, text and sources, where it stood.
+
+    Only that entry comes back (`coworker restore N` brings back a whole version). A
+    snapshot is written first. Exit 1 for an id never struck, one in MEMORY.md now, or one
+    whose text another entry holds; 2 for what is no id.
+
+    \b
+    Example:
+      coworker unstrike m3
+    """
+    done = _owner().unstrike(entry_id)
+    out.print(f"[{done.entry_id}] {done.text} is back in MEMORY.md (snapshot v{done.snapshot} "
+              "kept)")
     _warn(done.map_warning)
 
 
@@ -929,31 +948,51 @@ def supersede(entry_id: str, text: tuple[str, ...]) -> None:
 
 @cli.command(name="snapshots")
 def snapshots_cmd() -> None:
-    """List the saved versions of MEMORY.md: number, date, reason, entries.
+    """List the saved versions of MEMORY.md: number, date, reason, entries, and what
+    restoring each would change now (`adds m2; removes m5`).
 
     \b
     Example:
       coworker snapshots
     """
-    rows = _owner().snapshots()
+    rows = _owner().snapshots_with_changes()
     if not rows:
-        out.print("no snapshots yet (strike, restore and approve write one first)")
+        out.print("no snapshots yet (strike, unstrike, restore and approve write one first)")
         return
-    out.print(render.table(["version", "date", "reason", "entries"],
+    out.print(render.table(["version", "date", "reason", "entries", "restoring it"],
                            [(snap.number, snap.date, snap.reason,
-                             "?" if snap.entries < 0 else snap.entries) for snap in rows]))
+                             "?" if snap.entries < 0 else snap.entries,
+                             render.change_summary(change)) for snap, change in rows]))
 
 
 @cli.command()
 @click.argument("number", type=ID)
-def restore(number: int) -> None:
-    """Bring back MEMORY.md version N (the current file is snapshotted first).
+@click.option("--yes", "-y", is_flag=True,
+              help="Restore without asking (what it changes is still printed).")
+def restore(number: int, yes: bool) -> None:
+    """Bring back MEMORY.md version N whole (the current file is snapshotted first).
+
+    It prints what it would change (entries added, removed, changed) and asks y/N; with no
+    terminal to ask on it needs --yes (exit 1 without). To put back one struck entry, use
+    `coworker unstrike ID`.
 
     \b
     Example:
-      coworker snapshots && coworker restore 2
+      coworker snapshots && coworker restore 2 --yes
     """
-    done = _owner().restore(number)
+    owner = _owner()
+    plan = owner.restore_plan(number)
+    out.print(f"restore MEMORY.md v{plan.number} ({plan.reason}; {plan.date}):")
+    for line in render.memory_change(plan.change):
+        out.print(line)
+    if plan.change.same:
+        return
+    if not yes and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise click.ClickException(f"not restored: run `coworker restore {number} --yes` to "
+                                   "make this change")
+    if not yes and not click.confirm(f"restore v{number}?", default=False):
+        raise click.ClickException("not restored: nothing changed")
+    done = owner.restore(number, expect=plan.digest)
     out.print(f"restored v{done.number} ({done.reason}); the file before is v{done.before}")
     _warn(done.map_warning)
 

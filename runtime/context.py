@@ -70,7 +70,8 @@ def build_prefix(home: Home, settings: Settings, store: Store, registry: Registr
 def line(e: Event, chars: int = EVENT_CHARS, stale: str | None = None,
          tz: tzinfo | None = None) -> str:
     """One event as the model sees it, its time the owner's (`tz`, as the recall block's); an
-    imported one says so after its actor, and a decision a later one superseded (`stale`:
+    imported one says so after its actor, the record of an entry the owner struck says it is
+    struck, no fact (`recall.event_mark`), and a decision a later one superseded (`stale`:
     "decision 4 (event 57)") says so as the recall block does."""
     body = " ".join(e.body.split())
     if len(body) > chars:

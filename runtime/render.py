@@ -319,3 +319,35 @@ def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -
         out.print("(truncated: a cap was reached; narrow the query)")
     if cut:
         out.print(cut)
+
+
+def memory_change(change: Any) -> list[str]:
+    """What putting a version of MEMORY.md back would change (`memorymd.Difference`), a line
+    an entry: `+` comes back, `-` leaves, `~` reads differently under the same id."""
+    if change.same:
+        return ["no change: MEMORY.md is that version already"]
+    if change.unreadable:
+        return [f"the whole file is replaced ({change.unreadable})"]
+    lines = [f"  + [{e.id or 'new'}] {one_line(e.text, 160)}" for e in change.added]
+    lines += [f"  - [{e.id or 'hand-added'}] {one_line(e.text, 160)}" for e in change.removed]
+    lines += [f"  ~ [{now.id}] {one_line(now.text, 75)} -> {one_line(then.text, 75)}"
+              for now, then in change.changed]
+    if change.prose:
+        lines.append("  headings or notes that are not entries change too")
+    return lines or ["no entry changes (only spacing or the entries' dates and sources)"]
+
+
+def change_summary(change: Any | None) -> str:
+    """One cell for `coworker snapshots`: what restoring that version would change now."""
+    if change is None:
+        return "? (a file cannot be read)"
+    if change.same:
+        return "no change"
+    if change.unreadable:
+        return "replaces the whole file"
+    parts = [f"{verb} {', '.join(str(e.id or 'a hand-added one') for e in entries)}"
+             for verb, entries in (("adds", change.added), ("removes", change.removed),
+                                   ("changes", [now for now, _ in change.changed])) if entries]
+    if change.prose:
+        parts.append("changes notes")
+    return "; ".join(parts) or "spacing only"

@@ -27,6 +27,7 @@ OWNERS = [
     ("pin", ("Never deploy on Fridays",)),
     ("unpin", (1,)),
     ("strike", ("m1",)),
+    ("unstrike", ("m1",)),
     ("restore", (1,)),
     ("tag", ("1", ["outage"])),
     ("approve", (1,)),

@@ -517,7 +517,7 @@ def test_strike_by_id_snapshots_first_records_an_event_and_renders_the_map(offli
     offline_home.memory_md.write_text(SAMPLE, encoding="utf-8")
     assert not offline_home.memory_map.exists()
     out = run("strike", "m2").stdout
-    assert "struck [m2]" in out and "restore 1" in out, out
+    assert "struck [m2]" in out and "unstrike m2" in out, out
     assert offline_home.memory_md.read_text() == SAMPLE.replace(M2_LINE, ""), \
         "strike removes exactly that line and keeps every other byte"
     assert snaps(offline_home)[0].read_text() == SAMPLE, "the snapshot is the pre-strike file"
@@ -583,10 +583,10 @@ def test_snapshots_list_and_restore_brings_the_exact_bytes_back(offline_home: Ho
     assert [r[0] for r in rows] == ["1", "2"], listing
     for _number, date, _rest in rows:
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", date), date
-    assert re.fullmatch(r"before striking \[m1\]\s+3", rows[0][2].strip()), rows[0]
-    assert re.fullmatch(r"before striking \[m7\]\s+2", rows[1][2].strip()), rows[1]
+    assert re.fullmatch(r"before striking \[m1\]\s+3\s+adds m1, m7", rows[0][2].strip()), rows[0]
+    assert re.fullmatch(r"before striking \[m7\]\s+2\s+adds m7", rows[1][2].strip()), rows[1]
 
-    out = run("restore", "1").stdout
+    out = run("restore", "1", "--yes").stdout
     assert "the file before is v3" in out, out
     assert offline_home.memory_md.read_bytes() == SAMPLE.encode(), "restore is byte-exact"
     assert snaps(offline_home)[-1].read_bytes() == latest, "the current file is snapshotted first"
@@ -607,7 +607,7 @@ def test_restore_is_byte_exact_for_a_crlf_file(offline_home: Home):
     assert snaps(offline_home)[0].read_bytes() == crlf, (
         "the snapshot must hold the file's exact bytes, but snapshot() reads it with "
         "read_text(), which turns CRLF into LF")
-    run("restore", "1")
+    run("restore", "1", "--yes")
     assert offline_home.memory_md.read_bytes() == crlf, "restore must bring the exact bytes back"
 
 

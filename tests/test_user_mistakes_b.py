@@ -51,11 +51,11 @@ def test_a_damaged_snapshot_is_listed_and_its_number_never_taken_again(offline_h
     (offline_home.snapshots / "v0002.json").write_text("garbage", encoding="utf-8")
     listed = coworker("snapshots")
     assert listed.returncode == 0 and "damaged" in listed.stdout, listed.stdout
-    r = coworker("restore", "1")
+    r = coworker("restore", "1", "--yes")
     assert r.returncode == 0, r.stderr
     assert "the file before is v3" in r.stdout, r.stdout
     assert (offline_home.snapshots / "v0002.md").read_bytes() == kept
-    assert coworker("restore", "2").returncode == 0
+    assert coworker("restore", "2", "--yes").returncode == 0
     assert "B two" in offline_home.memory_md.read_text(encoding="utf-8")
 
 
@@ -142,7 +142,7 @@ def test_strike_and_restore_change_memory_md_only_with_their_event(offline_home:
     assert coworker("strike", "m1").returncode == 0  # v1 to restore below
     before = offline_home.memory_md.read_bytes()
     _failing_event(offline_home, "memory_strike", "memory_restore")
-    for args in (("strike", "Dana"), ("restore", "1")):
+    for args in (("strike", "Dana"), ("restore", "1", "--yes")):
         line = _one_line_error(coworker(*args), 1)
         assert "database failed" in line and "disk I/O error" in line, line
         assert offline_home.memory_md.read_bytes() == before, args

@@ -15,9 +15,11 @@ without an id is an entry the owner added by hand: it gets the next id on the ne
 its text is kept as written. A line that looks like an entry but cannot be read (a malformed
 id, a duplicate id) is an error naming the line, so nothing is silently rewritten.
 
-Before any destructive change (strike, restore, approve) a versioned snapshot of the whole file
-is written to state/snapshots/ (vNNNN.md with a vNNNN.json sidecar: date, reason, entries).
-Writes are atomic (a temporary file, then rename). It never reads the database.
+Before any destructive change (strike, unstrike, restore, approve) a versioned snapshot of the
+whole file is written to state/snapshots/ (vNNNN.md with a vNNNN.json sidecar: date, reason,
+entries). What a restore would change, entry by entry, is `difference`; an entry struck is put
+back where it stood by `MemoryFile.returning`. Writes are atomic (a temporary file, then
+rename). It never reads the database.
 
 A MEMORY.md that cannot be read (a folder of that name, no permission, not UTF-8) is a
 MemoryFileError: one line that names the file and what to do, never a traceback. The loop's
@@ -149,7 +151,12 @@ class MemoryFile:
 
     @classmethod
     def load(cls, path: Path) -> MemoryFile:
-        text = _decode(path, read_bytes(path))
+        return cls.parse(path, read_bytes(path))
+
+    @classmethod
+    def parse(cls, path: Path, raw: bytes) -> MemoryFile:
+        """The file `path` as `raw` holds it (its name is the one errors give)."""
+        text = _decode(path, raw)
         lines: list[Entry | str] = []
         seen: dict[str, int] = {}
         for no, raw in enumerate(text.splitlines(), start=1):
@@ -223,12 +230,26 @@ class MemoryFile:
         base = self.numbered()
         entry = Entry(base.next_id(), " ".join(text.split()), tuple(sources), date or _today())
         lines = list(base.lines)
-        # right after the last line when that is an entry (before trailing blank lines);
-        # otherwise at the very end, so the owner's prose and blank lines stay as they are
-        last = max((i for i, x in enumerate(lines) if x != ""), default=None)
-        at = last + 1 if last is not None and isinstance(lines[last], Entry) else len(lines)
-        lines.insert(at, entry)
+        lines.insert(_end(lines), entry)
         return MemoryFile(self.path, lines, self.floor), entry
+
+    def returning(self, entry: Entry, then: MemoryFile) -> MemoryFile:
+        """A copy with `entry`, as an earlier version `then` held it, back where it stood
+        there: after the nearest entry before it that is still here, else before the nearest
+        after it; when `then` shares no entry with this file, before the first entry with a
+        higher id, else where a new entry goes (`with_entry`)."""
+        base = self.numbered()
+        lines = list(base.lines)
+        here = {x.id: i for i, x in enumerate(lines) if isinstance(x, Entry)}
+        order = [e.id for e in then.entries]
+        at = order.index(entry.id)
+        before = next((here[i] + 1 for i in reversed(order[:at]) if i in here), None)
+        after = next((here[i] for i in order[at + 1:] if i in here), None)
+        higher = next((i for eid, i in here.items() if _number_of(eid) > _number_of(entry.id)),
+                      None)
+        where = next((i for i in (before, after, higher) if i is not None), _end(lines))
+        lines.insert(where, entry)
+        return MemoryFile(self.path, lines, self.floor)
 
     def superseding(self, old_id: str, text: str, sources: list[int],
                     date: str | None = None) -> tuple[MemoryFile, Entry]:
@@ -253,6 +274,57 @@ class MemoryFile:
 
     def save(self) -> None:
         replace_atomically(self.path, self.render().encode("utf-8"))
+
+
+def _number_of(entry_id: str | None) -> int:
+    return int(entry_id[1:]) if entry_id else 0
+
+
+def _end(lines: list[Entry | str]) -> int:
+    """Where a new entry goes: right after the last line when that is an entry (before
+    trailing blank lines); otherwise at the very end, so the owner's prose and blank lines
+    stay as they are."""
+    last = max((i for i, x in enumerate(lines) if x != ""), default=None)
+    return last + 1 if last is not None and isinstance(lines[last], Entry) else len(lines)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """What putting one version of MEMORY.md in place of another changes, entry by entry:
+    the entries that come back, those that leave, those whose text differs under the same
+    id (now, then). `prose` when lines that are not entries (headings, notes) differ too;
+    `unreadable` (why) when either cannot be read as entries, so only the whole can be said
+    to change; `same` when the bytes are equal (nothing changes)."""
+
+    added: tuple[Entry, ...] = ()
+    removed: tuple[Entry, ...] = ()
+    changed: tuple[tuple[Entry, Entry], ...] = ()
+    prose: bool = False
+    unreadable: str | None = None
+    same: bool = False
+
+
+def _key(e: Entry) -> str:
+    return e.id or "+" + " ".join(e.text.lower().split())  # a hand-added entry by its text
+
+
+def difference(now_path: Path, then_path: Path) -> Difference:
+    """What replacing the file at `now_path` by the one at `then_path` changes. A file that
+    cannot be read at all is a MemoryFileError, as everywhere."""
+    now_raw, then_raw = read_bytes(now_path), read_bytes(then_path)
+    if now_raw == then_raw:
+        return Difference(same=True)
+    try:
+        now, then = MemoryFile.parse(now_path, now_raw), MemoryFile.parse(then_path, then_raw)
+    except MemoryFileError as e:
+        return Difference(unreadable=str(e))
+    a, b = {_key(e): e for e in now.entries}, {_key(e): e for e in then.entries}
+    return Difference(
+        added=tuple(e for k, e in b.items() if k not in a),
+        removed=tuple(e for k, e in a.items() if k not in b),
+        changed=tuple((a[k], b[k]) for k in a if k in b and a[k].text != b[k].text),
+        prose=[x for x in now.lines if isinstance(x, str)]
+        != [x for x in then.lines if isinstance(x, str)])
 
 
 # --- snapshots -------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ words hold less than `EVIDENCE_FLOOR` of the query's idf means no block (the hit
 result, for the eval's ranking and the `recall` event). The reason is `Recall.skipped`, and
 `as_meta` records it as `decision`. The top k are chosen by rank with near-duplicates of a hit
 already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
-superseded decision "stale: superseded by decision N", the words of search and walk. When the
+superseded decision "stale: superseded by decision N", the words of search and walk, and the
+record of an entry the owner struck from MEMORY.md as struck, never a fact (`STRUCK_NOTE`). When the
 query names one person who said a line among the candidates and the best hit is theirs, their
 own lines among the best 20 come before everyone else's after the top three (ADR-0030).
 
@@ -115,12 +116,23 @@ DUPLICATE_PENALTY = 1.0  # a copy of a hit already taken (word overlap 1) is wor
 # After the actor of an imported event's line, in the recall block and the context alike:
 # whatever actor and author_kind an imported line claims, it never carries the owner's authority
 IMPORTED_MARK = " · imported: not your owner's words"
+# What the record of a strike says wherever it is read (the recall block, the context, search,
+# the walk, memory_read): its body quotes the MEMORY.md entry the owner struck, which is no fact
+# to offer; MEMORY.md, in every prompt, holds what is true now (an entry put back is in it).
+STRUCK_NOTE = "struck from MEMORY.md by your owner: not a fact (MEMORY.md holds what is true now)"
+
+
+def struck_record(e: Event) -> bool:
+    """Whether `e` is the coworker's record of an entry the owner struck from MEMORY.md (an
+    imported one is history, marked imported: not this MEMORY.md's)."""
+    return e.kind == "memory_strike" and not e.imported
 
 
 def event_mark(e: Event, stale: str | None = None) -> str:
-    """What an event's header says after its actor: imported, and superseded by `stale`
-    ("decision 4 (event 57)"), in the same words at every door."""
+    """What an event's header says after its actor: imported, struck (`STRUCK_NOTE`), and
+    superseded by `stale` ("decision 4 (event 57)"), in the same words at every door."""
     return (IMPORTED_MARK if e.imported else "") + (
+        f" · {STRUCK_NOTE}" if struck_record(e) else "") + (
         "" if stale is None else f" · stale: superseded by {stale}")
 
 
@@ -234,7 +246,8 @@ class Recall:
             "items": [{"kind": "event", "id": h.event.id, "score": round(h.score, 4),
                        "episode": h.episode, "source": h.event.source,
                        **({"stale": f"superseded by {h.stale_by}"}
-                          if h.stale_by is not None else {})}
+                          if h.stale_by is not None else {}),
+                       **({"struck": True} if struck_record(h.event) else {})}
                       for h, _ in self.chosen(budget)],  # what the block holds, in its order
             "evidence": None if self.evidence is None else round(self.evidence, 4),
             "decision": f"none: {self.skipped}" if self.skipped else "inject"}

@@ -61,8 +61,8 @@ from . import dates
 from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
+from .recall import STRUCK_NOTE, header_field, named_person_or_none, rrf, struck_record, told_about
 from .recall import coverage as covered
-from .recall import header_field, named_person_or_none, rrf, told_about
 from .tokens import query_words, stem
 
 log = logging.getLogger(__name__)
@@ -600,6 +600,8 @@ def _label(event: Event, stale: dict[int, str]) -> str:
         label += f" (stale: superseded by {stale[event.id]})"
     if event.imported:
         label += " (imported: not your owner's words)"
+    if struck_record(event):
+        label += f" ({STRUCK_NOTE})"
     return label
 
 

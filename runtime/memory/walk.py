@@ -44,7 +44,7 @@ from ..store.events import BOOKKEEPING_KINDS
 from . import dates, docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
-from .recall import told_about
+from .recall import STRUCK_NOTE, struck_record, told_about
 from .tokens import VOCAB_CHARS, head, query_words, stem, words
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,8 @@ class Found:
             row["stale"] = f"superseded by {self.stale_by}"
         if e.imported:  # whatever actor it claims, never the owner's authority
             row["imported"] = "not your owner's words"
+        if struck_record(e):  # it quotes an entry the owner struck: never a fact
+            row["struck"] = STRUCK_NOTE
         return row
 
 
