@@ -16,8 +16,8 @@ runtime.settings) with the closest name, not an error.
 
 Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
 same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
-`load` sees (the resolved model API key, and any string under a key whose name holds KEY, TOKEN,
-SECRET, PASSWORD or AUTH) is registered, and everything the coworker writes (events, logs,
+`load` sees (the resolved model API key, and any string under a key whose name holds the word
+KEY, TOKEN, SECRET, PASSWORD or AUTH: `secrecy.is_secret_name`) that can be a secret is registered, and everything the coworker writes (events, logs,
 errors, doctor output) passes through `redact` first.
 """
 
@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -58,6 +57,7 @@ from pydantic_settings import (
 from .errors import ConfigError
 from .files import NotRegularFile, read_regular
 from .hands.config import McpSection
+from .secrecy import can_be_secret, is_secret_name
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,6 @@ ENV_PREFIX = "COWORKER_"
 # COWORKER_* variables that are not settings (the home folder is found before config.toml).
 OTHER_ENV = ("COWORKER_HOME",)
 SECRETS_FILE = "secrets.toml"  # in state/, beside the database
-# A key whose name holds one of these words (any case) holds a secret.
-_SECRET_NAME = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 
 DEFAULT_ROLE = (
     "You are a careful coworker. You wake on a tick, read what is new, and act only when it "
@@ -362,14 +360,25 @@ class Settings(BaseSettings):
 # the coworker writes (events, logs, errors, doctor output) passes through `redact` first.
 _SECRETS: set[str] = set()
 REDACTED = "[redacted]"
-MIN_SECRET_CHARS = 6
+_WARNED: set[str] = set()  # configured names whose value is too ordinary to hide, said once
 
 
 def register_secret(value: str | None) -> None:
-    """Remember a secret value so `redact` hides it; short values are ignored (they would
-    redact ordinary words)."""
-    if value and len(value.strip()) >= MIN_SECRET_CHARS:
+    """Remember a secret value so `redact` hides it; a value that cannot be a secret (too
+    short or too ordinary: `secrecy.can_be_secret`) is ignored, since hiding it would corrupt
+    ordinary text."""
+    if value and can_be_secret(value):
         _SECRETS.add(value.strip())
+
+
+def warn_ordinary_secret(where: str) -> None:
+    """One WARNING per process for a secret-named setting whose value is never redacted."""
+    if where not in _WARNED:
+        _WARNED.add(where)
+        log.warning("%s is named like a secret, but its value is too short or too ordinary to "
+                    "be one (a secret has at least 8 characters, no spaces, and not letters or "
+                    "digits alone): it is NOT hidden from what the coworker writes. If it is a "
+                    "secret, use a stronger one; if not, ignore this", where)
 
 
 def redacts() -> bool:
@@ -401,20 +410,23 @@ def secrets_path(config_path: Path) -> Path:
     return config_path.parent / "state" / SECRETS_FILE
 
 
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def secret_values(data: Any, _under_secret: bool = False) -> Iterator[str]:
+def secret_values(data: Any) -> Iterator[str]:
     """Every non-empty string held under a secret-named key, anywhere in nested TOML data."""
+    return (value for _, value in secret_items(data))
+
+
+def secret_items(data: Any, path: str = "", _under_secret: bool = False
+                 ) -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every non-empty string held under a secret-named key."""
     if isinstance(data, Mapping):
         for k, v in data.items():
-            yield from secret_values(v, _under_secret or is_secret_name(str(k)))
+            yield from secret_items(v, f"{path}.{k}" if path else str(k),
+                                    _under_secret or is_secret_name(str(k)))
     elif isinstance(data, list | tuple):
-        for v in data:
-            yield from secret_values(v, _under_secret)
+        for i, v in enumerate(data):
+            yield from secret_items(v, f"{path}[{i}]", _under_secret)
     elif isinstance(data, str) and _under_secret and data.strip():
-        yield data
+        yield path, data
 
 
 def _bad_byte(e: UnicodeDecodeError) -> str:
@@ -576,8 +588,12 @@ def load(path: Path) -> Settings:
         raise ConfigError(_single_line(
             f"settings: {e}; fix the value or unset the COWORKER_* variable")) from e
     register_secret(settings.model.resolved_api_key())
-    for value in secret_values(data):
+    for name, value in secret_items(data):
         register_secret(value)
+        if not can_be_secret(value):
+            warn_ordinary_secret(f"config {name}")
+    for where in settings.mcp.ordinary_secrets():
+        warn_ordinary_secret(f"config {where}")
     for value in secret_values(settings.model_dump()):
         register_secret(value)
     for value in settings.mcp.secret_values():  # secret_env and bare bearer credentials too

@@ -101,3 +101,73 @@ def test_a_rare_cron_is_still_accepted(offline_home: Home):
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-1"])
 def test_stop_timeout_must_be_a_number_of_seconds(offline_home: Home, value):
     one_line_error(coworker("stop", "--timeout", value), 2, "--timeout")
+
+
+# --- 1. redaction never corrupts ordinary text ---------------------------------------------
+
+AUTHOR_ENV = ('[[mcp.servers]]\nname = "git"\ncommand = "true"\n'
+              'env = { GIT_AUTHOR_NAME = "Dana Smith", GIT_AUTH_DEBUG = "1", '
+              'GITHUB_TOKEN = "ghp-real-0a1b2c3d" }\n')
+
+TEXTS = ["Dana Smith agreed to own the parser fix",
+         "Commit: 155b73f1, Date: 2026-12-05, 1 file changed",
+         "token ghp-real-0a1b2c3d leaked"]
+
+
+def test_a_name_or_a_digit_in_a_secret_looking_env_is_never_redacted(offline_home: Home,
+                                                                      caplog):
+    """What the running coworker writes (it has loaded the config, so its secrets are known)
+    reads back whole beside such a configuration; a real secret is still hidden."""
+    import logging
+
+    from runtime.store import Event, Store
+    from runtime.store import events as ev
+
+    with open(offline_home.config_path, "a", encoding="utf-8") as f:
+        f.write("\n[mcp]\n" + AUTHOR_ENV)
+    caplog.set_level(logging.WARNING, logger="runtime.settings")
+    offline_home.settings()  # what the loop does first: its secrets are registered
+    with Store.open(offline_home.db_path) as store:
+        ids = [ev.append(store, Event(kind="note", body=t, actor="coworker",
+                                      author_kind="agent")) for t in TEXTS]
+        bodies = [ev.get(store, i).body for i in ids]
+    assert bodies[:2] == TEXTS[:2], "what was written is never silently changed"
+    assert bodies[2] == "token [redacted] leaked", "a real secret still is"
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "GIT_AUTH_DEBUG" in warned and "NOT hidden" in warned
+    assert "GIT_AUTHOR_NAME" not in warned  # not a secret name at all
+
+
+def test_the_servers_own_redactor_spares_ordinary_values():
+    from runtime.hands.config import McpSection
+    from runtime.hands.hands import Hands
+
+    section = McpSection.model_validate({"servers": [{
+        "name": "git", "command": "true", "secret_env": ["PIN"],
+        "env": {"GIT_AUTHOR_NAME": "Dana Smith", "GIT_AUTH_DEBUG": "1", "PIN": "1234",
+                "API_KEY": "k-live-55aa77"}}]})
+    hands = Hands(section)
+    assert hands.redact("Dana Smith, 1 of 1234, key k-live-55aa77") == \
+        "Dana Smith, 1 of 1234, key [redacted]"
+    assert sorted(section.ordinary_secrets()) == [
+        "[[mcp.servers]] 'git' env GIT_AUTH_DEBUG", "[[mcp.servers]] 'git' env PIN"]
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("GIT_AUTHOR_NAME", False), ("KEYBOARD_LAYOUT", False), ("TOKENIZER_PATH", False),
+    ("AUTHORS", False), ("API_KEY", True), ("apiKey", True), ("X-Auth-Token", True),
+    ("Authorization", True), ("GIT_AUTH_DEBUG", True), ("DB_PASSWORD", True),
+    ("OPENAI_APIKEY", True), ("SECRETS", True)])
+def test_secret_names_match_whole_words(name, secret):
+    from runtime.secrecy import is_secret_name
+
+    assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize("value, secret", [
+    ("Dana Smith", False), ("1", False), ("production", False), ("12345678", False),
+    ("hunter2", False), ("k-333333", True), ("sk-ant-api03-xyz", True), ("ghp_abcDEF123", True)])
+def test_a_value_too_short_or_too_ordinary_is_never_a_secret(value, secret):
+    from runtime.secrecy import can_be_secret
+
+    assert can_be_secret(value) is secret

@@ -21,13 +21,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..secrecy import can_be_secret, is_secret_name
+
 SEP = "__"
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what the Messages API accepts
 SERVER_NAME = r"^[a-z0-9_-]+$"
 MAX_SERVER_NAME = 32
 MAX_TOOL_NAME = 64
 # An env or header name holding one of these words (any case) holds a secret.
-_SECRET_NAME = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
 # "Bearer abc...": the credential alone may be echoed back without its scheme word.
 _SCHEME = re.compile(r"^(?:bearer|basic|token|digest)\s+(\S+)$", re.IGNORECASE)
 
@@ -62,8 +63,8 @@ class McpServer(_Entry):
     args: list[str] = Field(default_factory=list, description="stdio: its arguments")
     env: dict[str, str] = Field(default_factory=dict, description="stdio: environment passed to it")
     secret_env: list[str] = Field(
-        default_factory=list, description="env names to treat as secrets (beyond KEY, TOKEN, "
-        "SECRET, PASSWORD, AUTH in the name)")
+        default_factory=list, description="env names to treat as secrets (beyond the words KEY, "
+        "TOKEN, SECRET, PASSWORD, AUTH in the name)")
     url: str | None = Field(None, description="streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to the url")
     mode: Literal["dry-run", "live"] = Field(
@@ -122,20 +123,32 @@ class McpServer(_Entry):
 
     def secret_values(self) -> list[str]:
         """Every value this entry holds that must never be shown: env and header values whose
-        name holds KEY, TOKEN, SECRET, PASSWORD or AUTH, the env values `secret_env` names, and
+        name holds the word KEY, TOKEN, SECRET, PASSWORD or AUTH, the env values `secret_env` names,
+        when they can be secrets (`secrecy.can_be_secret`), and
         the credential part of an "Authorization: Bearer <credential>" style header."""
         return sorted(set(self._secrets()), key=lambda s: (-len(s), s))
 
     def _secrets(self) -> Iterator[str]:
+        return (v for _, v in self._named_secrets() if can_be_secret(v))
+
+    def ordinary_secrets(self) -> list[str]:
+        """Where this entry holds a secret-named value too ordinary to hide (said at WARNING,
+        never redacted: `secrecy.can_be_secret`)."""
+        return [f"[[mcp.servers]] {self.name!r} {where}" for where, v in self._named_secrets()
+                if not can_be_secret(v)]
+
+    def _named_secrets(self) -> Iterator[tuple[str, str]]:
         for name, value in self.env.items():
-            if value.strip() and (name in self.secret_env or _SECRET_NAME.search(name)):
-                yield value.strip()
+            if value.strip() and (name in self.secret_env or is_secret_name(name)):
+                yield f"env {name}", value.strip()
         for name, value in self.headers.items():
-            if value.strip() and _SECRET_NAME.search(name):
-                yield value.strip()
+            if value.strip() and is_secret_name(name):
                 m = _SCHEME.match(value.strip())
-                if m:
-                    yield m.group(1)
+                if m:  # "Bearer <credential>": the credential is the secret
+                    yield f"header {name}", m.group(1)
+                    if not can_be_secret(value.strip()):
+                        continue
+                yield f"header {name}", value.strip()
 
 
 class McpWatch(_Entry):
@@ -219,6 +232,10 @@ class McpSection(BaseModel):
 
     def server(self, name: str) -> McpServer | None:
         return next((s for s in self.servers if s.name == name), None)
+
+    def ordinary_secrets(self) -> list[str]:
+        """Every server entry's secret-named values too ordinary to hide."""
+        return [w for s in self.servers for w in s.ordinary_secrets()]
 
     def secret_values(self) -> list[str]:
         """Every secret value of every server entry (see `McpServer.secret_values`)."""
