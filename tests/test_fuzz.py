@@ -92,16 +92,20 @@ COMMANDS = {
     "tell": st.builds(lambda a: ["tell", *a], args),
     "tag": st.builds(lambda i, a: ["tag", i, *a], st.one_of(numberish, arg), args),
     "log": st.builds(lambda n: ["log", "-n", n], st.one_of(numberish, arg)),
+    "log --until": st.builds(lambda w: ["log", "--until", w], st.one_of(numberish, arg)),
     "promotions approve": st.builds(lambda n: ["promotions", "approve", n],
                                     st.one_of(numberish, arg)),
     "unpin": st.builds(lambda n: ["unpin", n], st.one_of(numberish, arg)),
     "strike": st.builds(lambda a: ["strike", *a], args),
+    "unstrike": st.builds(lambda a: ["unstrike", *a], args),
+    "restore": st.builds(lambda n: ["restore", n], st.one_of(numberish, arg)),
     "pin": st.builds(lambda a: ["pin", *a], args),
 }
 
 # Found by this suite; fixed in runtime/cli.py. Kept as explicit examples so they stay fixed.
 KNOWN = {
     "log": [["log", "-n", "99999999999999999999"]],
+    "log --until": [["log", "--until", "9999-12-31"], ["log", "--until", "nan"]],
     "tag": [["tag", "99999999999999999999", "x"], ["tag", "²", "x"], ["tag", "e.²", "x"]],
     "promotions approve": [["promotions", "approve", "99999999999999999999"],
                            ["promotions", "approve", "-99999999999999999999"]],
