@@ -29,7 +29,7 @@ import click
 
 from . import __version__, process, render
 from .actions import MAX_ID, Actions, Door
-from .errors import CoworkerError, UsageError
+from .errors import CoworkerError, Refused, UsageError
 from .eval_paraphrase import HALVES as PARAPHRASE_HALVES
 from .evaluate import CHANNELS, LOCAL_MODELS
 from .home import Home, private_umask
@@ -544,6 +544,9 @@ def import_cmd(file: Path | None, skip_bad: bool, mine: str | None, unmine: str 
             bar.refresh()
         report = _owner().import_history(file, skip_bad=skip_bad, mine=mine, progress=advance)
     _imported(report)
+    if report.skipped and not report.imported and not report.already_present:
+        raise Refused(f"nothing imported: every line of {file.name} was bad ({len(report.skipped)} "
+                      "skipped, reasons above); fix the file and import it again")
 
 
 def _imported(report: Any) -> None:

@@ -171,3 +171,16 @@ def test_a_value_too_short_or_too_ordinary_is_never_a_secret(value, secret):
     from runtime.secrecy import can_be_secret
 
     assert can_be_secret(value) is secret
+
+
+# --- 18. import --skip-bad of a file whose every line is bad -------------------------------
+
+def test_skip_bad_with_every_line_bad_exits_1(offline_home: Home, tmp_path: Path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('not json\n{"kind": "message"}\n', encoding="utf-8")
+    r = coworker("import", str(bad), "--skip-bad")
+    assert r.returncode == 1 and "nothing imported" in r.stderr and "Traceback" not in r.stderr
+    good = tmp_path / "good.jsonl"
+    good.write_text('not json\n{"ts": "2026-11-30T10:00:00Z", "kind": "message", '
+                    '"actor": "dana", "body": "hello"}\n', encoding="utf-8")
+    assert coworker("import", str(good), "--skip-bad").returncode == 0
