@@ -22,11 +22,19 @@ code 0, at once, even while a call is still running: each tool and resource runs
 work in a daemon thread (`_off_loop`), so the SDK's cancelling of calls in flight at EOF takes
 effect immediately and the process never waits for an abandoned call (a write it was making
 rolls back; SQLite keeps the database whole).
+
+No request goes unanswered. The SDK drops, with no reply and no log above DEBUG, a line it
+cannot read; a client then waited for ever. `_mend` reads such a line again: a request whose
+text holds a lone surrogate (a JSON "\\udcff" escape: half a UTF-16 pair, which the SDK's
+JSON parser refuses) is served with U+FFFD in its place, as stored text everywhere (see
+`events.SURROGATE`); any other line it cannot read is answered with a JSON-RPC error (the
+request's id, or null when it has none). Each is logged at WARNING.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import threading
@@ -34,16 +42,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
+import mcp_types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
+from pydantic import ValidationError
 
 from . import __version__
 from .actions import Actions, Door
 from .errors import CoworkerError
 from .home import Home
 from .memory.cards import cap_query
+from .store.events import SURROGATE
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +260,109 @@ def serve(home: Home) -> None:
     root.addHandler(handler)
     root.setLevel(settings.logging.level)
     log.info("coworker mcp: serving %s over stdio", home.root)
-    build(home).run()  # returns when stdin reaches EOF; calls in flight are cancelled
+    anyio.run(_serve_stdio, build(home))  # returns at stdin EOF; calls in flight are cancelled
     busy = sum(1 for t in threading.enumerate() if t.name == "coworker-mcp-call")
     log.info("coworker mcp: the client closed stdin; exiting%s",
              f" without waiting for {busy} call(s) in flight" if busy else "")
+
+
+async def _serve_stdio(mcp: MCPServer) -> None:
+    """`MCPServer.run_stdio_async`, with `_mend` between the transport and the server."""
+    server = mcp._lowlevel_server  # noqa: SLF001 - mcp 2.x has no public way to run it on our streams
+    async with stdio_server() as (read_stream, write_stream):
+        mended_writer, mended = create_context_streams[SessionMessage | Exception](0)
+
+        async def pump() -> None:
+            async with mended_writer:
+                async for item in read_stream:
+                    message = await _mend(item, write_stream)
+                    if message is not None:
+                        await mended_writer.send(message)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await server.run(mended, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+async def _mend(item: SessionMessage | Exception, write_stream: Any) -> SessionMessage | None:
+    """The message `item` is, or None when it is a line that could not be read (answered
+    here with a JSON-RPC error, logged at WARNING)."""
+    if not isinstance(item, Exception):
+        return item
+    raw = _raw_line(item)
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:  # Python's parser reads lone surrogates; this is no JSON at all
+        log.warning("coworker mcp: a line that is not JSON (%s); answered with a parse error",
+                    _first_error(item))
+        await _answer(write_stream, None, mcp_types.PARSE_ERROR, "not JSON: send one JSON-RPC "
+                      "message a line")
+        return None
+    if raw is not None and (whole := _whole(data)) != data:
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_python(whole, by_name=False)
+        except ValidationError:
+            pass
+        else:
+            log.warning("coworker mcp: %s carried a lone surrogate (half a UTF-16 pair, no "
+                        "text at all): read with U+FFFD in its place", _what(data))
+            return SessionMessage(message)
+    rid = _request_id(data)
+    log.warning("coworker mcp: %s is not a JSON-RPC message the server can read (%s); "
+                "answered with an error", _what(data), _first_error(item))
+    await _answer(write_stream, rid, mcp_types.INVALID_REQUEST,
+                  f"not a valid JSON-RPC message: {_first_error(item)}")
+    return None
+
+
+def _raw_line(error: Exception) -> str | None:
+    """The line a transport could not parse, as the SDK's ValidationError carries it (None
+    for a line that parsed but is no JSON-RPC message: then only its parts are kept)."""
+    if not isinstance(error, ValidationError):
+        return None
+    for detail in error.errors():
+        if detail.get("type") == "json_invalid" and isinstance(detail.get("input"), str):
+            return detail["input"]
+    return None
+
+
+def _first_error(error: Exception) -> str:
+    if isinstance(error, ValidationError) and error.errors():
+        return str(error.errors()[0].get("msg", "invalid"))[:200]
+    return f"{type(error).__name__}: {error}"[:200]
+
+
+def _whole(value: Any) -> Any:
+    """`value` (parsed JSON) with each lone surrogate in its text, keys included, as U+FFFD."""
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, dict):
+        return {_whole(k): _whole(v) for k, v in value.items()}
+    return value
+
+
+def _request_id(data: Any) -> str | int | None:
+    """The id of a request (a message with a method and an id), or None."""
+    if not isinstance(data, dict) or "method" not in data:
+        return None
+    rid = data.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, str | int):
+        return None
+    return _whole(rid)
+
+
+def _what(data: Any) -> str:
+    """How a log line names a message: its method and id, when it has them."""
+    rid = _request_id(data)
+    method = data.get("method") if isinstance(data, dict) else None
+    name = _whole(method) if isinstance(method, str) else "a message"
+    return f"{name[:80]!r} (id {rid!r})" if rid is not None else repr(name[:80])
+
+
+async def _answer(write_stream: Any, rid: str | int | None, code: int, message: str) -> None:
+    error = mcp_types.JSONRPCError(jsonrpc="2.0", id=rid,
+                                   error=mcp_types.ErrorData(code=code, message=message))
+    await write_stream.send(SessionMessage(error))

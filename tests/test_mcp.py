@@ -429,3 +429,55 @@ def test_the_server_exits_when_its_client_closes_stdin(offline_home: Home, when:
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines())
     assert "Traceback" not in err
     assert "the client closed stdin; exiting" in err
+
+
+# --- a request the SDK cannot read is still answered (issue 38, item 13) -----------------------
+
+def _reply(proc: subprocess.Popen, line: str) -> dict | None:
+    """Send one raw line; the server's reply, or None when none comes within 30 s."""
+    import select
+
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    return json.loads(proc.stdout.readline()) if ready else None
+
+
+def test_a_lone_surrogate_in_a_request_is_read_as_u_fffd_and_answered(offline_home: Home):
+    """`tell` and `memory_search` with "\\udcff" (a JSON escape for half a UTF-16 pair; the
+    client library refuses to encode one, so the lines are raw) were dropped by the SDK's
+    parser: no reply, ever, and nothing logged. Each is answered now, its text read with
+    U+FFFD, and a line that is not JSON gets a parse error; the server logs a WARNING."""
+    params = server_params(offline_home)
+    proc = subprocess.Popen([params.command, *params.args], env=params.env, cwd=params.cwd,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    call = ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", '
+            '"arguments": {"%s": "half a pair \\udcff here"}}}')
+    try:
+        assert _initialize(proc)["id"] == 1
+        told = _reply(proc, call % (2, "tell", "text"))
+        found = _reply(proc, call % (3, "memory_search", "query"))
+        garbage = _reply(proc, "not json at all")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert told is not None and found is not None, "a request went unanswered"
+    assert told["id"] == 2 and told["result"]["isError"] is False
+    event_id = told["result"]["structuredContent"]["event_id"]
+    assert found["id"] == 3 and found["result"]["isError"] is False
+    assert [h["id"] for h in found["result"]["structuredContent"]["hits"]] == [event_id]
+    assert garbage is not None and garbage["id"] is None
+    assert garbage["error"]["code"] == -32700
+    assert "WARNING" in err and "lone surrogate" in err and "Traceback" not in err
+    with Store.open(offline_home.db_path) as store:
+        assert ev.get(store, event_id).body == "half a pair \ufffd here"
+
+    async def body(s: ClientSession):  # and a real client's session goes on as ever
+        return await s.call_tool("memory_search", {"query": "half a pair \ufffd here"})
+    again = talk(offline_home, body)
+    assert not again.is_error and event_id in [h["id"] for h in again.structured_content["hits"]]
