@@ -649,10 +649,10 @@ class Actions:
         """Bring back MEMORY.md version `number`; the current file is snapshotted first. With
         `expect` (a `RestorePlan.digest`), refused when MEMORY.md is no longer the file that
         plan was read from, so what was shown is what is done."""
-        from .memory.memorymd import chosen_snapshot, put_back, read_bytes, snapshot
+        from .memory.memorymd import chosen_snapshot, put_back, read_bytes, restorable, snapshot
 
         self._owner("restore")
-        chosen_snapshot(self.home.snapshots, number)  # an unknown version: refused at once
+        restorable(chosen_snapshot(self.home.snapshots, number))  # unknown or unreadable: refused
         with self._store() as store:
             with store.transaction():  # as strike: the file changes only with its event
                 chosen = chosen_snapshot(self.home.snapshots, number)

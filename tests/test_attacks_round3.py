@@ -184,3 +184,19 @@ def test_skip_bad_with_every_line_bad_exits_1(offline_home: Home, tmp_path: Path
     good.write_text('not json\n{"ts": "2026-11-30T10:00:00Z", "kind": "message", '
                     '"actor": "dana", "body": "hello"}\n', encoding="utf-8")
     assert coworker("import", str(good), "--skip-bad").returncode == 0
+
+
+# --- 15. restore checks the snapshot first ---------------------------------------------------
+
+def test_restore_refuses_a_snapshot_that_is_not_utf8(offline_home: Home):
+    offline_home.memory_md.write_text("# MEMORY.md\n\n- [m1] Dana owns the parser fix\n",
+                                      encoding="utf-8")
+    assert coworker("strike", "m1").returncode == 0
+    [snap] = sorted(offline_home.snapshots.glob("v*.md"))
+    snap.write_bytes(b"- [m1] Dana owns the parser \xff fix\n")  # damaged on disk
+    before = offline_home.memory_md.read_bytes()
+    kept = len(list(offline_home.snapshots.glob("v*.md")))
+    one_line_error(coworker("restore", "1", "--yes"), 2, "cannot be restored")
+    assert offline_home.memory_md.read_bytes() == before, "MEMORY.md is unchanged"
+    assert len(list(offline_home.snapshots.glob("v*.md"))) == kept, "no snapshot written"
+    assert coworker("strike", "m1").returncode == 1  # still a MEMORY.md strike can read

@@ -412,8 +412,21 @@ def chosen_snapshot(folder: Path, number: int) -> Snapshot:
 
 
 def put_back(memory_md: Path, chosen: Snapshot) -> None:
-    """MEMORY.md replaced, byte for byte, by a snapshot's copy."""
-    replace_atomically(memory_md, chosen.path.read_bytes())
+    """MEMORY.md replaced, byte for byte, by a snapshot's copy, once the copy reads as a
+    MEMORY.md (UTF-8, entries that parse): a snapshot every later command would refuse is
+    refused here, before anything changes."""
+    replace_atomically(memory_md, restorable(chosen))
+
+
+def restorable(chosen: Snapshot) -> bytes:
+    """The snapshot's bytes, or MemoryFileError when they do not read as a MEMORY.md."""
+    data = read_bytes(chosen.path)
+    try:
+        MemoryFile.parse(chosen.path, data)
+    except MemoryFileError as e:
+        raise MemoryFileError(f"snapshot v{chosen.number} cannot be restored, it is not a "
+                              f"MEMORY.md that reads ({e}); MEMORY.md is unchanged") from None
+    return data
 
 
 def replace_atomically(path: Path, data: bytes) -> None:
