@@ -2,11 +2,15 @@
 
 Owns tf-idf against the whole log: term frequencies from the span, document frequencies read
 from the FTS index itself (the `events_vocab` table, porter stems), so a card costs a few
-indexed look-ups and no pass over the log. Cards are surface words (what a person would type);
-words and stems come from `memory.tokens`, the one tokenizer, which splits and folds as the FTS
-tokenizer does, so a card indexed in rollups_fts is found by the same query words. Extractive
-summaries pick the most informative sentences and cite their event ids. Deterministic; reads
-the store, never writes, never calls a model.
+indexed look-ups and no pass over the log. A parent's card weighs its children's card words by
+how few rollups of their rung hold them (`rung_card`, ADR-0035), so a word a whole rung holds
+(small talk said every day) loses to the words that tell this span from its siblings. A card
+never holds an id or a hash (`looks_like_id`: `7711b75`) nor a word of SMALL_TALK, though the
+episode's vocabulary, which recall and the walk read, keeps every word. Cards are surface
+words (what a person would type); words and stems come from `memory.tokens`, the one
+tokenizer, which splits and folds as the FTS tokenizer does, so a card indexed in rollups_fts
+is found by the same query words. Extractive summaries pick the most informative sentences
+and cite their event ids. Deterministic; reads the store, never writes, never calls a model.
 
 It also owns the one limit on a query's length, `MAX_QUERY_CHARS` (2,000 characters): walk,
 search, recall, the agent's memory tools and the MCP tools all read at most that much of a
@@ -40,6 +44,16 @@ _WORD_CHAR = re.compile(r"[^\W_]")
 # The one limit on a query's length, for every door (see the module docstring).
 MAX_QUERY_CHARS = 2000
 
+# Greetings, thanks, meals, fillers and relative days: said in any span, telling none apart.
+SMALL_TALK = frozenset("""
+    hi hello hey thanks thank thx cheers bye morning afternoon evening tonight today tomorrow
+    yesterday weekend lunch coffee breakfast dinner drinks anyone everyone someone somebody
+    join joining ok okay yes yeah yep nope sure cool nice great awesome lol haha sorry welcome
+    congrats guys folks soon later quick
+""".split())
+_HEX = frozenset("0123456789abcdef")
+RUNG_CACHED = 20_000  # rung document frequencies one scorer keeps
+
 
 def cap_query(text: str, limit: int = MAX_QUERY_CHARS) -> tuple[str, bool]:
     """`text` cut to at most `limit` characters, and whether it was cut. A word the cut splits
@@ -64,6 +78,18 @@ def is_content_word(w: str) -> bool:
     return len(w) >= 3
 
 
+def looks_like_id(w: str) -> bool:
+    """A hash or an id rather than a word: hex of six or more with a digit (`7711b75`), or
+    letters and digits twelve or more long."""
+    return (any(c.isdigit() for c in w) and not w.isdigit()
+            and (len(w) >= 12 or (len(w) >= 6 and set(w) <= _HEX)))
+
+
+def card_word(w: str) -> bool:
+    """A word an index card may hold: not an id or hash, not small talk."""
+    return w not in SMALL_TALK and not looks_like_id(w)
+
+
 def content_words(text: str) -> list[str]:
     return [w for w in words(text) if is_content_word(w)]
 
@@ -85,6 +111,8 @@ class Distinctive:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.n_docs = 1  # set by each idf call: the events in all, as of that call
+        self._rung: dict[tuple[int, str], int] = {}  # (level, word) -> rollups whose card has it
+        self._rung_size: dict[int, int] = {}  # level -> its rollups, as first read
 
     def idf(self, stems: Sequence[str]) -> dict[str, float]:
         df, docs = docfreq.doc_freqs(self.store, stems)
@@ -96,7 +124,7 @@ class Distinctive:
         tf: Counter[str] = Counter()
         surface: dict[str, Counter[str]] = {}
         for text in texts:
-            for w in content_words(text):
+            for w in filter(card_word, content_words(text)):
                 s = stem(w)
                 tf[s] += 1
                 surface.setdefault(s, Counter())[w] += 1
@@ -105,6 +133,39 @@ class Distinctive:
         idf = self.idf(list(tf))
         ranked = sorted(tf, key=lambda s: (-(1 + math.log(tf[s])) * idf[s], s))
         return [surface[s].most_common(1)[0][0] for s in ranked[:k]]
+
+    def rung_df(self, level: int, word: str) -> int:
+        """How many rollups of `level` hold `word` (by stem) in their card; kept per scorer."""
+        key = (level, word)
+        if key not in self._rung:
+            if len(self._rung) >= RUNG_CACHED:
+                self._rung.clear()
+            match = 'terms : "' + word.replace('"', '""') + '"'
+            self._rung[key] = int(self.store.scalar(  # a join would probe FTS once a rollup
+                "SELECT COUNT(*) FROM rollups WHERE level = ? AND id IN "
+                "(SELECT rowid FROM rollups_fts WHERE rollups_fts MATCH ?)", (level, match)) or 0)
+        return self._rung[key]
+
+    def rung_card(self, level: int, cards: Sequence[Sequence[str]], k: int = 8) -> list[str]:
+        """A parent's card from its children's cards (each best first, of rung `level`): a
+        word weighs its ranks in them (k for a first place, down by one a place) times its idf
+        over the rest of the rung (the children's siblings), so the words these children share
+        and few others hold come first, and what the whole rung says sinks."""
+        weights: Counter[str] = Counter()
+        holders: Counter[str] = Counter()
+        for card in cards:
+            for rank, w in enumerate(card[:k]):
+                if card_word(w):
+                    weights[w] += k - rank
+                    holders[w] += 1
+        if level not in self._rung_size:  # a run seals a rung's parents once it is whole
+            self._rung_size[level] = int(self.store.scalar(
+                "SELECT COUNT(*) FROM rollups WHERE level = ?", (level,)) or 0)
+        others = max(0, self._rung_size[level] - len(cards))
+        score = {w: weight * (math.log((others + 1) / (max(0, self.rung_df(level, w)
+                                                                - holders[w]) + 1)) + 1)
+                 for w, weight in weights.items()}
+        return sorted(score, key=lambda w: (-score[w], w))[:k]
 
     def best_sentences(self, items: Sequence[tuple[int, str]], k: int = 2,
                        focus: Sequence[str] = ()) -> list[tuple[int, str]]:

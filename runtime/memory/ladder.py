@@ -4,14 +4,21 @@ Level 1 episodes are blocks of about `fanout` events (cut where a new tick start
 quiet gap, at most 1.5 x fanout), read from events and archive as one history, streamed; and
 always cut where imported history meets live events or another import batch, whatever the
 block's size, so an episode never mixes them and is dated by its own timestamps. Level
-n+1 rollups gather `fanout` unparented level-n rollups, and so on up while a level has enough.
+n+1 rollups gather up to `fanout` consecutive unparented level-n rollups, and so on up.
+Every rung groups what is close in time (ADR-0035): a rollup of level n never covers more than
+`span_limit(n)` from its first timestamp to its last (a day for an episode, a week for a
+chapter, seven times more each rung up), so a rollup that would stretch its group past that
+completes the group at any size, as a change of origin completes an episode. Children are
+always consecutive in ids, so a parent's span `first-last` holds its children and nothing else.
 Only complete blocks seal; a sealed rollup never changes; a rerun with nothing new changes
 nothing; each seal is its own transaction, so an interrupted run leaves whole rungs only.
 A run holds one block of events or one group of `fanout` rollups at a time, never a whole
 level, so its memory does not grow with the history (tests/test_reflect_memory.py).
-Every rollup carries an index card (its most distinctive terms against the whole log) and a
-summary: written by the `summarize` callable the ritual passes in (checked against the source,
-with a fallback), or extractive. Spans that do not validate are written NULL (ADR-0008).
+Every rollup carries an index card and a summary: an episode's card is its most distinctive
+words against the whole log, a parent's its children's card words weighed by how few rollups
+of their rung hold them (`cards`); the summary is written by the `summarize` callable the
+ritual passes in (checked against the source, with a fallback), or extractive. Spans that do
+not validate are written NULL (ADR-0008).
 After GIVE_UP_AFTER failed summaries in a row the run stops calling `summarize` and the rest of
 it is extractive; a run's fallbacks are said once at WARNING, never once per call. The
 `Summarizer` is also the run's model budget: other model calls of the run (reflect's keyword
@@ -25,9 +32,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import reduce
+from typing import TypeVar
 
 from ..store import Event, Store
 from ..store import events as ev
@@ -39,8 +48,11 @@ log = logging.getLogger(__name__)
 
 # (level, [(id, text)]) -> (title, summary) or None; may raise, which counts as a failure.
 Summarize = Callable[[int, Sequence[tuple[int, str]]], "tuple[str, str] | None"]
+Extent = tuple[float, float] | None  # first and last timestamp, in seconds; None if unknown
+T = TypeVar("T")
 
 GAP_SECONDS = 30 * 60
+DAY = 24 * 3600.0
 MIN_SHARED = 0.6  # a model summary must share this share of its content words with the span
 GIVE_UP_AFTER = 3  # failed summaries in a row, then the rest of the run is extractive
 CARD_TERMS = 8
@@ -146,11 +158,21 @@ class Summarizer:
             log.warning("%s (last: %s)", self.outcome(), self.last_failure)
 
 
-def _ts(e: Event) -> float:
+def span_limit(level: int) -> float:
+    """The longest stretch of time, in seconds, a rollup of `level` covers from its first
+    timestamp to its last: a day for an episode, a week for a chapter, then x7 a rung."""
+    return DAY * 7 ** (level - 1)
+
+
+def _seconds(ts: str | None) -> float | None:
     try:
-        return datetime.fromisoformat(e.ts.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat((ts or "").replace("Z", "+00:00")).timestamp()
     except ValueError:
-        return 0.0
+        return None
+
+
+def _ts(e: Event) -> float:
+    return _seconds(e.ts) or 0.0
 
 
 def _boundary(prev: Event, e: Event) -> bool:
@@ -163,20 +185,64 @@ def _origin(e: Event) -> tuple[bool, str | None]:
     return (True, e.meta.get("import_batch")) if e.imported else (False, None)
 
 
+def _join(a: Extent, b: Extent) -> Extent:
+    """The stretch of time two extents cover together; an unknown one adds nothing."""
+    return (min(a[0], b[0]), max(a[1], b[1])) if a and b else a or b
+
+
+def _too_long(extent: Extent, level: int) -> bool:
+    return extent is not None and extent[1] - extent[0] > span_limit(level)
+
+
 def episode_blocks(store: Store, fanout: int, after_id: int) -> Iterator[list[Event]]:
     """Complete blocks of about `fanout` events after `after_id`, streamed in id order. A
-    change of origin (live to imported, one import batch to another) completes a block at any
-    size: nothing later can join it."""
+    change of origin (live to imported, one import batch to another), or an event that would
+    stretch the block over more than a day, completes a block at any size: nothing later can
+    join it."""
     block: list[Event] = []
+    extent: Extent = None
     hard = fanout + fanout // 2
     for e in ev.history_after(store, after_id, HISTORY_PAGE):
+        t = _ts(e)
         if block and (_origin(e) != _origin(block[-1])
+                      or _too_long(_join(extent, (t, t)), 1)
                       or (len(block) >= fanout and _boundary(block[-1], e))
                       or len(block) >= hard):
             yield block
-            block = []
+            block, extent = [], None
         block.append(e)
+        extent = _join(extent, (t, t))
     # the trailing block is incomplete: it waits for more history
+
+
+def _extent(r: rl.Rollup) -> Extent:
+    first, last = _seconds(r.first_ts), _seconds(r.last_ts)
+    return (first, last) if first is not None and last is not None else None
+
+
+def groups(items: Iterable[T], extent: Callable[[T], Extent], fanout: int,
+           level: int) -> Iterator[list[T]]:
+    """Complete groups of consecutive `items` (oldest first), one parent of `level` each:
+    `fanout` of them, or fewer when the next item would stretch the group over more than
+    `span_limit(level)` (nothing later can join it then). The trailing group is incomplete."""
+    group: list[T] = []
+    covered: Extent = None
+    for item in items:
+        joined = _join(covered, extent(item))
+        if group and _too_long(joined, level):
+            yield group
+            group, joined = [], extent(item)
+        group.append(item)
+        covered = joined
+        if len(group) == fanout:
+            yield group
+            group, covered = [], None
+
+
+def _unparented(store: Store, level: int) -> Iterator[rl.Rollup]:
+    """A level's unparented rollups, oldest first, each read when the one before is used."""
+    for (r,) in rl.unparented_groups(store, level, 1):
+        yield r
 
 
 def _span(store: Store, first: int | None, last: int | None, what: str,
@@ -237,11 +303,7 @@ def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
 
 def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Distinctive,
                 summarizer: Summarizer, report: LadderReport) -> int | None:
-    weights: Counter[str] = Counter()
-    for k in kids:
-        for rank, t in enumerate(k.terms.split()):
-            weights[t] += CARD_TERMS - rank
-    terms = [t for t, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))][:CARD_TERMS]
+    terms = scorer.rung_card(level - 1, [k.terms.split() for k in kids], CARD_TERMS)
     items = [(k.id, f"{k.title}. {k.body}") for k in kids]
     written = summarizer.attempt(level, items)
     if written:
@@ -278,8 +340,8 @@ def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Dist
 def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
          progress: Callable[[int], None] | None = None) -> LadderReport:
     """Seal every complete block, level by level. Idempotent. Memory is bounded: episodes come
-    from a stream of events, parents from groups of `fanout` rollups read one group at a time
-    (`rollups.unparented_groups`), never from a list of a whole level."""
+    from a stream of events, parents from a level's unparented rollups read one at a time and
+    held one group at a time, never from a list of a whole level."""
     summarizer = summarizer or Summarizer()
     report = LadderReport()
     scorer = cd.Distinctive(store)
@@ -289,8 +351,8 @@ def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
         if progress:
             progress(len(block))
     level = 1
-    while rl.count_unparented(store, level) >= fanout:
-        for kids in rl.unparented_groups(store, level, fanout):  # one group held at a time
+    while rl.count_unparented(store, level):
+        for kids in groups(_unparented(store, level), _extent, fanout, level + 1):
             seal_parent(store, level + 1, kids, scorer, summarizer, report)
         level += 1
     report.summary_fallbacks = summarizer.fallbacks
@@ -299,14 +361,16 @@ def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,
 
 
 def plan(store: Store, fanout: int) -> dict[int, int]:
-    """What `seal` would seal now, per level, without writing anything."""
+    """What `seal` would seal now, per level, without writing anything: the same groups, cut
+    from the extents of what is unparented and what would be sealed."""
     after = rl.episodes_cover_up_to(store)
-    new = {1: sum(1 for _ in episode_blocks(store, fanout, after))}
+    new: list[Extent] = [(min(map(_ts, b)), max(map(_ts, b)))
+                         for b in episode_blocks(store, fanout, after)]
+    out = {1: len(new)}
     level = 1
-    while True:
-        free = rl.count_unparented(store, level) + new.get(level, 0)
-        if free < fanout:
-            break
-        new[level + 1] = free // fanout
+    while new or rl.count_unparented(store, level):
+        items = [_extent(r) for r in _unparented(store, level)] + new
+        new = [reduce(_join, g) for g in groups(items, lambda x: x, fanout, level + 1)]
         level += 1
-    return {lvl: n for lvl, n in new.items() if n}
+        out[level] = len(new)
+    return {lvl: n for lvl, n in out.items() if n}
