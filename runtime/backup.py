@@ -13,18 +13,23 @@ A backup is a new folder (0700, every file in it 0600) holding:
 Not in it: config.toml (yours, usually in git), state/secrets.toml (a key does not belong in a
 folder that gets carried around), logs, run.json, the inbox and outbox.
 
-`restore` brings a backup back into a stopped home: it checks the backup first (every file
-against the manifest, the database with integrity_check), holds the pidfile lock while it works
-so no loop starts meanwhile, and moves what it replaces (the database with its -wal and -shm,
-MEMORY.md, snapshots/, memory-map.md) aside into state/before-restore-<time>/: nothing is lost.
-When the database moved aside holds the same history, it is read (its content unchanged) for
-what came after the backup (`Since`): inputs it answered are marked answered, and messages told
-after the backup that were still waiting are told again. The restored database then records
-one `backup_restored` event.
+`restore` brings a backup back into a stopped home, all or nothing (ADR-0037): it checks the
+backup first (every file against the manifest, the database with integrity_check) and holds
+the pidfile lock while it works, so no loop starts meanwhile. It prepares the whole restored
+coworker in state/.restore-<time>/: the backup's files, then what the database in place (read
+only, its -wal and -shm as they are) holds past the backup when it holds the same history
+(`Since`): inputs it answered are marked answered, and messages told after the backup that
+were still waiting are told again; then one `backup_restored` event. Only then the switch:
+under a plan (state/restore-unfinished.json) it moves what it replaces (the database with its
+-wal and -shm, MEMORY.md, snapshots/, memory-map.md) aside into state/before-restore-<time>/
+(nothing is lost) and the prepared files into place, then removes the plan. A switch that
+fails is rolled back; one that cannot be (or a crash) leaves the plan, which makes every
+command refuse (runtime/home.py) until `finish` or `roll_back` settles it.
 
 Errors are CoworkerErrors: UsageError (exit 2) for a path that cannot be a backup or a
 destination, BackupRefused (exit 1) for a refusal (a folder that is not empty, a running
-coworker, a backup that does not check out). Nothing here prints; each report has a `line()`.
+coworker, a backup that does not check out, a switch rolled back), RestoreUnfinished (exit 1)
+when a restore is left half-way. Nothing here prints; each report has a `line()`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__, process
 from .errors import AlreadyRunning, CoworkerError, UsageError
-from .home import PRIVATE_DIR, PRIVATE_FILE, Home
+from .home import PRIVATE_DIR, PRIVATE_FILE, Home, RestoreUnfinished
 
 if TYPE_CHECKING:
     from .store import Store
@@ -224,36 +231,72 @@ def take(home: Home, dest: str | os.PathLike[str]) -> BackupReport:
 # --- restoring one ---------------------------------------------------------------------------
 
 def restore(home: Home, src: str | os.PathLike[str]) -> RestoreReport:
-    """Bring the backup in `src` back into `home`, which must be stopped; what it replaces is
-    moved aside into state/before-restore-<time>/ first."""
+    """Bring the backup in `src` back into `home`, which must be stopped: all or nothing.
+    Everything is prepared in state/.restore-<time>/ first (the files copied, what the
+    database here holds past the backup brought over, the `backup_restored` event written),
+    then one switch moves what it replaces into state/before-restore-<time>/ and the prepared
+    files into place. A switch that fails is rolled back; one that cannot be (or a crash)
+    leaves the marker that makes every command refuse until `finish` or `roll_back`."""
+    home.refuse_unfinished_restore()
     source = _absolute(src)
     manifest = read_manifest(source)
     pid = process.running_pid(home)
     if pid is not None:
         raise BackupRefused(_running(home, pid))
     counts = verify(source, manifest)
+    with _locked(home):  # no loop starts while the files move
+        report, stage = _prepare(home, source, manifest, counts)
+        _switch(home, _plan(home, report, stage))
+    return report
 
-    lock = process.PidLock(home)  # no loop starts while the files move
+
+def finish(home: Home) -> str:
+    """Complete the restore that stopped half-way in `home`; its report's line."""
+    return str(_settle(home, _move_in, "finish")["line"])
+
+
+def roll_back(home: Home) -> str:
+    """Undo the restore that stopped half-way in `home`: what was here goes back in place."""
+    plan = _settle(home, _move_back, "rollback")
+    return (f"rolled back the restore of the backup taken {plan['taken_at']} from "
+            f"{plan['src']}: what was here before is back in place; `coworker restore-backup "
+            f"{plan['src']}` tries again")
+
+
+def _settle(home: Home, step: Callable[[Home, dict[str, Any]], None],
+            option: str) -> dict[str, Any]:
+    """Run `step` (finish or roll back) on the plan left in `home`; the plan."""
+    with _locked(home):
+        plan = _read_plan(home, option)
+        try:
+            step(home, plan)
+        except OSError as e:
+            raise RestoreUnfinished(f"could not {option} the restore ({_why(e)}); nothing is "
+                                    f"lost: fix that, then run `coworker restore-backup "
+                                    f"--{option}` again") from e
+    return plan
+
+
+@contextmanager
+def _locked(home: Home) -> Iterator[None]:
+    """Hold the pidfile lock: no coworker starts here meanwhile (BackupRefused if one runs)."""
+    lock = process.PidLock(home)
     try:
         lock.acquire()
     except AlreadyRunning as e:
         raise BackupRefused(_running(home, process.read_pid(home))) from e
     try:
-        report = _swap(home, source, manifest, counts)
+        yield
     finally:
         lock.release()
-    if DB_NAME in report.moved_aside:
-        report = replace(report, since=_reconcile(home, report.aside / DB_NAME))
-    _record(home, report)
-    return report
 
 
-def _reconcile(home: Home, old_db: Path) -> Since:
-    """Bring what the database moved aside knows of the time after the backup into the
-    restored one (see `Since`). Only when both hold the same history (the backup's newest
-    event is the same in both). The aside database is opened read-only: its files, -wal and
+def _reconcile(old_db: Path, new_db: Path) -> Since:
+    """Bring what the database `old_db` knows of the time after the backup into the restored
+    one, `new_db` (see `Since`). Only when both hold the same history (the backup's newest
+    event is the same in both). The old database is opened read-only: its files, -wal and
     -shm included, stay as they were. Whatever goes wrong here is said in the report's line,
-    never raised: the files are in place already."""
+    never raised."""
     from .store import Store  # noqa: F811 - the module loads the store only when it restores
 
     since = Since()
@@ -263,9 +306,9 @@ def _reconcile(home: Home, old_db: Path) -> Since:
         since.unread = str(e)
         return since
     try:
-        with Store.open(home.db_path) as store:
+        with Store.open(new_db) as store:
             _bring_over(store, old, since)
-    except Exception as e:  # noqa: BLE001 - reported in the line; the restore itself is done
+    except Exception as e:  # noqa: BLE001 - reported in the line; the restore goes on
         since.unread = f"{type(e).__name__}: {e}"
     finally:
         old.close()
@@ -359,8 +402,11 @@ def verify(source: Path, manifest: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _swap(home: Home, source: Path, manifest: dict[str, Any],
-          counts: dict[str, int]) -> RestoreReport:
+def _prepare(home: Home, source: Path, manifest: dict[str, Any],
+             counts: dict[str, int]) -> tuple[RestoreReport, Path]:
+    """The restored coworker, whole, in a new state/.restore-<time>/ (and an empty
+    state/before-restore-<time>/ for what it replaces); nothing in place is changed. On any
+    failure both folders are removed again."""
     from .home import make_private_dir
 
     make_private_dir(home.state)
@@ -368,48 +414,33 @@ def _swap(home: Home, source: Path, manifest: dict[str, Any],
     stage = _new_dir(home.state / f".restore-{stamp}")
     aside = _new_dir(home.state / f"{ASIDE_PREFIX}{stamp}")
     files = sorted(manifest["files"])
-    # 1. the backup's files, staged beside their places (a full disk stops us here, unchanged)
+    moved = [place.name for place in _places(home) if _there(place)]
+    report = RestoreReport(source, str(manifest.get("taken_at", "?")), counts, aside, moved,
+                           files)
     try:
         for rel in files:
             staged = stage / rel
             if staged.parent != stage and not staged.parent.exists():
                 staged.parent.mkdir(mode=PRIVATE_DIR, parents=True)
             _copy_private(source / rel, staged)
-    except OSError as e:
+        if DB_NAME in moved:
+            report = replace(report, since=_reconcile(home.db_path, stage / DB_NAME))
+        _record(stage / DB_NAME, report)
+        _seal(stage / DB_NAME)
+    except (OSError, sqlite3.Error, CoworkerError) as e:
         shutil.rmtree(stage, ignore_errors=True)
-        raise CoworkerError(f"could not copy the backup into {home.state} ({e.strerror}); "
+        shutil.rmtree(aside, ignore_errors=True)
+        raise CoworkerError(f"could not prepare the backup in {home.state} ({_why(e)}); "
                             "nothing was changed") from e
-    # 2. what they replace, moved aside; 3. the staged files into place
-    db = home.db_path
-    current = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
-               home.memory_md, home.snapshots, home.memory_map]
-    moved: list[str] = []
-    try:
-        for path in current:
-            if path.exists() or path.is_symlink():
-                shutil.move(str(path), str(aside / path.name))
-                moved.append(path.name)
-        places = {DB_NAME: db, MEMORY_NAME: home.memory_md, MAP_NAME: home.memory_map}
-        if any(rel.startswith(f"{SNAPSHOTS}/") for rel in files):
-            shutil.move(str(stage / SNAPSHOTS), str(home.snapshots))
-        for rel, place in places.items():
-            if rel in files:
-                shutil.move(str(stage / rel), str(place))
-    except OSError as e:
-        raise CoworkerError(f"the restore stopped half-way ({e}): what was here before is in "
-                            f"{aside}, the backup's files are in {stage}; move them into place "
-                            "by hand, or restore again") from e
-    shutil.rmtree(stage, ignore_errors=True)
-    make_private_dir(home.snapshots)
-    return RestoreReport(source, str(manifest.get("taken_at", "?")), counts, aside, moved, files)
+    return report, stage
 
 
-def _record(home: Home, report: RestoreReport) -> None:
+def _record(db: Path, report: RestoreReport) -> None:
     """One event in the restored database: when, from where, and where the old files are."""
     from .store import Event, Store
     from .store import events as ev
 
-    with Store.open(home.db_path) as store:
+    with Store.open(db) as store:
         ev.append(store, Event(
             kind="backup_restored", actor="owner", author_kind="user",
             body=(f"restored the backup taken {report.taken_at} from {report.src}; what was "
@@ -418,7 +449,163 @@ def _record(home: Home, report: RestoreReport) -> None:
                   "aside": str(report.aside), "moved_aside": report.moved_aside}))
 
 
+def _seal(db: Path) -> None:
+    """Leave the prepared database one self-contained file (its -wal checkpointed into it
+    and gone), so the switch moves one file and the old -wal is never taken for its own."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+    finally:
+        conn.close()
+    for extra in ("-wal", "-shm", "-journal"):
+        if _there(db.with_name(db.name + extra)):
+            raise CoworkerError(f"{db}{extra} is still there after the database was closed")
+
+
+# --- the switch, and settling one that stopped half-way ----------------------------------------
+#
+# The plan (state/restore-unfinished.json, written before the first move and removed after
+# the last) names the prepared folder, the aside folder and which places get a file of the
+# backup. Whether a step is done is read from the files themselves, so finishing and rolling
+# back can each start from any point, and run again after stopping themselves.
+
+def _places(home: Home) -> list[Path]:
+    """What a restore replaces, in the order it is moved aside: the old database's -wal and
+    -shm before the database (a -wal never lies beside a database not its own)."""
+    db = home.db_path
+    return [db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), db,
+            home.memory_md, home.snapshots, home.memory_map]
+
+
+def _plan(home: Home, report: RestoreReport, stage: Path) -> dict[str, Any]:
+    return {"what": "coworker restore-backup", "src": str(report.src),
+            "taken_at": report.taken_at, "stage": stage.name, "aside": report.aside.name,
+            "restores": [p.name for p in _places(home) if _there(stage / p.name)],
+            "line": report.line()}
+
+
+def _switch(home: Home, plan: dict[str, Any]) -> None:
+    """Write the plan, move everything, remove the plan; roll back when a move fails."""
+    try:
+        _write_plan(home, plan)
+    except OSError as e:
+        shutil.rmtree(home.state / plan["stage"], ignore_errors=True)
+        shutil.rmtree(home.state / plan["aside"], ignore_errors=True)
+        raise CoworkerError(f"could not write {home.restore_marker} ({_why(e)}); nothing was "
+                            "changed") from e
+    try:
+        _move_in(home, plan)
+    except OSError as e:
+        try:
+            _move_back(home, plan)
+        except OSError as again:
+            raise RestoreUnfinished(
+                f"the restore stopped half-way ({_why(e)}) and could not be rolled back "
+                f"({_why(again)}); nothing is lost, and every command waits until "
+                "`coworker restore-backup --finish` completes it or `coworker restore-backup "
+                "--rollback` puts back what was here") from e
+        raise BackupRefused(f"the restore stopped half-way ({_why(e)}) and was rolled back: "
+                            "nothing was changed; fix that, then restore again") from e
+
+
+def _move_in(home: Home, plan: dict[str, Any]) -> None:
+    stage, aside = home.state / plan["stage"], home.state / plan["aside"]
+    for place in _places(home):
+        restores = place.name in plan["restores"]
+        if restores and not _there(stage / place.name):
+            continue  # in place already
+        if _there(place):
+            shutil.move(str(place), str(_free(aside / place.name)))
+        if restores:
+            shutil.move(str(stage / place.name), str(place))
+    _settled(home, stage)
+    if home.snapshots.is_dir():
+        os.chmod(home.snapshots, PRIVATE_DIR)
+
+
+def _move_back(home: Home, plan: dict[str, Any]) -> None:
+    stage, aside = home.state / plan["stage"], home.state / plan["aside"]
+    stage.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    for place in reversed(_places(home)):
+        if place.name in plan["restores"] and not _there(stage / place.name) and _there(place):
+            shutil.move(str(place), str(stage / place.name))
+        if _there(aside / place.name) and not _there(place):
+            shutil.move(str(aside / place.name), str(place))
+    _settled(home, stage)
+    with suppress(OSError):
+        aside.rmdir()  # only when empty: whatever else is there stays
+
+
+def _settled(home: Home, stage: Path) -> None:
+    """The moves made durable, the prepared folder removed, then the plan: the commit."""
+    for folder in (home.state, home.root):
+        _fsync_dir(folder)
+    shutil.rmtree(stage, ignore_errors=True)
+    home.restore_marker.unlink(missing_ok=True)
+    _fsync_dir(home.state)
+
+
+def _write_plan(home: Home, plan: dict[str, Any]) -> None:
+    marker = home.restore_marker
+    tmp = marker.with_name(marker.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    _write_private(tmp, json.dumps(plan, indent=2) + "\n")
+    os.replace(tmp, marker)
+    _fsync_dir(home.state)
+
+
+def _read_plan(home: Home, verb: str) -> dict[str, Any]:
+    """The plan of the restore that stopped half-way; BackupRefused when there is none."""
+    marker = home.restore_marker
+    try:
+        plan = json.loads(marker.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BackupRefused(f"nothing to {verb} in {home.root}: no restore stopped half-way "
+                            "there") from None
+    except (OSError, ValueError) as e:
+        plan = {"unreadable": str(e)}
+    names = {p.name for p in _places(home)}
+    if not (isinstance(plan, dict) and all(isinstance(plan.get(k), str) for k in
+                                           ("stage", "aside", "src", "taken_at", "line"))
+            and all(Path(plan[k]).name == plan[k] not in ("", ".", "..") for k in
+                    ("stage", "aside"))
+            and isinstance(plan.get("restores"), list) and set(plan["restores"]) <= names):
+        raise RestoreUnfinished(f"{marker} cannot be read: the backup's files are in "
+                                f"{home.state}/.restore-*, what was here before in "
+                                f"{home.state}/{ASIDE_PREFIX}*; move them by hand, then "
+                                f"remove {marker}")
+    return plan
+
+
 # --- helpers ---------------------------------------------------------------------------------
+
+def _there(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _free(path: Path) -> Path:
+    """`path`, or path-2, path-3, ... when it is taken: a move never overwrites anything."""
+    candidate, n = path, 1
+    while _there(candidate):
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def _fsync_dir(folder: Path) -> None:
+    with suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return str(e) or type(e).__name__
+
 
 def _verb(count: int, one: str, many: str) -> str:
     return one if count == 1 else many

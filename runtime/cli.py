@@ -309,23 +309,38 @@ def backup(dest: Path) -> None:
 
 
 @cli.command(name="restore-backup")
-@click.argument("src", type=click.Path(path_type=Path))
-def restore_backup(src: Path) -> None:
+@click.argument("src", type=click.Path(path_type=Path), required=False)
+@click.option("--finish", is_flag=True, help="Complete a restore that stopped half-way.")
+@click.option("--rollback", is_flag=True,
+              help="Undo a restore that stopped half-way: put back what was here.")
+def restore_backup(src: Path | None, finish: bool, rollback: bool) -> None:
     """Bring back a backup that `coworker backup` wrote, into this stopped home.
 
     The backup is checked first (every file against its manifest, the database with
     integrity_check); what it replaces (the database, MEMORY.md, its snapshots, the memory map)
     is moved aside into state/before-restore-<time>/, so nothing is lost. Refused while a
-    coworker runs here (`coworker stop` first).
+    coworker runs here (`coworker stop` first). All or nothing: everything is prepared first,
+    then switched; a switch that fails is rolled back. One that stopped half-way (a crash)
+    makes every command refuse until --finish or --rollback settles it.
 
     \b
     Example:
       coworker stop && coworker restore-backup ~/coworker-backups/2026-11-30 && coworker start
+      coworker restore-backup --rollback
     """
     from . import backup as backups
 
-    home = _home()
-    out.print(backups.restore(home, src).line(), markup=False)
+    if finish or rollback:
+        if src is not None or (finish and rollback):
+            raise UsageError("give one of SRC, --finish or --rollback: coworker restore-backup "
+                             "SRC | --finish | --rollback")
+        home = Home.locate().require(settling=True)
+        out.print((backups.finish if finish else backups.roll_back)(home), markup=False)
+        return
+    if src is None:
+        raise UsageError("say which backup: coworker restore-backup SRC (the folder `coworker "
+                         "backup DEST` wrote)")
+    out.print(backups.restore(_home(), src).line(), markup=False)
 
 
 @cli.command(name="log")
@@ -1267,6 +1282,7 @@ def doctor(no_model: bool) -> None:
     home = Home.locate()
     if not home.is_initialised():
         home.require()  # the one-line "run coworker init" error, exit 2
+    home.refuse_unfinished_restore()  # a restore that stopped half-way: how to settle it
     checks = dr.run_checks(home, probe_model=not no_model)
     out.print(dr.render(checks))
     raise click.exceptions.Exit(dr.exit_code(checks))

@@ -8,6 +8,12 @@ Privacy, as ssh does it: state/ is 0700 (tightened when found looser), and the c
 files (MEMORY.md, config.toml written by init, the database and its -wal/-shm, logs, run.json,
 snapshots) are 0600. `private_umask()` sets the process umask to 077 so every file the process
 creates later (SQLite's, os.replace targets, snapshots) is private too; the CLI calls it first.
+
+A home in the middle of a `restore-backup` (state/restore-unfinished.json is there: the restore
+stopped half-way, see runtime/backup.py) is no coworker to run: `require()` and `init()` refuse
+it with one line (`RestoreUnfinished`, exit 1) before they create anything, so no command takes
+the missing database for a new, empty one. Only `restore-backup --finish` and `--rollback`
+open it (`require(settling=True)`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import settings as settings_mod
-from .errors import NotInitialised, UsageError
+from .errors import CoworkerError, NotInitialised, UsageError
 
 MEMORY_MD_HEADER = (
     "# MEMORY\n\n"
@@ -29,6 +35,12 @@ MEMORY_MD_HEADER = (
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+RESTORE_MARKER = "restore-unfinished.json"
+
+
+class RestoreUnfinished(CoworkerError):
+    """A `restore-backup` stopped half-way in this home: nothing runs here until it is
+    finished or rolled back. Exit 1."""
 
 
 def private_umask() -> int:
@@ -133,6 +145,10 @@ class Home:
         return self.state / "memory-map.md"
 
     @property
+    def restore_marker(self) -> Path:
+        return self.state / RESTORE_MARKER
+
+    @property
     def secrets_path(self) -> Path:
         return settings_mod.secrets_path(self.config_path)
 
@@ -148,14 +164,28 @@ class Home:
     def is_initialised(self) -> bool:
         return self.config_path.exists()
 
-    def require(self) -> Home:
+    def require(self, *, settling: bool = False) -> Home:
+        """This home, ready to use; NotInitialised without config.toml, RestoreUnfinished while
+        a restore stopped half-way (unless `settling` it: then nothing is created either)."""
         if not self.is_initialised():
             raise NotInitialised(
                 f"no coworker in {self.root} (no config.toml): run `coworker init` here, "
                 "or set COWORKER_HOME to a coworker's folder"
             )
+        if settling:
+            self.ensure_state()
+            return self
+        self.refuse_unfinished_restore()
         self.ensure_dirs()
         return self
+
+    def refuse_unfinished_restore(self) -> None:
+        """RestoreUnfinished when a `restore-backup` stopped half-way here."""
+        if self.restore_marker.exists() or self.restore_marker.is_symlink():
+            raise RestoreUnfinished(
+                f"a `coworker restore-backup` stopped half-way in {self.root}: nothing is lost, "
+                "and nothing runs here until `coworker restore-backup --finish` completes it "
+                "or `coworker restore-backup --rollback` puts back what was here")
 
     def ensure_state(self) -> None:
         """state/ exists and is 0700; the coworker's files in it are tightened to 0600."""
@@ -184,6 +214,7 @@ class Home:
         except OSError as e:
             raise UsageError(f"cannot create {self.root} ({e.strerror}); choose a folder you "
                              "can write, or make its parent writable") from e
+        self.refuse_unfinished_restore()
         for path in (self.config_path, self.memory_md):
             if path.is_symlink() and not path.exists():
                 raise UsageError(f"{path} is a link to {os.readlink(path)}, which does not "

@@ -15,7 +15,9 @@ import sqlite3
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -398,3 +400,117 @@ def test_a_restore_reads_a_crashed_coworkers_wal_and_leaves_its_files(with_histo
         "the database moved aside, -wal and -shm, stays as it was"
     assert "1 message told after the backup and still waiting is told again" in result.line()
     assert "told just before a crash" in messages(home.db_path).values()
+
+
+# a restore is all-or-nothing (issue 38, item 2) ----------------------------------------------
+def refusing_moves(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[Path, int], bool]) -> None:
+    """A fault at a real step: shutil.move (how a restore moves every file) raises, as a
+    `chattr +i` folder or a file system gone read-only does, when refuse(src, n) says so
+    (n counts the moves so far)."""
+    import errno
+    import shutil
+
+    real, n = shutil.move, [0]
+
+    def move(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+        n[0] += 1
+        if refuse(Path(src), n[0]):
+            raise OSError(errno.EPERM, "Operation not permitted", str(src))
+        return real(src, dst, *args, **kwargs)
+    monkeypatch.setattr(shutil, "move", move)
+
+
+def cli_lines(*args: str) -> tuple[int, str, str]:
+    r = coworker(*args)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_a_restore_that_stops_half_way_is_rolled_back_and_nothing_changes(
+        with_history: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """state/snapshots cannot be moved (`chattr +i`): the restore says it stopped, puts back
+    what it had moved, and exits 1. The coworker is the one it was: `log` shows its events,
+    `tell` takes the next id, `doctor` passes. (It used to leave no database in place: `log`
+    said "no events yet", `tell` wrote event 1 into a fresh database, and doctor passed.)"""
+    home = with_history
+    backup.take(home, tmp_path / "b")
+    tell(home, "told after the backup")
+    before = messages(home.db_path)
+    memory = home.memory_md.read_bytes()
+    with monkeypatch.context() as m:
+        refusing_moves(m, lambda src, n: src == home.snapshots)
+        code, _, err = cli_lines("restore-backup", str(tmp_path / "b"))
+    assert code == 1 and err.count("\n") == 1, err
+    assert "half-way" in err and "rolled back" in err
+    assert messages(home.db_path) == before and home.memory_md.read_bytes() == memory
+    assert not home.restore_marker.exists()
+    assert not list(home.state.glob(".restore-*")) and not list(home.state.glob("before-*"))
+    code, out, _ = cli_lines("log")
+    assert code == 0 and "told after the backup" in out and "message 0" in out
+    code, out, _ = cli_lines("tell", "and now?")
+    assert code == 0 and f"event {max(before) + 1}" in out, out
+    assert cli_lines("doctor", "--no-model")[0] == 0
+
+
+COMMANDS = [("log",), ("tell", "hello?"), ("doctor", "--no-model"), ("status",), ("init",),
+            ("search", "message"), ("backup", "ANOTHER"), ("restore-backup", "B")]
+
+
+@pytest.mark.parametrize("settle", ["--rollback", "--finish"])
+def test_while_a_restore_is_half_finished_every_command_refuses_until_it_is_settled(
+        with_history: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle: str):
+    """The file system turns read-only in the middle of the switch (the database and MEMORY.md
+    were moved aside, nothing after them moves), so even the roll-back fails: the restore
+    says so and exits 1, and from then on every command refuses with one
+    line naming `restore-backup --finish` and `--rollback` (none makes a new, empty coworker
+    there). Either one settles it: --rollback puts back what was here, --finish completes the
+    restore (what was told after the backup is told again)."""
+    home = with_history
+    src = tmp_path / "b"
+    backup.take(home, src)
+    tell(home, "told after the backup")
+    before, memory = messages(home.db_path), home.memory_md.read_bytes()
+    with monkeypatch.context() as m:
+        db = home.db_path
+        first = {db, db.with_name("coworker.db-wal"), db.with_name("coworker.db-shm"),
+                 home.memory_md}
+        refusing_moves(m, lambda src, n: src not in first)
+        code, _, err = cli_lines("restore-backup", str(src))
+    assert code == 1 and err.count("\n") == 1, err
+    assert "half-way" in err and "--finish" in err and "--rollback" in err
+    assert home.restore_marker.exists()
+    for args in COMMANDS:
+        args = tuple({"B": str(src), "ANOTHER": str(tmp_path / "c")}.get(a, a) for a in args)
+        code, out, err = cli_lines(*args)
+        assert code == 1 and err.count("\n") == 1, (args, err)
+        assert "--finish" in err and "--rollback" in err, (args, err)
+    assert not home.db_path.exists(), "no new, empty database where the old one was"
+    assert not (tmp_path / "c").exists()
+
+    code, out, err = cli_lines("restore-backup", settle)
+    assert code == 0 and out.count("\n") == 1, err
+    assert not home.restore_marker.exists() and not list(home.state.glob(".restore-*"))
+    now = messages(home.db_path)
+    if settle == "--rollback":
+        assert now == before and home.memory_md.read_bytes() == memory
+        assert not list(home.state.glob("before-restore-*"))
+    else:
+        assert set(now.values()) == set(before.values())
+        (aside,) = home.state.glob("before-restore-*")
+        assert messages(aside / "coworker.db") == before
+        with Store.open(home.db_path) as store:
+            assert ev.tail(store, 1)[0].kind == "backup_restored"
+            (again,) = [i.event for i in inputs.pending(store)
+                        if i.event.body == "told after the backup"]
+        assert again.meta["restored_from"] == max(before)  # told again
+    code, out, _ = cli_lines("log")
+    assert code == 0 and "told after the backup" in out
+    assert cli_lines("doctor", "--no-model")[0] == 0
+
+
+def test_finish_and_rollback_with_no_restore_to_settle_or_with_a_backup_are_refused(
+        with_history: Home, tmp_path: Path):
+    assert cli_lines("restore-backup", "--finish")[0] == 1
+    assert cli_lines("restore-backup", "--rollback")[0] == 1
+    assert cli_lines("restore-backup", "--finish", "--rollback")[0] == 2
+    assert cli_lines("restore-backup", str(tmp_path), "--finish")[0] == 2
+    assert cli_lines("restore-backup")[0] == 2
