@@ -34,6 +34,7 @@ when a restore is left half-way. Nothing here prints; each report has a `line()`
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -515,9 +516,9 @@ def _move_in(home: Home, plan: dict[str, Any]) -> None:
         if restores and not _there(stage / place.name):
             continue  # in place already
         if _there(place):
-            shutil.move(str(place), str(_free(aside / place.name)))
+            _move(place, _free(aside / place.name))
         if restores:
-            shutil.move(str(stage / place.name), str(place))
+            _move(stage / place.name, place)
     _settled(home, stage)
     if home.snapshots.is_dir():
         os.chmod(home.snapshots, PRIVATE_DIR)
@@ -528,12 +529,24 @@ def _move_back(home: Home, plan: dict[str, Any]) -> None:
     stage.mkdir(mode=PRIVATE_DIR, exist_ok=True)
     for place in reversed(_places(home)):
         if place.name in plan["restores"] and not _there(stage / place.name) and _there(place):
-            shutil.move(str(place), str(stage / place.name))
+            _move(place, stage / place.name)
         if _there(aside / place.name) and not _there(place):
-            shutil.move(str(aside / place.name), str(place))
+            _move(aside / place.name, place)
     _settled(home, stage)
     with suppress(OSError):
         aside.rmdir()  # only when empty: whatever else is there stays
+
+
+def _move(src: Path, dest: Path) -> None:
+    """One rename: the file or folder is in one place or the other, never half in both (a
+    folder that cannot be renamed, `chattr +i`, is an error, not a copy). Only across file
+    systems (state/ mounted apart from the home) is it copied, then removed."""
+    try:
+        os.rename(src, dest)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        shutil.move(str(src), str(dest))
 
 
 def _settled(home: Home, stage: Path) -> None:

@@ -403,21 +403,19 @@ def test_a_restore_reads_a_crashed_coworkers_wal_and_leaves_its_files(with_histo
 
 
 # a restore is all-or-nothing (issue 38, item 2) ----------------------------------------------
-def refusing_moves(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[Path, int], bool]) -> None:
-    """A fault at a real step: shutil.move (how a restore moves every file) raises, as a
-    `chattr +i` folder or a file system gone read-only does, when refuse(src, n) says so
-    (n counts the moves so far)."""
+def refusing_moves(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[Path], bool]) -> None:
+    """A fault at a real step: os.rename (how a restore moves every file and folder) fails,
+    as on a `chattr +i` folder or a file system gone read-only, for each path refuse(src)
+    names."""
     import errno
-    import shutil
 
-    real, n = shutil.move, [0]
+    real = os.rename
 
-    def move(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
-        n[0] += 1
-        if refuse(Path(src), n[0]):
+    def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if refuse(Path(src)):
             raise OSError(errno.EPERM, "Operation not permitted", str(src))
-        return real(src, dst, *args, **kwargs)
-    monkeypatch.setattr(shutil, "move", move)
+        real(src, dst, *args, **kwargs)
+    monkeypatch.setattr(os, "rename", rename)
 
 
 def cli_lines(*args: str) -> tuple[int, str, str]:
@@ -437,7 +435,7 @@ def test_a_restore_that_stops_half_way_is_rolled_back_and_nothing_changes(
     before = messages(home.db_path)
     memory = home.memory_md.read_bytes()
     with monkeypatch.context() as m:
-        refusing_moves(m, lambda src, n: src == home.snapshots)
+        refusing_moves(m, lambda src: src == home.snapshots)
         code, _, err = cli_lines("restore-backup", str(tmp_path / "b"))
     assert code == 1 and err.count("\n") == 1, err
     assert "half-way" in err and "rolled back" in err
@@ -473,7 +471,7 @@ def test_while_a_restore_is_half_finished_every_command_refuses_until_it_is_sett
         db = home.db_path
         first = {db, db.with_name("coworker.db-wal"), db.with_name("coworker.db-shm"),
                  home.memory_md}
-        refusing_moves(m, lambda src, n: src not in first)
+        refusing_moves(m, lambda src: src not in first)
         code, _, err = cli_lines("restore-backup", str(src))
     assert code == 1 and err.count("\n") == 1, err
     assert "half-way" in err and "--finish" in err and "--rollback" in err
