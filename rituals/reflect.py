@@ -52,13 +52,13 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from runtime.errors import CoworkerError
+from runtime.errors import CoworkerError, ModelError
 from runtime.home import Home
 from runtime.memory import gate, ladder, memmap
 from runtime.memory import keywords as kw
 from runtime.memory.memorymd import MemoryFile, MemoryFileError
 from runtime.settings import Settings
-from runtime.store import Store, turns
+from runtime.store import Store, turns, usage
 from runtime.store import archive as arch
 from runtime.store import inputs as inputs_store
 from runtime.store import rituals as rr
@@ -369,11 +369,18 @@ LESSONS_TOOL = tool_spec("record_lessons", "Record the durable lessons of this w
                          LessonsArgs)
 
 
-def forced_call(settings: Settings, tool: dict[str, Any], prompt: str) -> Any:
+def forced_call(settings: Settings, tool: dict[str, Any], prompt: str,
+                store: Store | None = None) -> Any:
     """One model call that must answer through `tool`: that call's input, as sent, or
     ValueError when the answer holds no such call. Runs its own short event loop, so it works
-    from the CLI and from the worker thread the running loop hands reflect to."""
+    from the CLI and from the worker thread the running loop hands reflect to. With `store`,
+    a daily cap already reached is a ModelError before any call, and the calls made (retries
+    included) are recorded there, so they count against the caps as a turn's do."""
     from runtime.model import Model
+
+    if store is not None and (capped := usage.cap_reason(store, settings.model)):
+        raise ModelError(f"not called: [model] {capped}; model calls resume tomorrow (00:00 "
+                         "UTC)")
 
     async def call() -> Any:
         model = Model(settings.model)
@@ -384,7 +391,14 @@ def forced_call(settings: Settings, tool: dict[str, Any], prompt: str) -> Any:
         finally:
             await model.close()
 
-    reply = asyncio.run(call())
+    try:
+        reply = asyncio.run(call())
+    except ModelError as e:
+        if store is not None:
+            usage.record_calls(store, f"reflect, {tool['name']} (failed)", e.attempts or 1)
+        raise
+    if store is not None:
+        usage.record_calls(store, f"reflect, {tool['name']}", reply.attempts, reply.usage)
     for use in reply.tool_uses:
         if use.get("name") == tool["name"]:
             return use.get("input")
@@ -399,7 +413,7 @@ PROMPT = (
 )
 
 
-def model_summarizer(settings: Settings) -> ladder.Summarize | None:
+def model_summarizer(settings: Settings, store: Store | None = None) -> ladder.Summarize | None:
     """A `summarize` callable backed by the configured model, or None when there is none."""
     if not settings.model_enabled():
         return None
@@ -407,7 +421,7 @@ def model_summarizer(settings: Settings) -> ladder.Summarize | None:
     def summarize(level: int, items: Sequence[tuple[int, str]]) -> tuple[str, str] | None:
         text = "\n".join(f"[#{i}] {' '.join(t.split())[:500]}" for i, t in items)
         args = checked(SummaryArgs, forced_call(settings, SUMMARY_TOOL, PROMPT.format(
-            level=level, items=text[:12000])), "write_summary call")
+            level=level, items=text[:12000]), store), "write_summary call")
         return args.title, args.summary
 
     return summarize
@@ -422,7 +436,7 @@ LESSONS_PROMPT = (
 )
 
 
-def model_lessons(settings: Settings) -> Lessons | None:
+def model_lessons(settings: Settings, store: Store | None = None) -> Lessons | None:
     """One model call per reflect run asking for durable lessons that cite event ids."""
     if not settings.model_enabled():
         return None
@@ -430,7 +444,7 @@ def model_lessons(settings: Settings) -> Lessons | None:
     def lessons(items: Sequence[tuple[int, str]]) -> list[dict[str, Any]]:
         text = "\n".join(f"(episode {i}) {' '.join(t.split())[:600]}" for i, t in items)
         return checked(LessonsArgs, forced_call(settings, LESSONS_TOOL, LESSONS_PROMPT.format(
-            items=text[:20000])), "record_lessons call").lessons
+            items=text[:20000]), store), "record_lessons call").lessons
 
     return lessons
 
@@ -467,7 +481,7 @@ KEYWORDS_PROMPT = (
 )
 
 
-def model_keywords(settings: Settings) -> kw.Ask | None:
+def model_keywords(settings: Settings, store: Store | None = None) -> kw.Ask | None:
     """A `keywords` callable backed by the configured model, or None when there is none."""
     if not settings.model_enabled():
         return None
@@ -475,7 +489,7 @@ def model_keywords(settings: Settings) -> kw.Ask | None:
     def keywords(items: Sequence[tuple[int, str]]) -> kw.Answer:
         text = "\n".join(f"(episode {i}) {t}" for i, t in items)
         args = checked(KeywordsArgs, forced_call(settings, KEYWORDS_TOOL, KEYWORDS_PROMPT.format(
-            most=kw.MAX_PER_EPISODE, items=text[:16000])), "record_keywords call")
+            most=kw.MAX_PER_EPISODE, items=text[:16000]), store), "record_keywords call")
         answer = kw.Answer()
         for item in args.episodes:
             try:
@@ -495,6 +509,7 @@ def run(home: Home, settings: Settings, *, dry_run: bool = False,
     """Open the store, run reflect with the configured model parts, close the store."""
     with Store.open(home.db_path) as store:
         return reflect(home, settings, store, dry_run=dry_run,
-                       summarize=model_summarizer(settings),
-                       summarizer_name=settings.model.name, lessons=model_lessons(settings),
-                       keywords=model_keywords(settings), progress=progress)
+                       summarize=model_summarizer(settings, store),
+                       summarizer_name=settings.model.name,
+                       lessons=model_lessons(settings, store),
+                       keywords=model_keywords(settings, store), progress=progress)

@@ -1,21 +1,26 @@
 """`coworker doctor`: checks every link that fails silently, and says what to do about each.
 
-Owns the checks (config parses; the running process uses the config on disk; the database opens
-and passes integrity_check; the FTS indexes agree with their tables; MEMORY.md reads as entries,
+Owns the checks (config parses; the running process uses the config on disk; state/ and its
+folders are folders; the database opens, passes integrity_check and holds every table, view,
+trigger and index its migrations made; the FTS indexes agree with their tables; MEMORY.md reads as entries,
 as strike and the promotions need it; rituals are scheduled and reflect ran when it should have;
 recall is on; logging is at a level a person sees; no key sits in a file others can read, and
 the coworker's memory is private; the model answers; today's model usage against the daily
-caps; each configured MCP server starts and lists its tools) and their one-line
+caps; each configured MCP server starts and lists its tools, and which it leaves out) and
+their one-line
 verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isolated: one that
 fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
 no write to any file; the fix is always a line the owner runs. (It does start each MCP server
 once to list its tools, and stops it; it calls none of them.) What it prints passes through
-`settings.redact`, so a key an endpoint echoes back never reaches the terminal.
+`settings.redact`, so a key an endpoint echoes back never reaches the terminal. Its one model
+call is made only below the daily caps, and counted against them (a `model_calls` telemetry
+row, its one write), as every model call is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
 import sqlite3
@@ -40,6 +45,8 @@ STALE_RUN = timedelta(hours=6)
 # loop that was down, or a scheduler that never fired), not merely pending until catch-up.
 OVERDUE = timedelta(days=8)
 PROBE_TIMEOUT_S = 10.0
+
+log = logging.getLogger(__name__)
 
 NOT_CHECKED = "not checked: config.toml does not parse (fix that first, see the config check)"
 DB_NOT_CHECKED = "not checked: the database does not open (fix that first, see the database check)"
@@ -76,7 +83,7 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         ("permissions", lambda: _permissions(home)),
     ]
     if probe_model:
-        steps.append(("model", lambda: _model(settings)))
+        steps.append(("model", lambda: _model(settings, home)))
     steps.append(("spending", lambda: _spending(home, settings)))
     steps.append(("semantic", lambda: _semantic(home, settings)))
     checks = [_guarded(name, fn) for name, fn in steps]
@@ -425,8 +432,10 @@ def _permissions(home: Home) -> Check:
                              "coworker's files are yours alone")
 
 
-def _model(settings: Settings | None) -> Check:
+def _model(settings: Settings | None, home: Home | None = None) -> Check:
+    """One tiny model call, unless a daily cap is reached; the call counts against the caps."""
     from .model import Model
+    from .store import Store, usage
 
     name = "model"
     if settings is None:
@@ -438,6 +447,12 @@ def _model(settings: Settings | None) -> Check:
     if not cfg.resolved_api_key():
         return Check(name, True, "no model configured (no API key; set ANTHROPIC_API_KEY or "
                                  "[model] api_key to give it one): inputs are recorded only")
+    with contextlib.suppress(Exception):  # no database yet: nothing spent today either
+        if home is not None and home.db_path.exists():
+            with Store.open(home.db_path, readonly=True) as store:
+                if capped := usage.cap_reason(store, cfg):
+                    return Check(name, True, f"not called: [model] {capped}; the coworker "
+                                             "makes no model call until 00:00 UTC", warn=True)
     probe = cfg.model_copy(update={"max_retries": 0,
                                    "timeout_s": min(cfg.timeout_s, PROBE_TIMEOUT_S)})
     where = f"{cfg.name} at {cfg.base_url or 'api.anthropic.com'}"
@@ -453,8 +468,23 @@ def _model(settings: Settings | None) -> Check:
     try:
         asyncio.run(ping())
     except ModelError as e:
+        _count_probe(home)
         return Check(name, False, f"{where}: {e}")
+    _count_probe(home)
     return Check(name, True, f"{where} answered in {time.monotonic() - t0:.2f} s")
+
+
+def _count_probe(home: Home | None) -> None:
+    """doctor's one call counts against the daily caps, as every model call does."""
+    from .store import Store, usage
+
+    if home is None or not home.db_path.exists():
+        return
+    try:
+        with Store.open(home.db_path) as store:
+            usage.record_calls(store, "doctor's model check", 1)
+    except Exception as e:  # a busy or damaged database: the check itself said what it could
+        log.warning("doctor's model call was not counted (%s: %s)", type(e).__name__, e)
 
 
 def _spending(home: Home, settings: Settings | None) -> Check:

@@ -200,3 +200,61 @@ def test_restore_refuses_a_snapshot_that_is_not_utf8(offline_home: Home):
     assert offline_home.memory_md.read_bytes() == before, "MEMORY.md is unchanged"
     assert len(list(offline_home.snapshots.glob("v*.md"))) == kept, "no snapshot written"
     assert coworker("strike", "m1").returncode == 1  # still a MEMORY.md strike can read
+
+
+# --- 10. every model call counts and respects the caps, reflect's and doctor's included -----
+
+def _used_today(home: Home) -> int:
+    from runtime.store import Store, usage
+
+    with Store.open(home.db_path, readonly=True) as store:
+        return usage.today(store).calls
+
+
+def _spend(home: Home, calls: int) -> None:
+    from runtime.store import Store, usage
+
+    with Store.open(home.db_path) as store:
+        usage.record_calls(store, "a turn earlier today", calls)
+
+
+def test_reflect_counts_its_calls_and_stops_at_the_cap(home: Home, api):
+    from rituals import reflect as rf
+
+    from .test_reflect import FAITHFUL, parser_history
+
+    write_config(home.root, api.url, model={"daily_calls": 4})
+    parser_history(home)
+    api.default = FAITHFUL
+    report = rf.run(home, home.settings())
+    assert len(api.requests) == 4, "it stops at the cap"
+    assert _used_today(home) == 4, "and every call it made is counted"
+    assert "lessons call failed" in report.promotions  # the one call past the cap: not made
+
+
+def test_reflect_with_the_cap_reached_makes_no_model_call(home: Home, api):
+    from rituals import reflect as rf
+
+    from .test_reflect import FAITHFUL, parser_history
+
+    write_config(home.root, api.url, model={"daily_calls": 3})
+    parser_history(home)
+    _spend(home, 3)
+    api.default = FAITHFUL
+    report = rf.run(home, home.settings())
+    assert api.requests == [] and report.sealed.get(1), "sealed, extractively, with no call"
+    assert _used_today(home) == 3
+
+
+def test_doctor_counts_its_call_and_never_calls_past_the_cap(home: Home, api):
+    api.default = {"type": "message", "role": "assistant", "content": [], "id": "m",
+                   "model": "fake-model", "stop_reason": "end_turn", "stop_sequence": None,
+                   "usage": {"input_tokens": 1, "output_tokens": 1}}
+    write_config(home.root, api.url, model={"daily_calls": 2})
+    _spend(home, 0)  # the database exists, with nothing spent
+    coworker("doctor")
+    assert len(api.requests) == 1 and _used_today(home) == 1
+    _spend(home, 1)
+    r = coworker("doctor")
+    assert len(api.requests) == 1, "the cap is reached: no probe"
+    assert "not called" in r.stdout and "daily_calls 2 reached" in r.stdout

@@ -224,7 +224,9 @@ def test_an_unusable_keyword_answer_writes_nothing_and_reflect_finishes(
         assert store.scalar("SELECT status FROM ritual_runs") == "ok"
     assert "0 keywords on 0 episodes from 2 calls (2 failed" in report.keywords
     # the next run asks again for those episodes; a third failure in a row gives up
-    history(home, ["pager"], start=NOW - timedelta(hours=5))
+    # 20 minutes after the last note, so the same day: it joins that note's block (an episode
+    # never spans more than a day, ADR-0035)
+    history(home, ["pager"], start=NOW - timedelta(days=2, minutes=-(12 * 76 + 20)))
     caplog.clear()
     report = rf.run(home, home.settings())
     # 1 summary (streak reset), then keyword calls fail 3 times in a row: the model is given up
@@ -279,7 +281,7 @@ def test_a_second_reflect_asks_no_keywords_for_episodes_that_have_them(
     rf.run(home, home.settings())
     assert len(keyword_calls(api)) == 1
     # a new episode later: only it is asked about
-    history(home, ["onboarding"], start=NOW - timedelta(hours=3))
+    history(home, ["onboarding"], start=NOW - timedelta(days=2, minutes=-(2 * 76 + 20)))
     rf.run(home, home.settings())
     assert len(keyword_calls(api)) == 2
     assert list(shown_episodes(keyword_calls(api)[-1]).values()) == ["onboarding"]

@@ -25,15 +25,7 @@ class SpendingCap:
     def reached(self, store: Store, settings: Settings) -> str | None:
         """Which daily cap today's usage reached, if any; said once a day at WARNING. Until the
         next day (UTC) no model call is made."""
-        cfg = settings.model
-        if not (cfg.daily_tokens or cfg.daily_calls):
-            return None
-        used = usage.today(store)
-        reason = None
-        if cfg.daily_tokens and used.tokens >= cfg.daily_tokens:
-            reason = f"daily_tokens {cfg.daily_tokens} reached ({used.tokens} used today)"
-        elif cfg.daily_calls and used.calls >= cfg.daily_calls:
-            reason = f"daily_calls {cfg.daily_calls} reached ({used.calls} calls today)"
+        reason = usage.cap_reason(store, settings.model)
         day = usage.day_start()
         if reason and self.said != day:
             self.said = day
