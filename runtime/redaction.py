@@ -14,8 +14,12 @@ runtime/store/redactions.py. `redact_event` works in ONE transaction:
    old body or of one of its sentences, and a tag (reflect's keywords) that is such a token
    is dropped; each rollup changed gets its own `redactions` row and is re-indexed in
    rollups_fts the same way;
-3. appends a `redaction` event (actor owner, author_kind user): who, why, which event, which
-   rollups.
+3. scrubs, the same way, every other copy of event text the database keeps
+   (`redactions.COPIES`: queued promotions and their reasons, pins, the side-effect ledger's
+   inputs and results, approvals' arguments and reasons, inputs' errors, telemetry), so that
+   neither a later backup, nor an approval into MEMORY.md, nor `actions --all` holds it;
+4. appends a `redaction` event (actor owner, author_kind user): who, why, which event, which
+   rollups, how many copies.
 
 A word the secret shares with other events (a common word) stays in the rollups: only what
 this event alone said is taken out. A secret written in two events needs two redactions (the
@@ -27,7 +31,8 @@ indexes are optimized (their old segments hold the old terms until merged) and t
 checkpointed with TRUNCATE. The optimize rewrites each whole index, so it costs time in
 proportion to the index (the same work as reflect's index step, its `index_seconds`), however
 small the redaction. Backups taken before,
-MEMORY.md and its snapshots, and copies outside the database are not touched: the report says
+MEMORY.md and its snapshots (an entry applied before the redaction), and copies outside the
+database are not touched: the report says
 what was done, the owner handles the rest.
 """
 
@@ -64,12 +69,16 @@ class RedactionReport:
     source: str                                   # 'hot' or 'archive'
     rollups: list[int] = field(default_factory=list)
     rare_tokens: int = 0
+    copies: dict[str, int] = field(default_factory=dict)  # rows scrubbed in rs.COPIES' tables
     event: int | None = None                      # the `redaction` event's id
     compacted: bool = True                        # the WAL was folded in and truncated
 
     def line(self) -> str:
         rolls = (f"{len(self.rollups)} rollup(s) rewritten ({', '.join(map(str, self.rollups))})"
                  if self.rollups else "no rollup quoted it")
+        if self.copies:
+            rolls += "; copies scrubbed in " + ", ".join(
+                f"{table} ({n})" for table, n in sorted(self.copies.items()))
         tail = "" if self.compacted else (
             "; compaction did not finish while another connection was busy, so old bytes may "
             "linger in the file: stop the coworker (the WAL folds in when the last connection "
@@ -224,12 +233,14 @@ def redact_event(store: Store, event_id: int, why: str, actor: str = "owner") ->
                 rs.rewrite_rollup(store, r.id, why=f"event {event_id} redacted (#{rid}): {why}",
                                   actor=actor, drop_tags=quoting, **new)
                 report.rollups.append(r.id)
+            report.copies = rs.scrub_copies(store, scrub)
             rolls = ", ".join(map(str, report.rollups)) or "none"
             report.event = ev.append(store, Event(
                 kind="redaction", actor=actor, author_kind="user",
                 body=f"{actor} redacted event {event_id}: {why} (rollups rewritten: {rolls})",
                 meta={"event_id": event_id, "redaction_id": rid, "why": why, "by": actor,
-                      "rollups": report.rollups, "source": old.source}))
+                      "rollups": report.rollups, "copies": report.copies,
+                      "source": old.source}))
         try:
             report.compacted = rs.compact(store)
         except StoreError as e:  # committed already; only the compaction waits

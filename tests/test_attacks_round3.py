@@ -258,3 +258,60 @@ def test_doctor_counts_its_call_and_never_calls_past_the_cap(home: Home, api):
     r = coworker("doctor")
     assert len(api.requests) == 1, "the cap is reached: no probe"
     assert "not called" in r.stdout and "daily_calls 2 reached" in r.stdout
+
+
+# --- 3. redact reaches every copy ------------------------------------------------------------
+
+PLANTED = "sk-live-PLANT9876abcd"
+
+
+def _nowhere(home: Home, *outputs: str) -> None:
+    """The planted secret is in no byte of the home's files and no command output."""
+    for path in home.root.rglob("*"):
+        if path.is_file():
+            assert PLANTED.encode() not in path.read_bytes(), path
+    for text in outputs:
+        assert PLANTED not in text
+
+
+def test_redact_reaches_the_promotion_a_remember_queued(offline_home: Home, tmp_path: Path):
+    from runtime.loop import Loop
+    from runtime.store import Store
+
+    from .conftest import run_tick, tell
+
+    mid = tell(offline_home, f"remember that the deploy key is {PLANTED}")
+    run_tick(Loop(offline_home, offline_home.settings()))  # the remember is queued at the gate
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        assert PLANTED in store.scalar("SELECT text FROM promotions")
+    r = coworker("redact", str(mid), "--why", "a key in a message")
+    assert r.returncode == 0 and "promotions (1)" in r.stdout
+    assert coworker("backup", str(offline_home.root / "later-backup")).returncode == 0
+    approve = coworker("promotions", "approve", "1")
+    outputs = [approve.stdout + approve.stderr]
+    for args in (("promotions", "--all", "--json"), ("log", "-n", "1000", "--json"),
+                 ("search", "deploy", "key"), ("status",)):
+        outputs.append(coworker(*args).stdout)
+    _nowhere(offline_home, *outputs)
+
+
+def test_redact_reaches_the_ledger_and_the_approval_queue(offline_home: Home):
+    from runtime.store import Event, Store, approvals, side_effects
+    from runtime.store import events as ev
+
+    args = {"path": "/srv/deploy", "token": PLANTED}
+    with Store.open(offline_home.db_path) as store:
+        call = ev.append(store, Event(kind="tool_call", body=f"files__write({args})",
+                                      actor="coworker", author_kind="agent",
+                                      meta={"tool": "files__write", "input": args}))
+        side_effects.begin(store, "toolu_1", "files__write", None, args)
+        side_effects.finish(store, "toolu_1", True, f"wrote with {PLANTED}", tick_id=None)
+        approvals.add(store, tick_id=None, server="files", tool="wipe", name="files__wipe",
+                      arguments=args, reason=f"using {PLANTED}", sources=[call],
+                      tool_use_id="toolu_2", ttl_s=3600)
+    before = coworker("actions", "--all").stdout
+    assert PLANTED in before  # the attack: it is printed
+    r = coworker("redact", str(call), "--why", "a token in a tool call")
+    assert r.returncode == 0 and "side_effects (1)" in r.stdout and "approvals (1)" in r.stdout
+    _nowhere(offline_home, coworker("actions", "--all").stdout,
+             coworker("actions", "--all", "--json").stdout)

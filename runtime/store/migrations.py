@@ -600,6 +600,30 @@ def m016_key_side_effects_by_turn(db: sqlite3.Connection) -> None:
     """)
 
 
+def m017_let_redaction_reach_approvals(db: sqlite3.Connection) -> None:
+    # Issue 38, ADR-0038: `coworker redact` reaches every copy of an event's text, and an
+    # approval copies a tool call's arguments and the model's reason. What an approval asks
+    # still never changes, except by a redaction: the one sideways update let through writes
+    # the redaction marker into `arguments` or `reason` and leaves the status where it was.
+    _script(db, """
+        DROP TRIGGER approvals_forward;
+        CREATE TRIGGER approvals_forward BEFORE UPDATE ON approvals
+        WHEN new.id IS NOT old.id OR new.ts IS NOT old.ts OR new.tick_id IS NOT old.tick_id
+          OR new.server IS NOT old.server OR new.tool IS NOT old.tool OR new.name IS NOT old.name
+          OR (new.arguments IS NOT old.arguments AND instr(new.arguments, '[redacted]') = 0)
+          OR (new.reason IS NOT old.reason AND instr(COALESCE(new.reason, ''), '[redacted]') = 0)
+          OR new.sources IS NOT old.sources OR new.tool_use_id IS NOT old.tool_use_id
+          OR new.turn IS NOT old.turn OR new.expires_at IS NOT old.expires_at
+          OR NOT ((old.status = 'waiting' AND new.status IN ('approved', 'rejected', 'expired'))
+                  OR (old.status = 'approved' AND new.status = 'running')
+                  OR (old.status = 'running' AND new.status IN ('done', 'failed'))
+                  OR (new.status = old.status AND (new.arguments IS NOT old.arguments
+                                                   OR new.reason IS NOT old.reason))) BEGIN
+            SELECT RAISE(ABORT, 'an approval only moves forward, and what it asks never changes');
+        END;
+    """)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -617,6 +641,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m014_add_tag_origin,
     m015_count_vector_changes,
     m016_key_side_effects_by_turn,
+    m017_let_redaction_reach_approvals,
 ]
 
 

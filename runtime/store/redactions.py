@@ -13,7 +13,7 @@ caller's transaction (a savepoint when nested).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import CoworkerError
@@ -169,3 +169,34 @@ def compact(store: Store) -> bool:
     store.execute("INSERT INTO rollups_fts(rollups_fts) VALUES ('optimize')")
     busy, log_frames, done = store.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     return not busy and (log_frames in (0, -1) or log_frames == done)
+
+
+# Every table that keeps a copy of an event's text beside the events (ADR-0038): a redaction
+# scrubs these too, or `redact` would leave the secret in the file, in later backups, in
+# MEMORY.md (a queued promotion approved later) and in command output (`actions --all`).
+# Decisions, tags and vectors are handled with the event itself (`overwrite_event`).
+COPIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("promotions", "id", ("text", "reason")),
+    ("pins", "id", ("text",)),
+    ("side_effects", "rowid", ("input", "result")),
+    ("approvals", "id", ("arguments", "reason")),
+    ("inputs", "event_id", ("last_error",)),
+    ("telemetry", "id", ("data",)),
+)
+
+
+def scrub_copies(store: Store, scrub: Callable[[str | None], str | None]) -> dict[str, int]:
+    """Rewrite, with `scrub`, every copy of an event's text kept outside the events (COPIES);
+    return how many rows of each table changed. Inside the caller's transaction."""
+    changed: dict[str, int] = {}
+    with store.transaction() as db:
+        for table, key, columns in COPIES:
+            rows = db.execute(f"SELECT {key} AS k, {', '.join(columns)} FROM {table}").fetchall()
+            for row in rows:
+                new = [scrub(row[c]) for c in columns]
+                if new == [row[c] for c in columns]:
+                    continue
+                sets = ", ".join(f"{c} = ?" for c in columns)
+                db.execute(f"UPDATE {table} SET {sets} WHERE {key} = ?", (*new, row["k"]))
+                changed[table] = changed.get(table, 0) + 1
+    return changed
