@@ -343,3 +343,48 @@ def test_the_tick_line_counts_a_live_mcp_write(home: Home, api: FakeMessagesAPI,
     assert target.read_text() == "hi"
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tick ")]
     assert "side effects: faulty__write_file (live)" in line
+
+
+def _commit(repo: Path, name: str) -> None:
+    (repo / name).write_text(name + "\n")
+    git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", f"add {name}")
+
+
+def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessagesAPI,
+                                                   repo: Path) -> None:
+    """Issue 38, item 9: a watch that changes every interval made a model call each time. Past
+    [mcp] watch_daily_calls, a change is recorded as history, not an input: no call, no pile-up."""
+    _commit(repo, "a.txt")
+    watch = ('[[mcp.watch]]\nserver = "git"\ntool = "git_log"\n'
+             f'arguments = {{ repo_path = {json.dumps(str(repo))}, max_count = 3 }}\n'
+             'interval_s = 60\n')
+    configure(home, api, git_server(repo), watch, mcp="watch_daily_calls = 1")
+    loop = Loop(home, home.settings())
+    now = [time.time()]
+
+    def step(i: int) -> None:
+        loop.watches.clock = lambda: now[0]
+        now[0] += 61
+        _commit(repo, f"change-{i}.txt")  # the watch sees a change every time
+    api.default = text("noted")
+    ticks(loop, 5, step)
+    assert len(api.bodies) == 1, "one turn spends the budget of 1 call; the rest wait"
+    changes = events(home, "watch_change")
+    assert len(changes) >= 2
+    assert [c.meta.get("not_an_input") for c in changes] == [None] + ["watch_daily_calls"] * (
+        len(changes) - 1)
+    with Store.open(home.db_path, readonly=True) as store:
+        assert store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") == 0
+
+
+def test_a_watch_on_a_tool_with_side_effects_is_a_config_error(home: Home, api: FakeMessagesAPI,
+                                                               tmp_path: Path) -> None:
+    watch = ('[[mcp.watch]]\nserver = "faulty"\ntool = "write_file"\n'
+             f'arguments = {{ path = {json.dumps(str(tmp_path / "x"))}, text = "x" }}\n'
+             'interval_s = 60\n')
+    configure(home, api, faulty_server(), watch)
+    r = coworker("run", "--once")
+    assert r.returncode == 2 and "a watch only reads" in r.stderr and "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
+    assert not (tmp_path / "x").exists()

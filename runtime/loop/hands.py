@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..hands import Disposition, McpSection, McpWatch, SideEffect, ToolResult, full_name
-from ..store import Event, Store, approvals, iso_z, now_iso, side_effects, watches
+from ..store import Event, Store, approvals, iso_z, now_iso, side_effects, usage, watches
+from ..store import events as ev
 from ..store import inputs as inputs_store
 from ..tools.registry import ToolResult as Result
 from .record import record
@@ -189,13 +190,16 @@ class Watches:
         self.tz = tz
         self._next: dict[str, float] = {}
         self._seen: dict[str, watches.Seen] = {}  # key -> the last result, read back once
+        self._said: set[str] = set()  # watches whose trouble was said (once, not every interval)
         self.entries: list[McpWatch] = []
         self.configure(section)
 
     def configure(self, section: McpSection) -> None:
         self.entries = list(section.watch)
         keys = {key(w) for w in self.entries}
-        self._next = {k: v for k, v in self._next.items() if k in keys}
+        # an edit is a new chance: a watch skipped as not read-only is looked at again
+        self._next = {k: v for k, v in self._next.items() if k in keys and v != float("inf")}
+        self._said.clear()
 
     def _after(self, w: McpWatch, now: float) -> float:
         if w.interval_s is not None:
@@ -205,6 +209,18 @@ class Watches:
         fire = parse_cron(str(w.cron), self.tz).get_next_fire_time(
             None, datetime.fromtimestamp(now, UTC))
         return fire.timestamp() if fire is not None else now + 86400
+
+    def misfits(self, hands: Any) -> list[str]:
+        """One line for each watch whose server offers its tool as not read-only: a config
+        error (a watch only reads). A tool not offered (yet) is not judged here."""
+        out = []
+        for w in self.entries:
+            info = hands.tool(full_name(w.server, w.tool))
+            if info is not None and info.side_effect is not SideEffect.READ:
+                out.append(f"[[mcp.watch]] {key(w)}: {w.server} offers {w.tool} as a tool with "
+                           "side effects, and a watch only reads; watch a read-only tool, or "
+                           "list it in that server's read_only if it only reads")
+        return out
 
     def due(self) -> list[McpWatch]:
         now = self.clock()
@@ -229,8 +245,13 @@ class Watches:
         name, k = full_name(w.server, w.tool), key(w)
         info = hands.tool(name) if hands is not None else None
         if info is None or info.side_effect is not SideEffect.READ:
-            log.warning("watch %s: %s", k, "its server offers no such tool (yet)" if info is None
-                        else "not a read-only tool; a watch only reads, so it is skipped")
+            if k not in self._said:  # once, not every interval
+                self._said.add(k)
+                log.warning("watch %s: %s", k, "its server offers no such tool (yet)"
+                            if info is None else "not a read-only tool; a watch only reads, so "
+                            "it is skipped until config.toml changes")
+            if info is not None:
+                self._next[k] = float("inf")
             return 0
         r = await hands.call(name, w.arguments)
         if r.is_error:
@@ -248,10 +269,18 @@ class Watches:
         self._seen[k] = last
         if digest == last.hash:
             return 0  # unchanged: nothing written, no model call
-        event_id = inputs_store.add(store, Event(
+        change = Event(
             kind="watch_change", body=f"watch {name} changed; what is new:\n"
             + what_is_new(last.text, text, section.watch_chars), actor=f"watch:{name}",
-            author_kind="tool", meta={"watch": k, "hash": digest, "text": text}), "watch")
+            author_kind="tool", meta={"watch": k, "hash": digest, "text": text})
+        if usage.watch_calls_today(store) >= section.watch_daily_calls:
+            # the day's budget is spent: the change is history, not an input (none pile up)
+            change.meta["not_an_input"] = "watch_daily_calls"
+            self._seen[k] = watches.Seen(digest, text, ev.append(store, change))
+            log.info("watch %s changed; recorded, not an input: [mcp] watch_daily_calls (%d) "
+                     "is spent today", k, section.watch_daily_calls)
+            return 0
+        event_id = inputs_store.add(store, change, "watch")
         self._seen[k] = watches.Seen(digest, text, event_id)
         log.info("watch %s changed: an input for the next turn", k)
         return 1

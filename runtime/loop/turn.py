@@ -118,7 +118,15 @@ def _record_tick(tc: TurnContext, perception: ctx.Perception, resume: turns.Atte
         + (f"; takes up tick {resume.tick_id} again" if resume else ""),
         perception=digest, inputs=perception.input_ids,
         resumes=resume.tick_id if resume else None,
-        rituals=[n for n, _ in perception.rituals])
+        rituals=[n for n, _ in perception.rituals],
+        **({"watch_only": True} if watch_only(perception) else {}))
+
+
+def watch_only(p: ctx.Perception) -> bool:
+    """Whether only watches' changes wake this turn (their calls count against
+    [mcp] watch_daily_calls)."""
+    return (bool(p.inputs) and not p.due_promises and not p.rituals
+            and all(e.kind == "watch_change" for e in p.inputs))
 
 
 async def _outcome(tc: TurnContext, tick_id: int, perception: ctx.Perception,

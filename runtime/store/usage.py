@@ -48,6 +48,17 @@ def today(store: Store, now: datetime | None = None) -> Usage:
     return Usage(calls, tokens)
 
 
+def watch_calls_today(store: Store, now: datetime | None = None) -> int:
+    """Model calls spent today by turns that only watches' changes woke (`watch_only` ticks)."""
+    rows = store.query(
+        "SELECT e.meta FROM events AS e JOIN events AS t ON t.id = e.tick_id AND t.kind = 'tick' "
+        "WHERE e.ts >= ? AND e.kind IN ('model_response', 'tick_failed') AND json_valid(e.meta) "
+        "AND json_valid(t.meta) AND json_extract(t.meta, '$.watch_only') = 1 "
+        "AND json_extract(t.meta, '$.imported') IS NULL", (day_start(now),))
+    return sum(int(a) for r in rows
+               if isinstance(a := json.loads(r[0]).get("attempts"), int))
+
+
 def cap_reason(store: Store, cfg: ModelSection) -> str | None:
     """Which daily cap ([model] daily_tokens, daily_calls) today's usage reached, or None."""
     if not (cfg.daily_tokens or cfg.daily_calls):
