@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from . import process
@@ -37,6 +38,9 @@ from .cron import parse_cron
 from .errors import ConfigError, CoworkerError, ModelError
 from .home import Home
 from .settings import ENV_PREFIX, Settings, read_toml, redact, secret_values
+
+if TYPE_CHECKING:
+    from .store import Store
 
 # A 'running' reflect row older than this is a run that was killed: reflect takes seconds to
 # minutes even at a million events (docs/benchmarks.md).
@@ -74,6 +78,7 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
     steps: list[tuple[str, Callable[[], Check]]] = [
         ("config", config),
         ("config in use", lambda: _config_in_use(home, settings)),
+        ("folders", lambda: _folders(home)),
         ("database", lambda: _database(home)),
         ("fts", lambda: _fts(home)),
         ("memory", lambda: _memory(home)),
@@ -179,6 +184,7 @@ def _database(home: Home) -> Check:
     try:
         with Store.open(home.db_path, readonly=True) as store:
             result = store.integrity_check()
+            missing = _missing(store) if result == "ok" else []
     except (CoworkerError, sqlite3.DatabaseError) as e:
         reason = str(e.__cause__ or e) if isinstance(e, CoworkerError) else str(e)
         if not any(w in reason for w in ("malformed", "not a database", "corrupt")):
@@ -192,7 +198,54 @@ def _database(home: Home) -> Check:
                                       f"its table (integrity_check: {result}): rebuild the "
                                       f"indexes: sqlite3 {db} REINDEX")
         return Check(name, False, _damaged(home, f"integrity_check: {result}"))
+    if missing:
+        return Check(name, False, f"database {home.db_path} lacks what its migrations made: "
+                                  f"{', '.join(missing)}; the commands that use them fail: "
+                                  "bring back a backup: `coworker restore-backup FOLDER`")
     return Check(name, True, f"{home.db_path} opens and passes integrity_check")
+
+
+def _missing(store: Store) -> list[str]:
+    """The tables, views, triggers and indexes the database's applied migrations made that it
+    no longer holds (a dropped `pins`, an append-only trigger gone), as "table pins"."""
+    from .store import migrations
+
+    def objects(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+        return {(r[0], r[1]) for r in conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+
+    conn = store.conn
+    applied = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    fresh = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for fn in migrations.MIGRATIONS:
+            if fn.__name__ in applied:
+                fn(fresh)
+        return [f"{kind} {what}" for kind, what in sorted(objects(fresh) - objects(conn))]
+    finally:
+        fresh.close()
+
+
+def _folders(home: Home) -> Check:
+    """state/ and the folders in it (inbox, inbox/done, outbox, snapshots) are folders, or not
+    there yet (made when the coworker runs): a file or a dangling link in one's place makes
+    every command that needs the home refuse."""
+    import os
+
+    name = "folders"
+    bad = []
+    for path in (home.state, home.inbox, home.inbox / "done", home.outbox, home.snapshots):
+        q = shlex.quote(str(path))
+        if path.is_symlink() and not path.exists():
+            bad.append(f"{path} is a link to {os.readlink(path)}, which does not exist: remove "
+                       f"the link (rm {q}) or create what it points to")
+        elif path.exists() and not path.is_dir():
+            bad.append(f"{path} is a file, not a folder: move it aside (mv {q} {q}.aside)")
+    if bad:
+        return Check(name, False, "; ".join(bad) + "; until then the commands that need the "
+                                  "home refuse")
+    return Check(name, True, "state/, state/inbox, state/inbox/done, state/outbox and "
+                             "state/snapshots are folders (or made when the coworker runs)")
 
 
 def _fts(home: Home) -> Check:
@@ -574,6 +627,7 @@ def _mcp(settings: Settings | None) -> list[Check]:
     if not section.servers:
         return [Check(name, True, "no MCP servers configured")]
     from .hands import SideEffect
+    from .hands.server import left_out_line
     from .hands.survey import survey
 
     checks = []
@@ -586,8 +640,15 @@ def _mcp(settings: Settings | None) -> list[Check]:
                 "again")))
             continue
         disabled = r.count(SideEffect.DISABLED)
-        checks.append(Check(name, True, (
-            f"{r.name}: {len(r.tools) - disabled} tools ({r.count(SideEffect.READ)} read-only, "
-            f"{r.count(SideEffect.SIDE_EFFECT)} side effects, {r.count(SideEffect.APPROVE)} "
-            "wait for approval)" + (f"; {disabled} disabled" if disabled else ""))))
+        tools = (f"{r.name}: {len(r.tools) - disabled} tools ({r.count(SideEffect.READ)} "
+                 f"read-only, {r.count(SideEffect.SIDE_EFFECT)} side effects, "
+                 f"{r.count(SideEffect.APPROVE)} wait for approval)"
+                 + (f"; {disabled} disabled" if disabled else ""))
+        if r.left_out:
+            checks.append(Check(name, True, redact(
+                f"{tools}; {left_out_line(r.left_out)}: the model cannot use those; list fewer "
+                f'(`disabled` of the [[mcp.servers]] table with name = "{r.name}"), or fix '
+                "the server"), warn=True))
+            continue
+        checks.append(Check(name, True, tools))
     return checks

@@ -291,7 +291,7 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
 # suite, the 100k bench, and the files for MiniLM and for real MCP servers when they come.
 SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_bench.py",
               "tests/test_semantic.py", "tests/test_hands_loop.py",
-              "tests/test_reused_tool_ids.py"}
+              "tests/test_reused_tool_ids.py", "tests/test_hostile_servers.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen

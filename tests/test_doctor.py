@@ -22,8 +22,8 @@ from runtime.store import events as ev
 from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
-NAMES = ["config", "config in use", "database", "fts", "memory", "rituals", "recall", "logging",
-         "permissions", "model", "spending", "semantic", "mcp"]  # mcp: one line a server, or one
+NAMES = ["config", "config in use", "folders", "database", "fts", "memory", "rituals", "recall",
+         "logging", "permissions", "model", "spending", "semantic", "mcp"]  # mcp: one line a server, or one
 
 
 @pytest.fixture(autouse=True)
@@ -706,3 +706,38 @@ def test_doctor_never_shows_an_mcp_servers_secret(offline_home: Home):
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("FAIL mcp: leaky"))
     assert "[redacted]" in line  # its stderr echoed the value back, and it was caught
     assert secret not in r.stdout + r.stderr
+
+
+# --- issue 38, item 14: what other commands refuse, doctor sees -----------------------------
+
+@pytest.mark.parametrize("where, how", [
+    ("inbox/done", "file"), ("outbox", "file"), ("snapshots", "dangling link"),
+])
+def test_a_file_or_a_dangling_link_where_a_folder_must_be_fails(offline_home: Home, where, how):
+    path = offline_home.state / where
+    path.rmdir()
+    if how == "file":
+        path.write_text("not a folder\n")
+    else:
+        path.symlink_to(offline_home.root / "nowhere")
+    refused = coworker("status")
+    assert refused.returncode != 0  # the command the owner would run next refuses
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL folders:")]
+    assert str(path) in line and ("is a file" if how == "file" else "does not exist") in line
+
+
+def test_a_dropped_table_fails_the_database_check(offline_home: Home):
+    with Store.open(offline_home.db_path) as store:
+        store.conn.execute("DROP TABLE pins")
+    assert coworker("pins").returncode != 0  # the command that needs it refuses
+    checks = by_name(doctor.run_checks(offline_home, probe_model=False))
+    assert not checks["database"].ok and "table pins" in checks["database"].detail
+    assert checks["folders"].ok
+
+
+def test_a_healthy_database_holds_everything_its_migrations_made(offline_home: Home):
+    with Store.open(offline_home.db_path):
+        pass
+    assert by_name(doctor.run_checks(offline_home, probe_model=False))["database"].ok

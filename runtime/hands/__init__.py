@@ -4,7 +4,8 @@ Re-exports only the light rooms: config.py (the `[mcp]` section, which runtime/s
 embeds), classify.py (side-effect classes and what a call does) and result.py (a call's
 outcome). The heavy ones import the MCP SDK and are imported by name where they run:
 server.py (one supervised server), hands.py (all of them, as tools for the model) and
-survey.py (start each once and report it, for doctor and `coworker mcp-tools`), so that
+survey.py (start each once and report it, for doctor and `coworker mcp-tools`), and
+schema.py (a server's JSON schemas, checked without fetching or running anything), so that
 loading the settings or starting the CLI never pays for the SDK.
 """
 

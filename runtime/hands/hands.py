@@ -3,12 +3,14 @@
 Owns the servers of one `[mcp]` section (a `ServerRunner` each): starting them together (one
 that cannot start is a WARNING and a reason in `status()`, the others go on), offering their
 tools as Anthropic tool definitions named `<server>__<tool>` in a stable order (by server,
-then tool), answering what a call to one would do (`disposition`), checking arguments
-against the tool's schema, making the call (with the server's timeout; the text capped at
-`[mcp] result_chars`, the full text kept), `reconcile` with a reloaded section, and stopping
-them all. It never decides to call a side effect on its own (`call` runs what it is asked;
-the loop asks `disposition` first), never records events, and never logs or returns a
-secret value of the section (each text passes through `redact` first).
+then tool; at most MAX_ALL_TOOL_BYTES of them in all, the rest left out with one WARNING),
+answering what a call to one would do (`disposition`), checking arguments against the tool's
+schema (runtime/hands/schema.py: nothing fetched, no server's pattern run), making the call
+(with the server's timeout; the text capped at `[mcp] result_chars`, the full text kept up to
+`result.MAX_STORED_CHARS`), `reconcile` with a reloaded section, and stopping them all. It
+never decides to call a side effect on its own (`call` runs what it is asked; the loop asks
+`disposition` first), never records events, and never logs or returns a secret value of the
+section (each text passes through `redact` first).
 
 The coworker's own state is out of every tool's reach (runtime/hands/own_state.py): a call any
 of whose arguments names a path in the home's `state/` (the inbox is the owner's door; the
@@ -39,12 +41,16 @@ from ..settings import register_secret
 from .classify import Disposition, SideEffect, decide
 from .config import McpSection, McpServer, split_name
 from .own_state import OwnState
-from .result import CallStatus, ToolResult, cap
-from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, schema_problem
+from .result import CallStatus, ToolResult, cap, keep
+from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, left_out_line
 
 log = logging.getLogger("runtime.hands")
 
 REDACTED = "[redacted]"
+# Bytes of tool definitions offered to the model in all, every request (each server's own caps
+# are runtime/hands/server.py's MAX_TOOLS and MAX_TOOL_BYTES): past it, in the stable order of
+# the tools (by server, then tool), the rest are left out, said at WARNING (ADR-0039).
+MAX_ALL_TOOL_BYTES = 256 * 1024
 
 
 class Redactor:
@@ -74,6 +80,7 @@ class Hands:
         self.redact = self._redactor(section)
         self._runners: dict[str, ServerRunner] = {}
         self._own: OwnState | None = OwnState(home) if home is not None else None
+        self._over_logged: str | None = None  # the last WARNING about the bytes in all
 
     @staticmethod
     def _redactor(section: McpSection) -> Redactor:
@@ -175,10 +182,39 @@ class Hands:
     # -- tools ----------------------------------------------------------------------------
 
     def tools(self) -> list[ToolInfo]:
-        """Every offered tool (not DISABLED), sorted by server then tool name."""
-        return [t for name in sorted(self._runners)
-                for t in self._runners[name].status.tools
-                if t.side_effect is not SideEffect.DISABLED]
+        """Every offered tool (not DISABLED), sorted by server then tool name, up to
+        MAX_ALL_TOOL_BYTES of definitions in all."""
+        offered, over = self._offered()
+        line = left_out_line(over) if over else None
+        if line is not None and line != self._over_logged:
+            log.warning("mcp: tool definitions are capped at %s bytes in all; %s",
+                        f"{MAX_ALL_TOOL_BYTES:,}", self.redact(line))
+        self._over_logged = line
+        return offered
+
+    def _offered(self) -> tuple[list[ToolInfo], dict[str, str]]:
+        """(the tools offered, {full name: why} of those left out for the bytes in all)."""
+        offered: list[ToolInfo] = []
+        over: dict[str, str] = {}
+        used = 0
+        for t in (t for name in sorted(self._runners) for t in self._runners[name].status.tools
+                  if t.side_effect is not SideEffect.DISABLED):
+            if over or used + t.size > MAX_ALL_TOOL_BYTES:
+                over[t.name] = f"more than {MAX_ALL_TOOL_BYTES:,} bytes of tools in all"
+                continue
+            used += t.size
+            offered.append(t)
+        return offered, over
+
+    def left_out(self, server: str) -> dict[str, str]:
+        """The tools of `server` not offered to the model, and why (its own listing's caps and
+        checks, and the bytes of all servers' tools together)."""
+        runner = self._runners.get(server)
+        mine = dict(runner.status.left_out) if runner is not None else {}
+        over = self._offered()[1]
+        mine.update({t.tool: why for t in (runner.status.tools if runner else [])
+                     if (why := over.get(t.name)) is not None})
+        return mine
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The offered tools as Messages API tool definitions, in a stable order."""
@@ -189,7 +225,9 @@ class Hands:
         parts = split_name(name)
         runner = self._runners.get(parts[0]) if parts else None
         info = runner.tool(parts[1]) if runner and parts else None
-        return info if info and info.side_effect is not SideEffect.DISABLED else None
+        if info is None or info.side_effect is SideEffect.DISABLED:
+            return None
+        return info if name not in self._offered()[1] else None
 
     def disposition(self, name: str, coworker_live: bool) -> Disposition:
         """What a call to this tool does now: RUN, DRY_RUN, QUEUE, or REFUSE (unknown or
@@ -207,10 +245,8 @@ class Hands:
         info = self.tool(name)
         if info is None:
             return f"no tool named {name!r}"
-        problem = schema_problem(info.input_schema, arguments)
-        if problem:
-            return self.redact(f"arguments rejected: {problem}")
-        return self.refusal(name, arguments)
+        why = self._runners[info.server].check(info, arguments)
+        return why if why is not None else self.refusal(name, arguments)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Call the tool `<server>__<tool>` now, whatever its class (ask `disposition` first),
@@ -227,7 +263,7 @@ class Hands:
         text, full = cap(result.text, self.section.result_chars)
         if full is None:
             return result
-        return ToolResult(result.server, result.tool, result.status, text, full,
+        return ToolResult(result.server, result.tool, result.status, text, keep(full),
                           result.structured, result.seconds)
 
     # -- status ---------------------------------------------------------------------------

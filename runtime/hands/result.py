@@ -1,17 +1,24 @@
 """What a call to an MCP tool gave back, as text the model may see.
 
 Owns `CallStatus` (how a call ended), `ToolResult` (the outcome of one call: the text capped
-to the configured size, the full text kept beside it when cut) and the turning of an MCP
-`CallToolResult`'s content blocks into plain text. It never calls a server and never
+to the configured size, the full text kept beside it when cut, itself at most
+`MAX_STORED_CHARS`, the rest dropped with its size and digest: `keep`) and the turning of an
+MCP `CallToolResult`'s content blocks into plain text. It never calls a server and never
 records anything; a result is untrusted data from the outside world, never owner input.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+# Characters of a result's full text that are stored (in its event) at most: a server that
+# answers 50 MB would otherwise grow the database by as much, and a watch fill the disk. The
+# same as the most `[mcp] result_chars` may show the model (ADR-0039).
+MAX_STORED_CHARS = 1_000_000
 
 
 class CallStatus(StrEnum):
@@ -80,5 +87,17 @@ def cap(text: str, limit: int) -> tuple[str, str | None]:
     longer than `limit`; else (`text`, None)."""
     if len(text) <= limit:
         return text, None
-    marker = f"\n[cut: the first {limit} of {len(text)} characters; the full result is kept]"
+    kept = ("the full result is kept" if len(text) <= MAX_STORED_CHARS else
+            f"the first {MAX_STORED_CHARS:,} are kept")
+    marker = f"\n[cut: the first {limit} of {len(text)} characters; {kept}]"
     return text[:limit] + marker, text
+
+
+def keep(text: str) -> str:
+    """What is stored of a result's full text: at most MAX_STORED_CHARS characters, the rest
+    dropped with its size and digest (sha256 of the whole text) said in a last line."""
+    if len(text) <= MAX_STORED_CHARS:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return (text[:MAX_STORED_CHARS] + f"\n[dropped: the last {len(text) - MAX_STORED_CHARS:,} "
+            f"of {len(text):,} characters; sha256 of the whole result {digest}]")

@@ -15,14 +15,25 @@ start is retried the same way; its reason (the error, and the last lines it wrot
 is one WARNING line when it changes and stays in `status()` for `doctor`. The wait is the
 injected `sleep`, so tests never wait on the wall clock.
 
-Every text that leaves this module (reasons, log lines, results) passes through the `redact`
-it is given, so a secret from the server's env or headers never reaches a log or the model.
+Every text that leaves this module (reasons, log lines, results, and each listed tool's
+description, annotations and input schema, before the description is cut) passes through the
+`redact` it is given, so a secret from the server's env or headers never reaches a log or the
+model. A listing is taken in the order of the tools' names: a tool whose name the model cannot
+take is skipped; one whose name holds a secret, whose schema cannot be used
+(runtime/hands/schema.py), whose definition is over MAX_TOOL_BYTES, or past the first MAX_TOOLS
+is left out (`ServerStatus.left_out`), one WARNING when that changes (ADR-0039). What the SDK
+logs about a server's bytes (a line that is not JSON-RPC) becomes one WARNING line naming the
+server, the first of a connection; its cache of output-schema validators gets ours, which runs
+no regular expression of the server's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import dataclasses
+import json
 import logging
 import math
 import os
@@ -34,7 +45,6 @@ from enum import StrEnum
 from typing import IO, Any
 
 import anyio
-import jsonschema
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,12 +56,18 @@ from .. import __version__
 from .classify import SideEffect, classify
 from .config import TOOL_NAME, McpServer, full_name
 from .result import CallStatus, ToolResult, content_text
+from .schema import SchemaUnusable, local_validator, problem, unusable
 
 log = logging.getLogger("runtime.hands")
 
 MAX_DESCRIPTION = 1024   # characters of a tool's description offered to the model
 _STDERR_KEEP = 256 * 1024  # a server's stderr is kept for its last lines; trimmed past this
 _PAGES = 100             # tools/list pages read at most (a paginator that never ends)
+# What one server may offer the model (ADR-0039): its first MAX_TOOLS usable tools by name,
+# each a definition of at most MAX_TOOL_BYTES of JSON; the rest are left out, said at WARNING.
+# (All servers together: runtime/hands/hands.py's MAX_ALL_TOOL_BYTES.)
+MAX_TOOLS = 128
+MAX_TOOL_BYTES = 32 * 1024
 
 Sleep = Callable[[float], Awaitable[None]]
 Redact = Callable[[str], str]
@@ -74,6 +90,7 @@ class ToolInfo:
     input_schema: dict[str, Any]
     annotations: dict[str, Any] | None
     side_effect: SideEffect
+    size: int = 0  # bytes of its definition as JSON: what it costs every model request
 
     @property
     def name(self) -> str:
@@ -93,6 +110,7 @@ class ServerStatus:
     restarts: int = 0
     tools: list[ToolInfo] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # tools whose names the model could not take
+    left_out: dict[str, str] = field(default_factory=dict)  # tool -> why it is not offered
 
 
 def describe(exc: BaseException) -> str:
@@ -103,6 +121,41 @@ def describe(exc: BaseException) -> str:
         return "no answer in time"
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
+
+
+# The runner whose connection this task serves: the SDK's transport tasks inherit it, so a
+# line the SDK logs about what a server sent can name that server.
+_CONNECTION: contextvars.ContextVar[ServerRunner | None] = contextvars.ContextVar(
+    "coworker_mcp_server", default=None)
+
+
+class _ServerFault(logging.Filter):
+    """The SDK logs what a server sent that is not JSON-RPC (and a read that failed) at ERROR,
+    with a traceback, into `coworker run`'s output; it is the server's fault. Each becomes one
+    WARNING line naming the server, redacted, the first of a connection only (the rest are
+    counted, `ServerRunner.faults`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR and record.exc_info is None:
+            return True
+        runner = _CONNECTION.get()
+        exc = record.exc_info[1] if record.exc_info else None
+        what = record.getMessage() + (f": {describe(exc)}" if exc is not None else "")
+        name = "?"
+        if runner is not None:
+            runner.faults += 1
+            if runner.faults > 1:
+                return False
+            what, name = runner._redact(what), runner.config.name
+        record.msg = "mcp server %s: %s (more like it on this connection are not logged)"
+        record.args = (name, what[:300])
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+for _sdk in ("mcp.client.stdio", "mcp.client.streamable_http"):
+    logging.getLogger(_sdk).addFilter(_ServerFault())
 
 
 class _StderrTail:
@@ -163,6 +216,8 @@ class ServerRunner:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._logged: str | None = None
+        self._left_logged: str | None = None   # the last WARNING about tools left out
+        self.faults = 0  # lines the SDK logged about what this connection's server sent
         self._lost: str | None = None          # why the open connection was given up
         self._tail: _StderrTail | None = None
         # The folder the server process runs in: a stdio server inherits the coworker's own
@@ -242,6 +297,8 @@ class ServerRunner:
         self._wake = asyncio.Event()
         self._lost = None
         self._tail = tail
+        self.faults = 0
+        _CONNECTION.set(self)
         with anyio.CancelScope(deadline=anyio.current_time() + self.config.start_timeout_s
                                ) as scope:
             async with Client(self._transport(tail), client_info=Implementation(
@@ -280,27 +337,67 @@ class ServerRunner:
             cursor = page.next_cursor
             if cursor is None:
                 break
+        _guard_output_schemas(client, tools)
         return tools
 
     def _set_tools(self, listed: list[Any]) -> None:
+        """Take a listing: in the order of their names, the tools the model can take, each
+        redacted and checked (`_tool_info`), up to MAX_TOOLS offered; the rest left out."""
         tools: dict[str, ToolInfo] = {}
         skipped: list[str] = []
-        for t in listed:
-            name = full_name(self.config.name, t.name)
-            if not TOOL_NAME.match(name):
-                skipped.append(t.name[:80])
+        left_out: dict[str, str] = {}
+        offered = 0
+        for t in sorted(listed, key=lambda t: str(t.name)):
+            if not TOOL_NAME.match(full_name(self.config.name, t.name)):
+                skipped.append(self._redact(t.name[:80]))
                 continue
-            ann = t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else None
-            desc = (t.description or "")[:MAX_DESCRIPTION]
-            tools[t.name] = ToolInfo(self.config.name, t.name, desc, dict(t.input_schema),
-                                     ann or None, classify(t.name, t.annotations, self.config))
-        if skipped:
-            log.warning("mcp server %s: %d tools skipped, their names do not fit "
-                        "<server>__<tool> in [a-zA-Z0-9_-]{1,64}: %s", self.config.name,
-                        len(skipped), self._redact(", ".join(sorted(skipped))))
-        self._tools = dict(sorted(tools.items()))
-        self.status.tools = list(self._tools.values())
-        self.status.skipped = sorted(skipped)
+            side_effect = classify(t.name, t.annotations, self.config)
+            if side_effect is not SideEffect.DISABLED and offered >= MAX_TOOLS:
+                left_out[t.name] = f"more than {MAX_TOOLS} tools"
+                continue
+            info, why = self._tool_info(t, side_effect)
+            if info is None:
+                left_out[self._redact(t.name)] = why
+                continue
+            tools[t.name] = info
+            offered += side_effect is not SideEffect.DISABLED
+        self._tools = tools
+        self.status.tools = list(tools.values())
+        self.status.skipped = skipped
+        self.status.left_out = left_out
+        self._warn_left_out()
+
+    def _tool_info(self, t: Any, side_effect: SideEffect) -> tuple[ToolInfo | None, str]:
+        """One listed tool as offered (its description, annotations and schema redacted, the
+        description then cut), or None and why it cannot be."""
+        redact = self._redact
+        if redact(t.name) != t.name:
+            return None, "its name holds a secret"
+        schema = redact_json(dict(t.input_schema), redact)
+        if side_effect is not SideEffect.DISABLED and (why := unusable(schema)) is not None:
+            return None, why
+        ann = t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else None
+        info = ToolInfo(self.config.name, t.name, redact(t.description or "")[:MAX_DESCRIPTION],
+                        schema, redact_json(ann, redact) or None, side_effect)
+        size = len(json.dumps(info.definition(), ensure_ascii=False).encode("utf-8", "replace"))
+        if size > MAX_TOOL_BYTES and side_effect is not SideEffect.DISABLED:
+            return None, f"its definition is over {MAX_TOOL_BYTES:,} bytes"
+        return dataclasses.replace(info, size=size), ""
+
+    def _warn_left_out(self) -> None:
+        """One WARNING when what this server's listing leaves out changes."""
+        lines = []
+        if self.status.skipped:
+            names = self.status.skipped
+            lines.append(f"{len(names)} tools skipped, their names do not fit <server>__<tool> "
+                         f"in [a-zA-Z0-9_-]{{1,64}}: {', '.join(names[:10])}"
+                         + (f" and {len(names) - 10} more" if len(names) > 10 else ""))
+        if self.status.left_out:
+            lines.append(left_out_line(self.status.left_out))
+        line = self._redact("; ".join(lines)) if lines else None
+        if line is not None and line != self._left_logged:
+            log.warning("mcp server %s: %s", self.config.name, line)
+        self._left_logged = line
 
     def _class_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -347,9 +444,9 @@ class ServerRunner:
         if info is None:
             return self._result(tool, CallStatus.UNKNOWN_TOOL,
                                 f"{self.config.name} offers no tool named {tool!r}")
-        problem = schema_problem(info.input_schema, arguments)
-        if problem:
-            return self._result(tool, CallStatus.INVALID_ARGUMENTS, f"arguments rejected: {problem}")
+        why = self.check(info, arguments)
+        if why:
+            return self._result(tool, CallStatus.INVALID_ARGUMENTS, why)
         client = self._client
         if client is None or self.status.state is not ServerState.READY:
             why = self.status.reason or self.status.state.value
@@ -360,6 +457,17 @@ class ServerRunner:
         if self._tail is not None:
             self._tail.trim()  # a chatty server's stderr stays small
         return self._result(tool, status, text, structured, self._clock() - t0)
+
+    def check(self, info: ToolInfo, arguments: Any) -> str | None:
+        """Why a call with these arguments is not sent (they break the tool's schema, or the
+        schema broke the check: one WARNING), redacted, or None."""
+        try:
+            why = problem(info.input_schema, arguments)
+        except SchemaUnusable as e:
+            why = self._redact(f"the tool cannot be called: {e}")
+            log.warning("mcp tool %s: %s; the call is not sent", info.name, why)
+            return why
+        return self._redact(f"arguments rejected: {why}") if why else None
 
     async def _send(self, client: Client, tool: str,
                     arguments: dict[str, Any]) -> tuple[CallStatus, str, Any]:
@@ -401,17 +509,27 @@ def redact_json(value: Any, redact: Redact) -> Any:
     return value
 
 
-def schema_problem(schema: dict[str, Any], arguments: Any) -> str | None:
-    """Why `arguments` break the tool's JSON schema (one line), or None when they fit. A
-    schema the validator cannot read is the server's problem: the call goes through."""
-    if not isinstance(arguments, dict):
-        return "arguments must be a JSON object"
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        error = jsonschema.exceptions.best_match(cls(schema).iter_errors(arguments))
-    except (jsonschema.exceptions.SchemaError, TypeError, ValueError):
-        return None
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where + ': ' if where else ''}{' '.join(error.message.split())[:300]}"
+def left_out_line(left_out: dict[str, str], names: int = 3) -> str:
+    """Tools not offered (tool -> why) as one line, grouped by why, a few names each."""
+    by_why: dict[str, list[str]] = {}
+    for tool, why in left_out.items():
+        by_why.setdefault(why, []).append(tool)
+    parts = [f"{why} ({len(tools):,}: {', '.join(tools[:names])}"
+             f"{', ...' if len(tools) > names else ''})" for why, tools in by_why.items()]
+    return f"{len(left_out):,} tools left out, not offered to the model: {'; '.join(parts)}"
+
+
+def _guard_output_schemas(client: Client, tools: list[Any]) -> None:
+    """The SDK checks a result's structured content against the tool's output schema with
+    jsonschema as it is, so a server's catastrophic `pattern` would run here: hand the SDK's
+    cache of compiled validators ours, which runs no regular expression of the server's
+    (runtime/hands/schema.py). An SDK without that cache is left as it is."""
+    with contextlib.suppress(RuntimeError):
+        cache = getattr(client.session, "_tool_output_validators", None)
+        if not isinstance(cache, dict):
+            return
+        for t in tools:
+            out = getattr(t, "output_schema", None)
+            if isinstance(out, dict):
+                with contextlib.suppress(Exception):
+                    cache[t.name] = local_validator(out)

@@ -2,7 +2,8 @@
 
 Owns `survey`: start each `[[mcp.servers]]` entry once (through `Hands`, with a backoff
 `sleep` that never returns, so a server that fails is not retried), read its tools and their
-side-effect classes, work out what a call to each does now (`classify.decide` with the
+side-effect classes and the tools it leaves out (caps, unusable schemas), work out what a
+call to each does now (`classify.decide` with the
 server's `mode` and whether the coworker runs live), and stop them all, the whole within a
 bound. `coworker mcp-tools` prints it; `coworker doctor` turns it into one check a server. It
 never calls a tool, never records anything and never writes a file; every reason it returns
@@ -55,6 +56,7 @@ class ServerReport:
     reason: str | None      # why not, redacted
     tools: list[ToolRow] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # tools whose names the model cannot take
+    left_out: dict[str, str] = field(default_factory=dict)  # tool -> why it is not offered
 
     def count(self, side_effect: SideEffect) -> int:
         return sum(1 for t in self.tools if t.side_effect is side_effect)
@@ -62,7 +64,8 @@ class ServerReport:
     def as_dict(self) -> dict[str, Any]:
         return {"server": self.name, "transport": self.transport, "mode": self.mode,
                 "state": "ready" if self.ok else "failed", "reason": self.reason,
-                "tools": [t.as_dict() for t in self.tools], "skipped": self.skipped}
+                "tools": [t.as_dict() for t in self.tools], "skipped": self.skipped,
+                "left_out": self.left_out}
 
 
 async def _never(_delay: float) -> None:
@@ -108,18 +111,20 @@ async def _survey(section: McpSection, live: bool, bound: float) -> list[ServerR
         except TimeoutError:
             pass  # each runner's status says where it got to
         modes = {s.name: s.mode for s in section.servers}
-        return [_report(status, modes[status.name], live, bound, hands.redact)
+        return [_report(status, modes[status.name], live, bound, hands)
                 for status in hands.status()]
     finally:
         with contextlib.suppress(TimeoutError):  # a server slow to stop is not the survey's fault
             await asyncio.wait_for(hands.stop(), SLACK_S * 3)
 
 
-def _report(status: Any, mode: str, live: bool, bound: float, redact: Any) -> ServerReport:
+def _report(status: Any, mode: str, live: bool, bound: float, hands: Hands) -> ServerReport:
     if status.state is not ServerState.READY:
         reason = status.reason or f"no answer within {bound:g}s"
-        return ServerReport(status.name, status.transport, mode, False, redact(reason))
+        return ServerReport(status.name, status.transport, mode, False, hands.redact(reason))
+    left_out = hands.left_out(status.name)
     rows = [ToolRow(t.server, t.tool, t.name, t.side_effect,
-                    NOW[decide(t.side_effect, mode, live)]) for t in status.tools]
+                    NOW[decide(t.side_effect, mode, live)]) for t in status.tools
+            if t.tool not in left_out]
     return ServerReport(status.name, status.transport, mode, True, None, rows,
-                        list(status.skipped))
+                        list(status.skipped), left_out)
