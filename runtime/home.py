@@ -29,7 +29,7 @@ from .errors import CoworkerError, NotInitialised, UsageError
 MEMORY_MD_HEADER = (
     "# MEMORY\n\n"
     "What this coworker always has in mind: one entry a line, `- [mNNN] text (sources: ...; date)`.\n"
-    "Edit by hand if you like; `coworker strike` and `coworker restore` keep versions.\n\n"
+    "Edit by hand if you like; `coworker strike`, `unstrike` and `restore` keep versions.\n\n"
 )
 
 

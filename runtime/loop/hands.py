@@ -64,8 +64,8 @@ def _protect(hands: Any, store: Store) -> None:
 def _result(r: ToolResult, note: str = "") -> Result:
     text = r.text
     if r.truncated:
-        text += (f"\n[cut at {len(r.text)} of {len(r.full_text or '')} characters; the full "
-                 "text is kept with this result's event]")
+        text += (f"\n[cut at {len(r.text)} of {len(r.full_text or '')} characters; the stored "
+                 "text (at most 1,000,000 characters) is kept with this result's event]")
     return Result(note + text, r.is_error, full_text=r.full_text)
 
 
