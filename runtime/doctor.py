@@ -631,7 +631,16 @@ def _mcp(settings: Settings | None) -> list[Check]:
     from .hands.survey import survey
 
     checks = []
-    for r in asyncio.run(survey(section, live=False)):
+    reports = asyncio.run(survey(section, live=False))
+    classes = {t.name: t.side_effect for r in reports for t in r.tools}
+    for w in section.watch:  # a watch only reads: `coworker run` refuses one that does not
+        full = f"{w.server}__{w.tool}"
+        if classes.get(full, SideEffect.READ) is not SideEffect.READ:
+            checks.append(Check(name, False, redact(
+                f"[[mcp.watch]] on {full}: {w.server} offers {w.tool} with side effects, and a "
+                "watch only reads; watch a read-only tool (or list it in that server's "
+                "read_only if it only reads)")))
+    for r in reports:
         if not r.ok:
             checks.append(Check(name, False, redact(
                 f"{r.name}: cannot start ({r.reason}); its tools are unavailable to the "

@@ -388,3 +388,13 @@ def test_a_watch_on_a_tool_with_side_effects_is_a_config_error(home: Home, api: 
     assert r.returncode == 2 and "a watch only reads" in r.stderr and "Traceback" not in r.stderr
     assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_doctor_fails_a_watch_on_a_tool_with_side_effects(home: Home, api: FakeMessagesAPI,
+                                                         tmp_path: Path) -> None:
+    watch = ('[[mcp.watch]]\nserver = "faulty"\ntool = "write_file"\n'
+             f'arguments = {{ path = {json.dumps(str(tmp_path / "x"))}, text = "x" }}\n'
+             'interval_s = 60\n')
+    configure(home, api, faulty_server(), watch)
+    r = coworker("doctor", "--no-model")
+    assert r.returncode == 1 and "FAIL mcp: [[mcp.watch]] on faulty__write_file" in r.stdout
