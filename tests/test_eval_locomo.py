@@ -164,11 +164,13 @@ def test_noise_without_a_block_is_a_bug_in_the_counting():
 
 
 @pytest.mark.parametrize("setting,shown", [
-    ('mode = "on"', {"D1:2", "D1:4", "D2:2"}),  # the default: three items
+    # the default: three items, all of session 1 (session 2 is 17 days later: another episode
+    # since rungs are bounded in time, ADR-0035)
+    ('mode = "on"', {"D1:2", "D1:3", "D1:4"}),
     ("max_items = 1", {"D1:2"}),  # the best hit only
     ('mode = "dry-run"', None),  # the loop logs the block and injects nothing
     ("max_items = 0", None),
-    ("total_chars = 1800", {"D1:2", "D1:4", "D2:2"}),
+    ("total_chars = 1800", {"D1:2", "D1:3", "D1:4"}),
     ("total_chars = 260", {"D1:2"}),  # room for the header and the oldest item only
 ])
 def test_the_block_follows_the_homes_recall_settings(tmp_path: Path, setting: str, shown):
@@ -184,7 +186,7 @@ def test_the_block_follows_the_homes_recall_settings(tmp_path: Path, setting: st
     home.config_path.write_text(cfg.replace(default, setting), encoding="utf-8")
     with Store.open(home.db_path, readonly=True) as store:
         reflex = Reflex(store, home, None, 0.0)
-        # Melanie's painting turn first, then her other turns (her name is their speaker)
+        # Melanie's painting turn first, then the turns around it
         assert reflex.shown("What did Melanie paint over the lake?") == shown
         judged = reflex.judge("What did Melanie paint over the lake?", ["D1:2"])
     assert judged == {"injected": shown is not None, "noise": False}
