@@ -227,8 +227,8 @@ def test_skip_bad_with_only_bad_lines_imports_nothing_and_says_so(offline_home: 
     path = tmp_path / "allbad.jsonl"
     path.write_bytes(b"not json\n\xff\xfe\n")
     r = coworker("import", "--skip-bad", str(path))
-    assert r.returncode == 0, r.stderr
-    assert "imported 0 events" in r.stdout
+    assert r.returncode == 1, r.stderr  # nothing imported is a refusal (issue 38, item 18)
+    assert "imported 0 events" in r.stdout and "nothing imported" in r.stderr
     assert re.findall(r"^skipped line (\d+)", r.stderr, re.M) == ["1", "2"]
     assert event_count(offline_home) == 0
 
@@ -558,9 +558,13 @@ def test_reflect_seals_imported_batches_into_episodes_of_their_own(offline_home:
         batches = {e.id: (e.imported, e.meta.get("import_batch"))
                    for e in ev.history_after(store, 0)}
         assert {b for i, b in batches.values() if i} == {ra.batch, rb.batch}
-        assert ladder.plan(store, 10) == {1: 3}
+        # and a chapter of today's episode alone: the March batches are more than a week
+        # away, so they never share it (ADR-0035)
+        assert ladder.plan(store, 10) == {1: 3, 2: 1}
         report = ladder.seal(store, 10)
-        assert report.sealed == {1: 3}
+        assert report.sealed == {1: 3, 2: 1}
+        [chapter] = rl.at_level(store, 2)
+        assert (chapter.first_event, chapter.last_event) == (1, 12)
         episodes = rl.at_level(store, 1)
         spans = [(r.first_event, r.last_event) for r in episodes]
         assert spans == [(1, 12), (ra.first_id, ra.last_id), (rb.first_id, rb.last_id)]
