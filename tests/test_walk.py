@@ -154,6 +154,39 @@ def test_an_unlinked_rollup_is_shown_and_never_drilled_into(ro: Store):
                for t in r["trace"] if t["level"] == 0)
 
 
+def test_an_entry_only_on_an_unlinked_rollup_is_shown_not_refused(ro: Store):
+    """ADR-0008: provenance that cannot be validated is shown as unlinked; the walk does not
+    refuse because the only confident node has no span to drill into."""
+    r = walk_result(ro, "parser unicode release")
+    assert r.refused is False and r.entry == "lexical", r.reason
+    assert [(s.level, s.id) for s in r.trace] == [(2, 6)] and r.trace[0].unlinked
+    assert r.events == ()
+
+
+@pytest.mark.parametrize("span", [("1-x", 1, 3), ("1-3", None, None), ("3-1", 3, 1),
+                                  ("1-3", 1, 2)], ids=["garbage", "no-ids", "reversed",
+                                                       "disagrees"])
+def test_a_malformed_span_is_unlinked_and_never_drilled_into(
+        offline_home: Home, span: tuple[str, int | None, int | None]):
+    with Store.open(offline_home.db_path) as store:
+        ev.append_many(store, [Event(kind="note", body=f"Quarterly audit of vendor contracts {i}."
+                                     if i <= 3 else f"Lunch menu item {i}.", ts=_ts(0, i))
+                               for i in range(1, 7)])
+        source_range, first, last = span
+        rl.seal(store, level=1, first_event=first, last_event=last, source_range=source_range,
+                first_ts=_ts(0, 0), last_ts=_ts(0, 3), title="quarterly audit vendor",
+                body="Quarterly audit of vendor contracts.", terms="quarterly audit vendor",
+                method="extractive")
+        rl.seal(store, level=1, first_event=4, last_event=6, source_range="4-6",
+                first_ts=_ts(0, 4), last_ts=_ts(0, 6), title="lunch menu", body="Lunch menu.",
+                terms="lunch menu", method="extractive")
+    with Store.open(offline_home.db_path, readonly=True) as ro:
+        r = walk_result(ro, "quarterly audit vendor")
+    assert r.refused is False, r.reason
+    assert [(s.level, s.id, s.unlinked) for s in r.trace] == [(1, 1, True)]
+    assert r.events == ()
+
+
 def test_archived_events_resolve_with_their_source(ladder_home: Home):
     with Store.open(ladder_home.db_path) as store:
         assert archive.move_older_than(store, _ts(1, 0)) == 4  # events 1-4

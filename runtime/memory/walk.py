@@ -5,6 +5,9 @@ result, byte for byte). It enters the ladder where the words match, one rung at 
 top, and starts at the coarsest rung whose best match reaches the threshold; it keeps the best
 3 nodes per level, descends by parent_id pruning children with no overlap, and resolves the
 level-1 spans against events and archive. Events not yet under a rollup are scanned too.
+A node whose span is NULL or malformed (not "first-last" of its own first and last event) is
+shown in the trace as unlinked and never drilled into (ADR-0008); reaching one is never a
+reason to refuse.
 An entry must also hold the threshold's share of the query's weight (each word weighed by its
 idf over the whole history, a word the history never uses weighing most), so a question whose
 telling words appear nowhere is not answered by its common ones. Below the threshold it refuses
@@ -50,6 +53,7 @@ from .tokens import VOCAB_CHARS, head, query_words, stem, words
 log = logging.getLogger(__name__)
 
 UNLINKED = "; unlinked (no provenance), not drilled into"
+_SPAN = re.compile(r"^(\d+)-(\d+)$")
 # a sentence's end: ";", "!", "?", or "." before a capital ("Sept. 21" is one date)
 _CLAUSE = re.compile(r"(?<=[;!?])\s+|(?<=\.)\s+(?=[A-Z])")
 DAY_EVENTS = 20_000  # of a day (week, month) the query names, events whose nodes a rung reads
@@ -70,6 +74,7 @@ class Step:
     level: int
     id: int
     why: str
+    unlinked: bool = False  # a node whose span is NULL or malformed: shown, never drilled into
 
     def as_dict(self) -> dict[str, Any]:
         return {"level": self.level, "id": self.id, "why": self.why}
@@ -286,7 +291,8 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
         trace, frontier, cut_depth = _descend(store, sc, entry, caps)
         steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, caps)
-        if not found and not cut_depth and not days:  # in a summary, in no event it reaches
+        unlinked = any(s.unlinked for s in trace)  # shown as such, never a reason to refuse
+        if not found and not cut_depth and not days and not unlinked:  # in no event reached
             return _refusal(f"no confident entry point: the walk entered on "
                             f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but no event "
                             "it reached holds them", tokens, list(entry.best), n, cut)
@@ -475,13 +481,23 @@ def _enter_fresh(store: Store, sc: _Scorer, match: str, threshold: float, caps: 
 
 # --- descend: by parent_id, the best children of the frontier, one rung at a time ------------
 
+def _span(node: rl.Rollup) -> tuple[int, int] | None:
+    """The event ids a node covers, or None when its provenance cannot be validated (ADR-0008):
+    `source_range` NULL, not "first-last" with first <= last, or not its first and last event."""
+    m = _SPAN.match(node.source_range or "")
+    if m is None:
+        return None
+    first, last = int(m.group(1)), int(m.group(2))
+    ok = first <= last and (node.first_event, node.last_event) == (first, last)
+    return (first, last) if ok else None
+
+
 def _step(node: rl.Rollup, level: int, why: str, frontier: list[rl.Rollup]) -> Step:
-    """The trace line for a node; a linked node joins the frontier, an unlinked one is shown
-    and never drilled into."""
-    if node.source_range is None:
-        why += UNLINKED
-    else:
-        frontier.append(node)
+    """The trace line for a node; a linked node joins the frontier, an unlinked one (its span
+    NULL or malformed) is shown and never drilled into."""
+    if _span(node) is None:
+        return Step(level, node.id, why + UNLINKED, unlinked=True)
+    frontier.append(node)
     return Step(level, node.id, why)
 
 
@@ -528,7 +544,8 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
     the query words each of them holds, in their order."""
     found: list[tuple[Event, list[str], str]] = []
     for r in frontier:
-        for e in ev.span(store, int(r.first_event or 0), int(r.last_event or 0)):
+        first, last = _span(r) or (0, 0)  # the frontier holds linked nodes only
+        for e in ev.span(store, first, last):
             if sc.before_id is not None and (e.id or 0) >= sc.before_id:
                 continue  # the turn's own input, sealed already: a question never finds itself
             m = sc.matched(head(e.body))
