@@ -326,12 +326,6 @@ def _meta(meta: Any, maybe_deep: bool = True) -> dict[str, Any]:
     return dict(meta)
 
 
-def content_digest(event: Event) -> str:
-    """sha256 of what makes two lines the same line: UTC ts, actor, kind, body (each prefixed
-    by its length, so no two different lines read the same)."""
-    return _digest(event.ts, event.actor, event.kind, event.body).hex()
-
-
 def _digest(ts: str, actor: str, kind: str, body: str) -> bytes:
     text = f"{len(ts)},{len(actor)},{len(kind)},{len(body)}\n{ts}{actor}{kind}{body}"
     return hashlib.sha256(text.encode("utf-8")).digest()

@@ -443,13 +443,6 @@ def doc_freqs(store: Store, stems: Sequence[str]) -> dict[str, int]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-def last_of_kind(store: Store, kind: str) -> Event | None:
-    rows = store.query(
-        f"SELECT {COLUMNS} FROM events WHERE kind = ? ORDER BY id DESC LIMIT 1", (kind,)
-    )
-    return Event.from_row(rows[0]) if rows else None
-
-
 def max_id(store: Store) -> int:
     return int(store.scalar("SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name='events'")
                or 0)

@@ -101,10 +101,3 @@ def superseded(store: Store) -> dict[str, Promotion]:
     rows = store.query("SELECT * FROM promotions WHERE supersedes IS NOT NULL AND status IN "
                        "('applied', 'approved') ORDER BY id")
     return {str(r["supersedes"]): _from_row(r) for r in rows}
-
-
-def by_entry(store: Store, entry_id: str) -> Promotion | None:
-    """The applied or approved promotion that wrote entry `entry_id`, if one did."""
-    rows = store.query("SELECT * FROM promotions WHERE entry_id = ? AND status IN "
-                       "('applied', 'approved') ORDER BY id DESC LIMIT 1", (entry_id,))
-    return _from_row(rows[0]) if rows else None
