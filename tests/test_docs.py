@@ -7,6 +7,9 @@ group `runtime.cli.cli` walked recursively (every command and subcommand has a `
 `Settings` model (every section has a `### [section]` table whose row for each key shows its
 default, its range and its choices), and a freshly migrated database (every table and view has
 a row naming each of its columns). sqlite-utils keeps its CLI reference honest the same way.
+
+The README stays short and links every guide in docs/, every link between the docs resolves,
+and docs/cli.md is what `runtime.clidoc` renders from the real CLI now.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import click
 import pytest
 from pydantic import BaseModel
 
-from runtime import __version__
+from runtime import __version__, clidoc
 from runtime.cli import cli
 from runtime.settings import Settings, range_text
 from runtime.store import Store
@@ -233,6 +236,50 @@ def test_nothing_points_outside_the_repository():
 
 def test_the_readme_points_at_the_design_page():
     assert "docs/design.md" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_is_short_and_links_every_guide():
+    """A newcomer reads it to the end: at most about 300 lines, the rest in docs/ and linked."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    unlinked = [p.name for p in sorted((REPO / "docs").glob("*.md"))
+                if f"](docs/{p.name})" not in readme]
+    assert not unlinked, f"README.md links no guide {unlinked}"
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def headings(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return {slug(m) for m in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+@pytest.mark.parametrize("page", [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_every_link_between_the_docs_resolves(page: Path):
+    """A guide moved or a heading renamed breaks no link: each relative link names a file that
+    exists, and its #anchor a heading in it."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in headings(dest):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(REPO)}: broken links {broken}"
+
+
+def test_the_command_reference_is_current():
+    """docs/cli.md is every command's --help, rendered from the real CLI by runtime.clidoc."""
+    current = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert current == clidoc.render(), \
+        f"docs/cli.md is stale: regenerate it with `{clidoc.REGENERATE}` and commit it"
 
 
 # --- the wrapper, from a link on the PATH --------------------------------------------------------
