@@ -56,8 +56,8 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .files import NotRegularFile, read_regular
-from .hands.config import McpSection
 from .secrecy import can_be_secret, is_secret_name
+from .settings_mcp import McpSection
 
 log = logging.getLogger(__name__)
 

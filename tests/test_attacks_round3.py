@@ -139,8 +139,8 @@ def test_a_name_or_a_digit_in_a_secret_looking_env_is_never_redacted(offline_hom
 
 
 def test_the_servers_own_redactor_spares_ordinary_values():
-    from runtime.hands.config import McpSection
     from runtime.hands.hands import Hands
+    from runtime.settings_mcp import McpSection
 
     section = McpSection.model_validate({"servers": [{
         "name": "git", "command": "true", "secret_env": ["PIN"],

@@ -30,9 +30,9 @@ from runtime.hands import (
     decide,
     full_name,
 )
-from runtime.hands.config import TOOL_NAME
 from runtime.hands.hands import Hands
 from runtime.hands.server import ServerState
+from runtime.settings_mcp import TOOL_NAME
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTY = str(REPO / "tests" / "mcp_servers" / "faulty.py")

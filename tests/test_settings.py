@@ -478,3 +478,16 @@ def test_a_bad_value_inside_a_section_set_as_json_names_that_variable(
         load(path)
     assert str(exc.value) == ("environment variable COWORKER_MODEL: [model] name: Input should "
                               "be a valid string (got 5); fix it or unset it")
+
+
+def test_the_settings_import_nothing_above_them() -> None:
+    """settings.py and what it embeds (the `[mcp]` model, the secret rules) stand on the leaf
+    modules alone: no arrow runs up to hands, the store, memory or a door (issue 39)."""
+    from .test_house import _imports
+
+    leaves = {"runtime", "runtime.errors", "runtime.files", "runtime.cron", "runtime.secrecy",
+              "runtime.settings_mcp"}
+    for name in ("settings", "settings_mcp", "secrecy"):
+        ours = {i for i in _imports(REPO / "runtime" / f"{name}.py") if i.startswith("runtime")}
+        above = sorted(i for i in ours if i not in leaves and i.rpartition(".")[0] not in leaves)
+        assert not above, f"runtime/{name}.py imports {above}"

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from .config import McpServer
+from ..settings_mcp import McpServer
 
 
 class SideEffect(StrEnum):

@@ -38,8 +38,8 @@ from typing import Any
 
 from ..settings import redact as redact_known
 from ..settings import register_secret
+from ..settings_mcp import McpSection, McpServer, split_name
 from .classify import Disposition, SideEffect, decide
-from .config import McpSection, McpServer, split_name
 from .own_state import OwnState
 from .result import CallStatus, ToolResult, cap, keep
 from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, left_out_line

@@ -53,8 +53,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 
 from .. import __version__
+from ..settings_mcp import TOOL_NAME, McpServer, full_name
 from .classify import SideEffect, classify
-from .config import TOOL_NAME, McpServer, full_name
 from .result import CallStatus, ToolResult, content_text
 from .schema import SchemaUnusable, local_validator, problem, unusable
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..settings_mcp import McpSection
 from .classify import Disposition, SideEffect, decide
-from .config import McpSection
 from .hands import Hands
 from .server import ServerState
 

@@ -5,7 +5,8 @@ entry, one `[[mcp.watch]]` entry and the `[mcp]` section around them, the checks
 together (unique server names that keep `<server>__<tool>` a valid Anthropic tool name, a
 watch that names a configured server), and the list of secret values a server's entry holds.
 It never starts a server, never reads the file itself (runtime/settings.py embeds `McpSection`
-and loads it), and never logs.
+and loads it), and never logs. It sits beside settings.py, below runtime/hands (which imports
+its models and the tool-name helpers from here), so the settings import nothing above them.
 
 Tool names reach the model as `<server>__<tool>`. Anthropic accepts `^[a-zA-Z0-9_-]{1,64}$`,
 so a server name is `[a-z0-9_-]`, at most 32 characters, and holds no `__` (the first `__`
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..secrecy import can_be_secret, is_secret_name
+from .secrecy import can_be_secret, is_secret_name
 
 SEP = "__"
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what the Messages API accepts
@@ -163,7 +164,7 @@ class McpWatch(_Entry):
     @field_validator("cron")
     @classmethod
     def _valid_cron(cls, v: str | None) -> str | None:
-        from ..cron import checked
+        from .cron import checked
 
         return v if v is None else checked(v)
 
