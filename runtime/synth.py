@@ -1,4 +1,5 @@
-"""Synthetic history: deterministic, realistic-looking triage work, for benchmarks and demos.
+"""Synthetic history: deterministic, realistic-looking triage work, for `coworker demo` (the
+product) and the lab's benches and evaluation history (runtime/lab), which import it from here.
 
 Owns generating events as import-ready dicts (ts, kind, actor, author_kind, body, meta) from a
 seed: owner requests, the coworker's notes and decisions, tool output, spread over working

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evaluate import InvariantViolated, noise_counts, run
+from runtime.lab.evaluate import InvariantViolated, noise_counts, run
 from runtime.settings import RecallSection
 
 from .conftest import coworker
@@ -174,7 +174,7 @@ def test_noise_without_a_block_is_a_bug_in_the_counting():
     ("total_chars = 260", {"D1:2"}),  # room for the header and the oldest item only
 ])
 def test_the_block_follows_the_homes_recall_settings(tmp_path: Path, setting: str, shown):
-    from runtime.evaluate import Reflex, build_home
+    from runtime.lab.evaluate import Reflex, build_home
     from runtime.store import Store
 
     home, _ = build_home(tmp_path / "home", {"conversation": CONVERSATION, "qa": []})
@@ -194,7 +194,7 @@ def test_the_block_follows_the_homes_recall_settings(tmp_path: Path, setting: st
 
 def test_the_text_table_shows_the_block_columns_and_the_category_5_row(tmp_path: Path,
                                                                         lexical: dict):
-    from runtime.evaluate import Report
+    from runtime.lab.evaluate import Report
 
     rep = Report(**lexical)
     headers, rows = rep.table()

@@ -1,4 +1,4 @@
-"""The paraphrase set (runtime/evalsets) and `coworker eval paraphrase`.
+"""The paraphrase set (runtime/lab/data/paraphrase.json) and `coworker eval paraphrase`.
 
 The set's invariants: its size, unique ids, both halves present, every fact planted in the
 history, every paraphrase sharing no content-word stem (memory.tokens: stems of the words left
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evalsets import history
-from runtime.evalsets.paraphrase import FACTS, HALVES, UNANSWERABLE, Fact
+from runtime.lab import history
+from runtime.lab.paraphrase_set import FACTS, HALVES, UNANSWERABLE, Fact
 from runtime.memory.tokens import query_words, stem, words
 
 from .conftest import coworker, write_config
@@ -164,7 +164,7 @@ def test_recalibrating_keeps_a_probe_behind_a_routine_line_at_no_confidence():
     """`--calibrate` recomputes every probe's confidence from (best, margin); a probe below a
     line said three times has a confidence of 0 by rule (memory.nearest), which a refit must
     not turn into a confident entry in the reliability it reports."""
-    from runtime.eval_paraphrase import recalibrated, reliability
+    from runtime.lab.eval_paraphrase import recalibrated, reliability
     from runtime.memory.nearest import CALIBRATION, confidence
 
     probe = {"best": 0.8, "margin": 0.1, "holds_answer": False}
@@ -188,7 +188,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
                                                        monkeypatch: pytest.MonkeyPatch):
     """`--model` embeds in process with the packaged model named, even when this home's
     [semantic] names a server (here a dead one, which would be a usage error)."""
-    from runtime import evaluate
+    from runtime.lab import evaluate
     from runtime.memory import embed
     from runtime.settings import SemanticSection
 

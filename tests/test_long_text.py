@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import redaction
-from runtime.bench_long import made_up
+from runtime.lab.bench_long import made_up
 from runtime.home import Home
 from runtime.importer import BadLine, import_file
 from runtime.loop import perception

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.evaluate import (
+from runtime.home import Home
+from runtime.lab.evaluate import (
     InvariantViolated,
     aggregate,
     check_invariant,
     question_metrics,
 )
-from runtime.home import Home
 from runtime.loop import Loop
 from runtime.memory.cards import stem
 from runtime.memory.recall import extract_terms, recall
@@ -523,7 +523,7 @@ def test_invariant_holds_on_honest_metrics_at_the_boundary(n_rank2, n_miss):
     except InvariantViolated as e:
         pytest.fail(
             f"honest metrics rejected ({agg}): {e}. aggregate() rounds each mean to 4 decimals "
-            "and check_invariant (runtime/evaluate.py) compares the rounded values with eps "
+            "and check_invariant (runtime/lab/evaluate.py) compares the rounded values with eps "
             "1e-9; check the unrounded means, or allow eps = 1e-4 (the rounding error)")
 
 

@@ -26,15 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import importer
-from .memory.dates import MONTHS
-from .memory.recall import recall
-from .memory.search import search
-from .memory.walk import query_tokens, walk
-from .store import Store
-from .store import events as ev
-from .synth import COMPONENTS, PEOPLE, SYMPTOMS, write_jsonl
-from .synth import events as synth_events
+from .. import importer
+from ..memory.dates import MONTHS
+from ..memory.recall import recall
+from ..memory.search import search
+from ..memory.walk import query_tokens, walk
+from ..store import Store
+from ..store import events as ev
+from ..synth import COMPONENTS, PEOPLE, SYMPTOMS, write_jsonl
+from ..synth import events as synth_events
+from .figures import pct
 
 UNKNOWN = ["kubernetes", "terraform", "helm", "quarterly", "offsite", "kayak", "visa", "plumber"]
 
@@ -69,11 +70,6 @@ def dated_queries(qs: list[str], first: str | None, last: str | None, seed: int 
         when = f"{month} {day.year}" if i % 3 == 2 else f"{day.day} {month} {day.year}"
         out.append(f"{q} {'in' if i % 3 == 2 else 'on'} {when}")
     return out
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
 
 
 def _time(fn: Callable[[str], Any], qs: list[str]) -> tuple[list[float], list[Any]]:

@@ -21,16 +21,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .home import Home
-from .memory import gate, ladder
-from .memory.recall import recall
-from .memory.search import search
-from .memory.tokens import stem
-from .memory.walk import walk
-from .redaction import redact_event
-from .store import Event, Store
-from .store import events as ev
-from .store import inputs as inputs_store
+from ..home import Home
+from ..memory import gate, ladder
+from ..memory.recall import recall
+from ..memory.search import search
+from ..memory.tokens import stem
+from ..memory.walk import walk
+from ..redaction import redact_event
+from ..store import Event, Store
+from ..store import events as ev
+from ..store import inputs as inputs_store
 
 
 def made_up(chars: int, seed: int = 1) -> str:

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from .bench import pct
-from .memory import embed as em
-from .memory.cards import Distinctive
-from .memory.recall import recall_hybrid
-from .store import Store
-from .store import vectors as vs
-from .store.events import BOOKKEEPING_KINDS
+from ..memory import embed as em
+from ..memory.cards import Distinctive
+from ..memory.recall import recall_hybrid
+from ..store import Store
+from ..store import vectors as vs
+from ..store.events import BOOKKEEPING_KINDS
+from .figures import pct
 
 CHUNK = 20_000  # placeholder vectors written per transaction
 

@@ -1,10 +1,11 @@
 """`coworker eval paraphrase`: the hand-written paraphrase set (issue 14), asked of every door.
 
-Owns the run: a fresh temporary home holds the synthetic history of `evalsets.history`
+Owns the run: a fresh temporary home holds the synthetic history of `lab.history`
 (imported, then reflected offline and extractive, as in life); every question of the chosen half
 is asked of search, recall and the walk, and unanswerable ones measure the walk's refusals and
-the recall block's noise. The questions are `evalsets.paraphrase`'s; the channels (rankers and
-the embedder) are `runtime.evaluate`'s. It reads; it never calls a chat model.
+the recall block's noise. The questions are `lab.paraphrase_set`'s (read from
+`lab/data/paraphrase.json`); the channels (rankers and the embedder) are `lab.evaluate`'s. It
+reads; it never calls a chat model.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
+from ..home import Home
+from ..memory.cards import Distinctive
+from ..memory.dates import day_of
+from ..store import Event, Store
+from ..store import events as ev
+from . import PARAPHRASE_HALVES
 from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, checked_model, eval_embedder
-from .home import Home
-from .memory.cards import Distinctive
-from .memory.dates import day_of
-from .store import Event, Store
-from .store import events as ev
 
 # --- `coworker eval paraphrase`: the hand-written paraphrase set (issue 14) -------------------
 #
@@ -32,7 +34,7 @@ from .store import events as ev
 # extractive, as in life); every question of the chosen half is asked of search, recall and the
 # walk, and unanswerable ones measure the walk's refusals and the recall block's noise.
 
-HALVES = ("tuning", "held", "all")
+HALVES = PARAPHRASE_HALVES
 TOP = 5  # search and recall hits that count
 
 
@@ -46,7 +48,7 @@ class Question:
 
 
 def paraphrase_questions(half: str = "all") -> list[Question]:
-    from .evalsets.paraphrase import FACTS, UNANSWERABLE
+    from .paraphrase_set import FACTS, UNANSWERABLE
 
     if half not in HALVES:
         raise UsageError(f"unknown half {half!r}: use one of {', '.join(HALVES)}")
@@ -62,7 +64,7 @@ def build_paraphrase_home(root: Path, embedder: object | None = None
     embedded, for hybrid); the event ids of every fact, and how many events there are."""
     from rituals.reflect import reflect
 
-    from .evalsets.history import events as history_events
+    from .history import events as history_events
 
     home = Home(root)
     home.init()
@@ -79,7 +81,7 @@ def build_paraphrase_home(root: Path, embedder: object | None = None
             for r in rows])
         reflect(home, home.settings(), store)
         if embedder is not None:
-            from .memory.embed import backfill, backfill_rollups
+            from ..memory.embed import backfill, backfill_rollups
 
             backfill(store, embedder)  # type: ignore[arg-type]
             backfill_rollups(store, embedder)  # type: ignore[arg-type]
@@ -114,7 +116,7 @@ class _Asker:
 
     def __init__(self, store: Store, home: Home, channels: str, embedder: object | None,
                  gate: float) -> None:
-        from .memory.recall import Budget
+        from ..memory.recall import Budget
 
         self.store, self.channels = store, channels
         # asked the day after the history ends, as its owner would have: "on March 12" is
@@ -129,7 +131,7 @@ class _Asker:
         self.embedder, self.gate = embedder, gate
         self.matrix = None
         if embedder is not None:
-            from .memory.embed import Matrix
+            from ..memory.embed import Matrix
 
             self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
         self.ms: dict[str, list[float]] = {"search": [], "recall": [], "walk": [], "embed": []}
@@ -143,8 +145,8 @@ class _Asker:
 
     def search_ids(self, text: str) -> tuple[set[int], list[tuple[int, int]]]:
         """The event ids among the top hits, and the (first, last) spans of the rollups."""
-        from .memory.search import search
-        from .store import rollups as rl
+        from ..memory.search import search
+        from ..store import rollups as rl
 
         if self.channels == "bm25":
             hits = self._timed("search", lambda: _bm25_ranker(self.store)(text, TOP))
@@ -166,7 +168,7 @@ class _Asker:
 
     def block(self, text: str) -> str | None:
         """The recall block the loop would inject for `text`, with the loop's budget."""
-        from .memory.recall import recall, recall_hybrid
+        from ..memory.recall import recall, recall_hybrid
 
         if self.embedder is None:
             found = recall(self.store, text, k=self.cfg.max_items, max_terms=self.cfg.max_terms,
@@ -186,7 +188,7 @@ class _Asker:
         return self._vectors[text]
 
     def walk(self, text: str) -> tuple[bool, set[int], str | None]:
-        from .memory.walk import walk_result
+        from ..memory.walk import walk_result
 
         semantic = ((lambda other=None: (self.vector(other or text), self.matrix))
                     if self.embedder is not None else None)
@@ -196,7 +198,7 @@ class _Asker:
 
     def probe(self, text: str) -> dict[str, Any] | None:
         """The semantic probe's figures for `text`, whatever the walk did (for calibration)."""
-        from .memory.nearest import probe
+        from ..memory.nearest import probe
 
         if self.embedder is None:
             return None
@@ -325,7 +327,7 @@ def fit(rows: list[dict[str, Any]], half: str = "tuning", l2: float = 1.0) -> di
 def recalibrated(rows: list[dict[str, Any]], cal: dict[str, float]) -> list[dict[str, Any]]:
     """The rows with each probe's confidence recomputed under `cal`, with the probe's rules
     applied after (`memory.nearest.ruled`: a probe behind a routine line has none)."""
-    from .memory.nearest import confidence, ruled
+    from ..memory.nearest import confidence, ruled
 
     return [{**r, "probe": {**r["probe"], "confidence": ruled(
         confidence(r["probe"]["best"], r["probe"]["margin"], cal),
@@ -353,7 +355,7 @@ def reliability(rows: list[dict[str, Any]], half: str) -> dict[str, Any]:
 
 def calibration(rows: list[dict[str, Any]], model: str = "") -> dict[str, Any]:
     """How the probe's confidences hold, per half, under the coefficients in use for `model`."""
-    from .memory.nearest import calibration_for
+    from ..memory.nearest import calibration_for
 
     halves = sorted({r["half"] for r in rows})
     return {"model": model, "coefficients": calibration_for(model),

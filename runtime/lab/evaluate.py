@@ -42,13 +42,13 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .errors import CoworkerError, UsageError
-from .home import Home
-from .memory.cards import Distinctive
-from .memory.recall import recall
-from .memory.walk import query_tokens
-from .store import Event, Store
-from .store import events as ev
+from ..errors import CoworkerError, UsageError
+from ..home import Home
+from ..memory.cards import Distinctive
+from ..memory.recall import recall
+from ..memory.walk import query_tokens
+from ..store import Event, Store
+from ..store import events as ev
 
 CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL = 5  # asked for the noise figures only
@@ -67,8 +67,6 @@ ADVERSARIAL_NOTE = (
     "Category 5 (adversarial) is asked for the noise figures only: the answer is absent from "
     "the conversation, but each question carries evidence turns (the turn its false premise "
     "twists), so this row does not measure noise against an empty memory.")
-CHANNELS = ("lexical", "hybrid", "bm25")
-LOCAL_MODELS = ("all-minilm", "all-mpnet")  # the packaged local embedders (`--model`)
 _DT = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
 
@@ -186,8 +184,8 @@ def _lexical_ranker(store: Store, today: date | None = None
 
 def _hybrid_ranker(store: Store, embedder: object, gate: float, today: date | None = None
                    ) -> Callable[[str, int], list[Event]]:
-    from .memory.embed import Matrix
-    from .memory.recall import recall_hybrid
+    from ..memory.embed import Matrix
+    from ..memory.recall import recall_hybrid
 
     scorer = Distinctive(store)
     matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
@@ -209,7 +207,7 @@ class Reflex:
     _ITEM = re.compile(r"^- \[event (\d+) ·", re.M)
 
     def __init__(self, store: Store, home: Home, embedder: object | None, gate: float) -> None:
-        from .memory.recall import Budget
+        from ..memory.recall import Budget
 
         self.store, self.embedder, self.gate = store, embedder, gate
         self.cfg = home.settings().recall
@@ -217,7 +215,7 @@ class Reflex:
         self.scorer = Distinctive(store)
         self.matrix = None
         if embedder is not None:
-            from .memory.embed import Matrix
+            from ..memory.embed import Matrix
 
             self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
 
@@ -229,7 +227,7 @@ class Reflex:
 
     def shown(self, text: str) -> set[str] | None:
         """The dia_ids of the turns the injected block shows; None when nothing is injected."""
-        from .memory.recall import recall_hybrid
+        from ..memory.recall import recall_hybrid
 
         cfg = self.cfg
         if cfg.mode != "on" or cfg.max_items == 0:  # the loop injects nothing
@@ -259,8 +257,8 @@ def eval_embedder(model: str | None = None) -> tuple[object, float]:
     usage error): the packaged local `model` when one is named (`--model`), else the
     [semantic] settings of the coworker home in COWORKER_HOME or the current folder when it
     enables one, else all-MiniLM in process."""
-    from .memory.embed import EmbedError, LocalEmbedder, make_embedder
-    from .settings import SemanticSection
+    from ..memory.embed import EmbedError, LocalEmbedder, make_embedder
+    from ..settings import SemanticSection
 
     embedder: object | None = None
     gate = SemanticSection().gate
@@ -389,7 +387,7 @@ def build_home(root: Path, sample: dict[str, Any],
             for dia, when, speaker, text in rows])
         reflect(home, home.settings(), store)
         if embedder is not None:
-            from .memory.embed import backfill
+            from ..memory.embed import backfill
 
             backfill(store, embedder)  # type: ignore[arg-type]
     return home, {r[0] for r in rows}

@@ -3,10 +3,10 @@
 Owns building the history as import-ready dicts (ts, kind, actor, author_kind, body, meta):
 the triage work of `runtime.synth` (owner requests, the coworker's notes and decisions, tool
 output, teammates' messages) as the bulk, a morning stand-up line from the owner, the loop's
-`tick_end` bookkeeping every few events, and the hand-written facts of `evalsets.paraphrase`
+`tick_end` bookkeeping every few events, and the hand-written facts of `lab.paraphrase_set`
 planted on their working day and time. Each fact event carries `meta.fact` (its fact's id), so
 a run finds their ids once they are stored. Same code, same history. It writes nothing itself:
-`runtime.eval_paraphrase` appends the rows as the loop would have written them (the importer refuses
+`lab.eval_paraphrase` appends the rows as the loop would have written them (the importer refuses
 `tick_end`, the loop's own bookkeeping).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 from .. import synth
-from .paraphrase import FACTS
+from .paraphrase_set import FACTS
 
 START = datetime(2025, 3, 3, 9, tzinfo=UTC)  # a Monday
 BULK = 3000  # runtime.synth events: about six working weeks at its pace

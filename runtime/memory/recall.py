@@ -1,4 +1,4 @@
-"""Recall: the reflex before every model call, and the ranking `coworker eval locomo` measures.
+"""Recall: the reflex before every model call: terms, candidates, ranking and the block.
 
 Owns extracting search terms from new input (words, stopwords and stems of `memory.tokens`,
 the one tokenizer; de-duplicated by stem, at most `max_terms`, the rarest first), finding

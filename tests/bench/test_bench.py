@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from runtime import synth
-from runtime.bench import bare_insert_rates, insert_line, start_for
+from runtime.lab.bench import bare_insert_rates, insert_line, start_for
 
 from ..conftest import coworker
 
@@ -104,7 +104,7 @@ def test_bench_semantic_measures_over_placeholders_of_the_window(
     the query embedding and of hybrid recall. Without a local model it says how to get one."""
     import numpy as np
 
-    from runtime import bench, bench_semantic
+    from runtime.lab import bench, bench_semantic
     from runtime.memory import embed as em
     from runtime.store import Store
     from runtime.store.events import BOOKKEEPING_KINDS
