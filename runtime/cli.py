@@ -34,7 +34,7 @@ from .actions import MAX_ID, Actions, Door
 from .errors import CoworkerError, Refused, UsageError
 from .home import Home, private_umask
 from .render import err, out
-from .settings import redact
+from .secrecy import redact
 from .store import Store, iso_z
 from .store import events as ev
 

@@ -12,7 +12,7 @@ verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isol
 fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
 no write to any file; the fix is always a line the owner runs. (It does start each MCP server
 once to list its tools, and stops it; it calls none of them.) What it prints passes through
-`settings.redact`, so a key an endpoint echoes back never reaches the terminal. Its one model
+`secrecy.redact`, so a key an endpoint echoes back never reaches the terminal. Its one model
 call is made only below the daily caps, and counted against them (a `model_calls` telemetry
 row, its one write), as every model call is.
 """
@@ -37,7 +37,8 @@ from . import process
 from .cron import parse_cron
 from .errors import ConfigError, CoworkerError, ModelError
 from .home import Home
-from .settings import ENV_PREFIX, Settings, read_toml, redact, secret_values
+from .secrecy import redact, secret_values
+from .settings import ENV_PREFIX, Settings, read_toml
 
 if TYPE_CHECKING:
     from .store import Store

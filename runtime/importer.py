@@ -58,7 +58,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import CoworkerError, Refused, UsageError
-from .settings import redact, redacts
+from .secrecy import redact, redacts
 from .store import Event, Store
 from .store import events as ev
 from .store import import_keys as keys_store

@@ -2,7 +2,7 @@
 
 Owns handler setup (and `teardown`, for a caller that runs the CLI in its own process, as
 the tests do) and the JSON line format (`--log-format json` / [logging]
-format). Nothing here decides what to log. Every line passes through `settings.redact` after it is fully
+format). Nothing here decides what to log. Every line passes through `secrecy.redact` after it is fully
 formatted (message, arguments and traceback), on every handler `setup` installs, so a secret
 the coworker knows never reaches a log. Log files are created 0600 (rotated ones keep it).
 """
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from .home import PRIVATE_FILE, Home
-from .settings import redact
+from .secrecy import redact
 
 MAX_BYTES = 5 * 1024 * 1024
 BACKUPS = 3

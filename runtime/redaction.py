@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from .errors import StoreError, UsageError
 from .memory.cards import sentences
 from .memory.tokens import STOPWORDS, stem, words
-from .settings import REDACTED
+from .secrecy import REDACTED
 from .store import Event, Store
 from .store import events as ev
 from .store import redactions as rs

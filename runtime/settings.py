@@ -17,8 +17,9 @@ runtime.settings) with the closest name, not an error.
 Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
 same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
 `load` sees (the resolved model API key, and any string under a key whose name holds the word
-KEY, TOKEN, SECRET, PASSWORD or AUTH: `secrecy.is_secret_name`) that can be a secret is registered, and everything the coworker writes (events, logs,
-errors, doctor output) passes through `redact` first.
+KEY, TOKEN, SECRET, PASSWORD or AUTH: `secrecy.is_secret_name`) that can be a secret is
+registered with runtime/secrecy.py, which owns redaction: everything the coworker writes
+(events, logs, errors, doctor output) passes through `secrecy.redact` first.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import json
 import logging
 import os
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -56,7 +57,14 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 from .files import NotRegularFile, read_regular
-from .secrecy import can_be_secret, is_secret_name
+from .secrecy import (
+    can_be_secret,
+    is_secret_name,
+    register_secret,
+    secret_items,
+    secret_values,
+    warn_ordinary_secret,
+)
 from .settings_mcp import McpSection
 
 log = logging.getLogger(__name__)
@@ -356,46 +364,6 @@ class Settings(BaseSettings):
         return out
 
 
-# Secrets known to this process (the model's API key, configured secret values). Everything
-# the coworker writes (events, logs, errors, doctor output) passes through `redact` first.
-_SECRETS: set[str] = set()
-REDACTED = "[redacted]"
-_WARNED: set[str] = set()  # configured names whose value is too ordinary to hide, said once
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a secret value so `redact` hides it; a value that cannot be a secret (too
-    short or too ordinary: `secrecy.can_be_secret`) is ignored, since hiding it would corrupt
-    ordinary text."""
-    if value and can_be_secret(value):
-        _SECRETS.add(value.strip())
-
-
-def warn_ordinary_secret(where: str) -> None:
-    """One WARNING per process for a secret-named setting whose value is never redacted."""
-    if where not in _WARNED:
-        _WARNED.add(where)
-        log.warning("%s is named like a secret, but its value is too short or too ordinary to "
-                    "be one (a secret has at least 8 characters, no spaces, and not letters or "
-                    "digits alone): it is NOT hidden from what the coworker writes. If it is a "
-                    "secret, use a stronger one; if not, ignore this", where)
-
-
-def redacts() -> bool:
-    """Whether any secret is registered, i.e. whether `redact` can change a text."""
-    return bool(_SECRETS)
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by [redacted]."""
-    if not _SECRETS or not text:
-        return text
-    for secret in sorted(_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
 def file_hash(path: Path) -> str | None:
     try:
         return hashlib.sha256(read_regular(path)).hexdigest()[:16]
@@ -408,25 +376,6 @@ def file_hash(path: Path) -> str | None:
 def secrets_path(config_path: Path) -> Path:
     """Where the secrets file of the home whose config.toml is `config_path` lives."""
     return config_path.parent / "state" / SECRETS_FILE
-
-
-def secret_values(data: Any) -> Iterator[str]:
-    """Every non-empty string held under a secret-named key, anywhere in nested TOML data."""
-    return (value for _, value in secret_items(data))
-
-
-def secret_items(data: Any, path: str = "", _under_secret: bool = False
-                 ) -> Iterator[tuple[str, str]]:
-    """(dotted key, value) of every non-empty string held under a secret-named key."""
-    if isinstance(data, Mapping):
-        for k, v in data.items():
-            yield from secret_items(v, f"{path}.{k}" if path else str(k),
-                                    _under_secret or is_secret_name(str(k)))
-    elif isinstance(data, list | tuple):
-        for i, v in enumerate(data):
-            yield from secret_items(v, f"{path}[{i}]", _under_secret)
-    elif isinstance(data, str) and _under_secret and data.strip():
-        yield path, data
 
 
 def _bad_byte(e: UnicodeDecodeError) -> str:

@@ -238,7 +238,7 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
     """Process-wide state as a new interpreter has it, for the length of one in-process run;
     everything is put back after."""
-    from runtime import logs, settings
+    from runtime import logs, secrecy
     from runtime.memory import memorymd
     from runtime.store import events
 
@@ -248,7 +248,7 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
     root = logging.getLogger()
     saved_root = root.handlers[:], root.level
     saved_levels = {name: logging.getLogger(name).level for name in logs.NOISY}
-    saved_secrets = set(settings._SECRETS)
+    saved_secrets = set(secrecy._SECRETS)
     saved_warned = events._warned_unreadable, set(memorymd._warned)
     try:
         if env is not None:
@@ -260,7 +260,7 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
         for h in saved_root[0]:
             root.removeHandler(h)
         root.setLevel(logging.WARNING)
-        settings._SECRETS.clear()
+        secrecy._SECRETS.clear()
         events._warned_unreadable = False
         memorymd._warned.clear()
         yield
@@ -273,8 +273,8 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
         root.setLevel(saved_root[1])
         for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
-        settings._SECRETS.clear()
-        settings._SECRETS.update(saved_secrets)
+        secrecy._SECRETS.clear()
+        secrecy._SECRETS.update(saved_secrets)
         events._warned_unreadable = saved_warned[0]
         memorymd._warned.clear()
         memorymd._warned.update(saved_warned[1])

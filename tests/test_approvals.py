@@ -16,7 +16,7 @@ import pytest
 
 from runtime.actions import Actions, Door, NotOwnersDoor
 from runtime.home import Home
-from runtime.settings import register_secret
+from runtime.secrecy import register_secret
 from runtime.store import Store
 from runtime.store import approvals as ap
 from runtime.store import events as ev

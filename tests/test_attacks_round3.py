@@ -125,7 +125,7 @@ def test_a_name_or_a_digit_in_a_secret_looking_env_is_never_redacted(offline_hom
 
     with open(offline_home.config_path, "a", encoding="utf-8") as f:
         f.write("\n[mcp]\n" + AUTHOR_ENV)
-    caplog.set_level(logging.WARNING, logger="runtime.settings")
+    caplog.set_level(logging.WARNING, logger="runtime.secrecy")
     offline_home.settings()  # what the loop does first: its secrets are registered
     with Store.open(offline_home.db_path) as store:
         ids = [ev.append(store, Event(kind="note", body=t, actor="coworker",

@@ -138,14 +138,14 @@ def test_in_process_runs_give_what_the_real_command_gives(offline_home):
 
 def test_an_in_process_run_leaves_the_test_process_as_it_was(offline_home, tmp_path):
     write_config(offline_home.root, logging={"level": "DEBUG"})
-    from runtime import settings
+    from runtime import secrecy
 
     def state() -> tuple:
         root = logging.getLogger()
         return (list(root.handlers), root.level, logging.getLogger("httpx").level,
                 {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM,
                                                    signal.SIGUSR1)},
-                os.getcwd(), dict(os.environ), set(settings._SECRETS), os.umask(os.umask(0o22)))
+                os.getcwd(), dict(os.environ), set(secrecy._SECRETS), os.umask(os.umask(0o22)))
 
     before = state()
     elsewhere = tmp_path / "elsewhere"

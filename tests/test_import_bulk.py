@@ -272,9 +272,9 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many batches (BATCH = 97), and a secret registered for redaction."""
-    from runtime import settings
+    from runtime import secrecy
     monkeypatch.setattr(importer, "BATCH", 97)
-    monkeypatch.setattr(settings, "_SECRETS", {"s3cr3t-t0ken-xyz"})
+    monkeypatch.setattr(secrecy, "_SECRETS", {"s3cr3t-t0ken-xyz"})
 
 
 def per_row_reference(db: Path, path: Path, batch: str) -> dict[str, int]:
@@ -488,7 +488,7 @@ def test_the_scanner_path_reads_what_json_loads_reads(text: str):
     {"z": {"y": [1, {"x": None}]}, "b": False}, {"nan": float("nan"), "inf": [float("-inf")]},
     {"big": 10 ** 40, "f": 1e-300}, {"secret": "s3cr3t-t0ken-xyz and more"}])
 def test_a_row_is_what_event_row_writes(meta: dict, monkeypatch: pytest.MonkeyPatch):
-    from runtime import settings
-    monkeypatch.setattr(settings, "_SECRETS", {"s3cr3t-t0ken-xyz"})
+    from runtime import secrecy
+    monkeypatch.setattr(secrecy, "_SECRETS", {"s3cr3t-t0ken-xyz"})
     args = ("2025-03-01T09:30:00.000Z", "note", "s3cr3t-t0ken-xyz", "user", "body s3cr3t-t0ken-xyz")
     assert importer._row(*args, meta) == ev.event_row(*args, meta)

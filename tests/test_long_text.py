@@ -29,7 +29,7 @@ from runtime.memory.recall import coverage, recall
 from runtime.memory.search import search
 from runtime.memory.tokens import READ_CHARS, VOCAB_CHARS, head, stem
 from runtime.memory.walk import walk
-from runtime.settings import REDACTED
+from runtime.secrecy import REDACTED
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import inputs as inputs_store

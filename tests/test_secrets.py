@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import doctor, logs
+from runtime import doctor, logs, secrecy
 from runtime import settings as settings_mod
 from runtime.home import Home, private_umask
 from runtime.loop import Loop
@@ -80,7 +80,7 @@ def test_the_secrets_file_is_merged_over_config_and_the_environment_wins(
     assert settings.model.api_key == secret
     assert settings.model.base_url == api.url and settings.model.name == "fake-model"  # deep
     assert settings.model_enabled()
-    assert settings_mod.redact(f"Bearer {secret}!") == "Bearer [redacted]!"
+    assert secrecy.redact(f"Bearer {secret}!") == "Bearer [redacted]!"
     monkeypatch.setenv("COWORKER_MODEL__API_KEY", "from-the-environment")
     assert home.settings().model.api_key == "from-the-environment"
 
@@ -92,12 +92,12 @@ def test_every_secret_load_sees_is_registered(isolated_home: Path,
     env_key = fresh_secret()
     monkeypatch.setenv("ANTHROPIC_API_KEY", env_key)
     home.settings()
-    assert env_key not in settings_mod.redact(f"x {env_key} y")
+    assert env_key not in secrecy.redact(f"x {env_key} y")
     # forward compatible: any string under a key named like a secret, at any depth
     data = {"model": {"api_key": "a" * 8, "name": "n"}, "hooks": [
         {"Auth_Header": "b" * 8, "url": "http://x"}, {"github": {"TOKEN": "c" * 8}}],
         "db": {"password": "d" * 8, "max_tokens": 12}}
-    assert sorted(settings_mod.secret_values(data)) == ["a" * 8, "b" * 8, "c" * 8, "d" * 8]
+    assert sorted(secrecy.secret_values(data)) == ["a" * 8, "b" * 8, "c" * 8, "d" * 8]
 
 
 def test_a_bad_value_in_the_secrets_file_is_named_without_echoing_it(
@@ -150,7 +150,7 @@ def test_a_key_echoed_back_by_the_endpoint_is_written_nowhere(
 def test_json_log_lines_are_redacted_before_json_escapes_them(offline_home: Home,
                                                               restore_logging):
     secret = fresh_secret() + '"pa\\ss'  # JSON would escape it: \"pa\\ss
-    settings_mod.register_secret(secret)
+    secrecy.register_secret(secret)
     logs.setup(offline_home, "INFO", "json", stderr=False)
     try:
         raise ValueError(f"quote {secret}")

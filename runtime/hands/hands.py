@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..settings import redact as redact_known
-from ..settings import register_secret
+from ..secrecy import REDACTED, register_secret
+from ..secrecy import redact as redact_known
 from ..settings_mcp import McpSection, McpServer, split_name
 from .classify import Disposition, SideEffect, decide
 from .own_state import OwnState
@@ -46,7 +46,6 @@ from .server import ServerRunner, ServerStatus, Sleep, ToolInfo, left_out_line
 
 log = logging.getLogger("runtime.hands")
 
-REDACTED = "[redacted]"
 # Bytes of tool definitions offered to the model in all, every request (each server's own caps
 # are runtime/hands/server.py's MAX_TOOLS and MAX_TOOL_BYTES): past it, in the stable order of
 # the tools (by server, then tool), the rest are left out, said at WARNING (ADR-0039).

@@ -15,7 +15,7 @@ that succeeds for one caller, and a row left `running` by a kill is never starte
 
 The database refuses any other move and any change to what was asked (a trigger), so a bug
 elsewhere cannot re-run or rewrite an action. Arguments, reason and why pass through
-`settings.redact` before they are written. A queued call is known by its turn and its
+`secrecy.redact` before they are written. A queued call is known by its turn and its
 tool_use id (`turn`, the first tick of the tick's chain: ADR-0034): an attempt that takes the
 turn up again gets the row its first attempt wrote, and a new turn handed the same id by its
 model server queues its own call, never an old approval. It never calls a tool and never
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from . import turns
 from .db import Store
 from .events import finite, iso_z, now_iso

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from ..settings import redact
+from ..secrecy import redact
 from . import events
 from .db import Store
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from .db import Store, insert_values
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"

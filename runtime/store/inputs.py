@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from .db import Store
 from .events import COLUMNS, Event, history_of, now_iso
 

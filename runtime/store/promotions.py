@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from .db import Store
 from .events import now_iso
 

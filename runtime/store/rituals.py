@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from .db import Store
 from .events import meta_json, now_iso
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from . import turns
 from .db import Store
 from .events import now_iso

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import redact
+from ..secrecy import redact
 from .db import Store
 from .events import meta_json, now_iso
 
