@@ -287,8 +287,8 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
             os.environ.update(saved_env)
 
 
-# The only files whose tests may be marked slow (the list): the crash suite, the fault
-# suite, the 100k bench, and the files for MiniLM and for real MCP servers when they come.
+# The only files whose tests may be marked slow: the crash suite, the fault suite, the 100k
+# bench, the embedders, and the files that run real MCP servers under the loop.
 SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_bench.py",
               "tests/test_semantic.py", "tests/test_hands_loop.py",
               "tests/test_reused_tool_ids.py", "tests/test_hostile_servers.py"}

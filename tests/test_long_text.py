@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import redaction
-from runtime.lab.bench_long import made_up
 from runtime.home import Home
 from runtime.importer import BadLine, import_file
+from runtime.lab.bench_long import made_up
 from runtime.loop import perception
 from runtime.memory import docfreq, gate, keywords, ladder
 from runtime.memory.cards import sentences

@@ -29,7 +29,7 @@ from runtime.store import events as ev
 
 from .conftest import coworker, tell, write_config
 from .conftest import run_tick as tick
-from .fakeapi import FakeMessagesAPI, error, text, tool_use
+from .fakeapi import FakeMessagesAPI, error, text
 
 
 def _slept(loop: Loop, timeout: float) -> bool:
