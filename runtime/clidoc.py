@@ -50,8 +50,10 @@ def help_text(path: str) -> str:
         if i:
             assert isinstance(command, click.Group)
             command = command.commands[name]
+        # the command's own context settings (the group's `-h`), as `make_context` gives a real
+        # call: click caches a command's help option on first use, so they must never differ
         ctx = click.Context(command, info_name=name, parent=ctx, terminal_width=WIDTH,
-                            max_content_width=WIDTH)
+                            max_content_width=WIDTH, **command.context_settings)
     assert ctx is not None
     return command.get_help(ctx).rstrip()
 
