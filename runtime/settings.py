@@ -49,6 +49,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -73,6 +74,13 @@ ENV_PREFIX = "COWORKER_"
 # COWORKER_* variables that are not settings (the home folder is found before config.toml).
 OTHER_ENV = ("COWORKER_HOME",)
 SECRETS_FILE = "secrets.toml"  # in state/, beside the database
+# Keys that were settings once and are now named constants beside the code that uses them
+# (issue 39 item 6): still present in config.toml, state/secrets.toml or a COWORKER_* variable,
+# each gets one WARNING naming it (once a process) and is ignored, never an error.
+REMOVED_KEYS: dict[str, tuple[str, ...]] = {
+    "context": ("recent_events", "staircase_chars"),  # runtime/context.py
+}
+_warned_removed: set[str] = set()
 
 DEFAULT_ROLE = (
     "You are a careful coworker. You wake on a tick, read what is new, and act only when it "
@@ -239,12 +247,6 @@ class SemanticSection(Section):
     _url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
 
 
-class ContextSection(Section):
-    recent_events: int = Field(20, ge=0, le=500, description="raw events in the staircase")
-    staircase_chars: int = Field(
-        8000, ge=0, le=1_000_000, description="character budget of the staircase")
-
-
 def _valid_cron(v: str) -> str:
     from .cron import checked
 
@@ -297,7 +299,6 @@ class Settings(BaseSettings):
     writes: WritesSection = Field(default_factory=WritesSection)
     memory: MemorySection = Field(default_factory=MemorySection)
     recall: RecallSection = Field(default_factory=RecallSection)
-    context: ContextSection = Field(default_factory=ContextSection)
     semantic: SemanticSection = Field(default_factory=SemanticSection)
     rituals: RitualsSection = Field(default_factory=RitualsSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
@@ -502,8 +503,9 @@ def load(path: Path) -> Settings:
     overrides, or raise ConfigError. Registers every secret it sees for `redact`."""
     secrets_file = secrets_path(path)
     warn_unknown_env()
-    secret_data = read_toml(secrets_file, f"state/{SECRETS_FILE}")
-    file_data = read_toml(path)
+    secret_data = _drop_removed(read_toml(secrets_file, f"state/{SECRETS_FILE}"),
+                                f"state/{SECRETS_FILE}")
+    file_data = _drop_removed(read_toml(path), path.name)
     for where, table in ((path.name, file_data), (f"state/{SECRETS_FILE}", secret_data)):
         _one_spelling(table, where)
     data = _deep_merge(file_data, secret_data)
@@ -519,6 +521,10 @@ def load(path: Path) -> Settings:
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
+            if isinstance(env_settings, EnvSettingsSource):
+                removed = {n.lower() for n in _removed_env_names()}
+                env_settings.env_vars = {k: v for k, v in env_settings.env_vars.items()
+                                         if k.lower() not in removed}
             return (init_settings, env_settings, InitSettingsSource(settings_cls, checked))
 
     try:
@@ -550,6 +556,38 @@ def load(path: Path) -> Settings:
     return settings
 
 
+def _warn_removed(where: str, name: str) -> None:
+    """One WARNING a process for removed key `name` found in `where`."""
+    if f"{where} {name}" in _warned_removed:
+        return
+    _warned_removed.add(f"{where} {name}")
+    log.warning("%s: %s is no longer a setting and is ignored; remove it", where, name)
+
+
+def _drop_removed(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """`data` less every key of REMOVED_KEYS (and a section left empty), each with a WARNING."""
+    for section, keys in REMOVED_KEYS.items():
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue
+        for key in [k for k in table if k in keys]:
+            _warn_removed(where, f"[{section}] {key}")
+            del table[key]
+        if not table and section not in Settings.model_fields:
+            del data[section]
+    return data
+
+
+def _removed_env_names() -> list[str]:
+    """The COWORKER_* variables set now that name a removed key, each with a WARNING."""
+    removed = {f"{ENV_PREFIX}{section}__{key}".upper()
+               for section, keys in REMOVED_KEYS.items() for key in keys}
+    found = [name for name in sorted(os.environ) if name.upper() in removed]
+    for name in found:
+        _warn_removed("environment variable", name)
+    return found
+
+
 def env_names() -> list[str]:
     """Every COWORKER_* variable that names a setting (or a whole section)."""
     names = []
@@ -577,9 +615,11 @@ def warn_unknown_env() -> list[str]:
     """A WARNING (logger runtime.settings) for each COWORKER_* variable that names no
     setting, with the closest one; it is ignored, never an error. Returns the warnings."""
     out = []
+    removed = {n.upper() for n in _removed_env_names()}
     for name in sorted(os.environ):
         upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in OTHER_ENV or _names_a_section(name):
+        if (not upper.startswith(ENV_PREFIX) or upper in OTHER_ENV or _names_a_section(name)
+                or upper in removed):
             continue
         close = _closest_env(name)
         hint = (f"did you mean {close}?" if close else

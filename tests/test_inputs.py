@@ -674,11 +674,13 @@ def past_part(request: dict) -> str:
     return request["json"]["messages"][0]["content"][0]["text"]
 
 
-def test_a_new_input_is_shown_once_as_new_and_the_past_keeps_its_count(home: Home,
-                                                                         api: FakeMessagesAPI):
+def test_a_new_input_is_shown_once_as_new_and_the_past_keeps_its_count(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
     """The turn's inputs are shown whole under "What is new"; the past leaves them out (a copy
-    there reads as already seen) and still shows `recent_events` events before them."""
-    write_config(home.root, api.url, context={"recent_events": 3})
+    there reads as already seen) and still shows RECENT_EVENTS events before them."""
+    from runtime import context as ctx
+
+    monkeypatch.setattr(ctx, "RECENT_EVENTS", 3)
     with Store.open(home.db_path) as store:
         older = [ev.append(store, Event(kind="note", body=f"older note {i}", actor="coworker",
                                         author_kind="agent")) for i in range(5)]
@@ -693,8 +695,9 @@ def test_a_new_input_is_shown_once_as_new_and_the_past_keeps_its_count(home: Hom
     assert [f"[event {i} " in past for i in older] == [False, False, True, True, True], past
 
 
-def test_the_past_leaves_out_only_the_inputs_shown_and_keeps_its_count(offline_home: Home):
-    """`recent_events = 0` shows no event; an input older than the window leaves the count at
+def test_the_past_leaves_out_only_the_inputs_shown_and_keeps_its_count(
+        offline_home: Home, monkeypatch: pytest.MonkeyPatch):
+    """RECENT_EVENTS = 0 shows no event; an input older than the window leaves the count at
     N; inputs among the newest are replaced by the events before them."""
     from runtime import context as ctx
 
@@ -702,9 +705,9 @@ def test_the_past_leaves_out_only_the_inputs_shown_and_keeps_its_count(offline_h
         ids = [ev.append(store, Event(kind="note", body=f"n{i}", actor="coworker",
                                       author_kind="agent")) for i in range(6)]
         s = offline_home.settings()
-        s.context.recent_events = 0
+        monkeypatch.setattr(ctx, "RECENT_EVENTS", 0)
         assert "[event" not in ctx.staircase(store, s, before_id=100, shown_new=[ids[-1]])
-        s.context.recent_events = 3
+        monkeypatch.setattr(ctx, "RECENT_EVENTS", 3)
         out = ctx.staircase(store, s, before_id=100, shown_new=[ids[0]])
         assert [f"[event {i} " in out for i in ids] == [False, False, False, True, True, True]
         out = ctx.staircase(store, s, before_id=100, shown_new=[ids[4], ids[5]])

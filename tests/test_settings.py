@@ -491,3 +491,32 @@ def test_the_settings_import_nothing_above_them() -> None:
         ours = {i for i in _imports(REPO / "runtime" / f"{name}.py") if i.startswith("runtime")}
         above = sorted(i for i in ours if i not in leaves and i.rpartition(".")[0] not in leaves)
         assert not above, f"runtime/{name}.py imports {above}"
+
+
+# removed keys (issue 39 item 6) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["config.toml", "secrets.toml", "env"])
+def test_a_removed_key_is_one_warning_and_ignored_never_an_error(
+        where: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A key that is a named constant now, left in config.toml, state/secrets.toml or a
+    COWORKER_* variable: one WARNING naming it (however often the process loads), and the
+    load goes on."""
+    from runtime import settings as settings_mod
+
+    monkeypatch.setattr(settings_mod, "_warned_removed", set())
+    section, key = next(iter(settings_mod.REMOVED_KEYS.items()))
+    key = key[0]
+    path = isolated_home / "config.toml"
+    if where == "env":
+        monkeypatch.setenv(f"COWORKER_{section.upper()}__{key.upper()}", "7")
+    else:
+        target = path if where == "config.toml" else settings_mod.secrets_path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"[{section}]\n{key} = 7\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="runtime.settings"):
+        load(path)
+        load(path)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "runtime.settings"]
+    assert len(warnings) == 1 and key in warnings[0].lower(), warnings
