@@ -67,6 +67,10 @@ from runtime.store import rollups as rl
 log = logging.getLogger(__name__)
 
 NAME = "reflect"
+LADDER_FANOUT = 10  # rollups per rung of the ladder (was [memory] ladder_fanout)
+# model calls a run may spend on summaries and episode keywords, then extractive (was [memory]
+# summary_calls_per_run)
+SUMMARY_CALLS_PER_RUN = 50
 
 
 @dataclass
@@ -227,7 +231,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
     t0 = time.monotonic()
     report = ReflectReport(dry_run=dry_run)
     limit = hot_from(store, cutoff(settings, now))
-    fanout = settings.memory.ladder_fanout
+    fanout = LADDER_FANOUT
     if dry_run:
         report.archived = arch.count_older_than(store, limit)
         report.sealed = ladder.plan(store, fanout)
@@ -240,8 +244,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
         report.archived = arch.move_older_than(store, limit)
         if report.archived:
             log.info("reflect: archived %d events older than %s", report.archived, limit)
-        summarizer = ladder.Summarizer(summarize, summarizer_name,
-                                       settings.memory.summary_calls_per_run)
+        summarizer = ladder.Summarizer(summarize, summarizer_name, SUMMARY_CALLS_PER_RUN)
         sealed = ladder.seal(store, fanout, summarizer, progress)
         report.sealed = dict(sorted(sealed.sealed.items()))
         report.methods = dict(sealed.methods)

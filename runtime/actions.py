@@ -247,7 +247,7 @@ class Actions:
         with self._store(readonly=True) as store:
             semantic = (self._semantic(store, settings, cap_query(query)[0])
                         if after is None else None)
-            return search(store, query, limit, gate=settings.semantic.gate, semantic=semantic,
+            return search(store, query, limit, semantic=semantic,
                           after=after, exhaustive=exhaustive,
                           tz=settings.coworker.zone)
 
@@ -279,7 +279,7 @@ class Actions:
                     store, settings.semantic)
                 if got is not None:
                     found = recall_hybrid(store, text, embedder=got[0], matrix=got[1],
-                                          gate=settings.semantic.gate, k=cfg.max_items,
+                                          k=cfg.max_items,
                                           max_terms=cfg.max_terms, tz=tz)
             except Exception as e:
                 log.warning("semantic recall failed (%s: %s); recall goes on lexical only",

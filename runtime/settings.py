@@ -12,7 +12,10 @@ comment in the template say which), a file that is not UTF-8 names the byte, a v
 wrong TOML type is never coerced (true where a number goes, "yes" or 1 where true or false
 goes: an error naming the key, the value and the type; environment values are strings and are
 read as before), and a COWORKER_* variable that names no section is a WARNING (logger
-runtime.settings) with the closest name, not an error.
+runtime.settings) with the closest name, not an error. A key that was a setting once
+(`REMOVED_KEYS`: internal tuning is a named constant beside the code that uses it) still in
+config.toml, state/secrets.toml or a COWORKER_* variable is one WARNING a process naming it,
+and is ignored.
 
 Secrets: keys do not belong in a git-tracked config.toml. `state/secrets.toml` (mode 0600, the
 same TOML shape) is deep-merged over config.toml; environment overrides still win. Every secret
@@ -79,6 +82,8 @@ SECRETS_FILE = "secrets.toml"  # in state/, beside the database
 # each gets one WARNING naming it (once a process) and is ignored, never an error.
 REMOVED_KEYS: dict[str, tuple[str, ...]] = {
     "context": ("recent_events", "staircase_chars"),  # runtime/context.py
+    "memory": ("ladder_fanout", "summary_calls_per_run"),  # rituals/reflect.py
+    "semantic": ("gate",),  # runtime/memory/recall.py SEMANTIC_GATE
 }
 _warned_removed: set[str] = set()
 
@@ -205,11 +210,6 @@ class MemorySection(Section):
         4000, ge=200, le=1_000_000, description="character budget of MEMORY.md")
     pins_max_chars: int = Field(
         2000, ge=100, le=1_000_000, description="character budget of all pins together")
-    ladder_fanout: int = Field(10, ge=2, le=100, description="rollups per rung of the ladder")
-    summary_calls_per_run: int = Field(
-        50, ge=0, le=10_000,
-        description="model calls reflect may spend per run on summaries and episode keywords "
-        "(then extractive)")
     offline_keywords: bool = Field(
         False, description="reflect gives episodes keywords from co-occurrence in the history")
 
@@ -235,9 +235,6 @@ class SemanticSection(Section):
     timeout_s: float = Field(
         2.0, gt=0, le=600,
         description="a slower answer from the embedding server falls back to lexical (http)")
-    gate: float = Field(
-        0.6, ge=0, le=1,
-        description="ask the semantic channel only when lexical covers less of the query")
     batch_chars: int = Field(
         8000, ge=100, le=10_000_000, description="backfill batch size, in characters")
     window_events: int = Field(

@@ -225,8 +225,10 @@ def test_tool_results_and_the_models_proposals(home: Home, api: FakeMessagesAPI)
     assert v.status == "queued" and "written by tool (memory_propose, a tool_result)" in v.reason
 
 
-def test_reflects_lessons_apply_only_as_the_owners_verbatim_clauses(offline_home: Home):
-    write_config(offline_home.root, memory={**AUTO, "summary_calls_per_run": 0})
+def test_reflects_lessons_apply_only_as_the_owners_verbatim_clauses(offline_home: Home,
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(offline_home.root, memory=AUTO)
     with Store.open(offline_home.db_path) as store:
         ids = ev.append_many(store, [
             Event.owner_message(DANA if i == 3 else f"Worked on the parser fix, step {i}.",

@@ -190,7 +190,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
     [semantic] names a server (here a dead one, which would be a usage error)."""
     from runtime.lab import evaluate
     from runtime.memory import embed
-    from runtime.settings import SemanticSection
+    from runtime.memory.recall import SEMANTIC_GATE
 
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
                                           "url": "http://127.0.0.1:9", "timeout_s": 0.5})
@@ -210,7 +210,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
     assert made == ["all-mpnet"] and got.name == "local:all-mpnet" and 0 < gate <= 1
     with pytest.raises(evaluate.UsageError, match="needs the semantic channel"):
         evaluate.eval_embedder()  # the home's dead server, when no model is named
-    # a home whose channel is off: MiniLM in process, with the default gate, not the home's
-    write_config(isolated_home, semantic={"enabled": False, "gate": 0.9})
+    # a home whose channel is off: MiniLM in process, with the gate
+    write_config(isolated_home, semantic={"enabled": False})
     got, gate = evaluate.eval_embedder()
-    assert made[-1] == "all-minilm" and gate == SemanticSection().gate != 0.9
+    assert made[-1] == "all-minilm" and gate == SEMANTIC_GATE

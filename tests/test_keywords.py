@@ -240,8 +240,10 @@ def test_an_unusable_keyword_answer_writes_nothing_and_reflect_finishes(
     assert any("failed 3 times in a row" in w for w in warnings), warnings
 
 
-def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMessagesAPI):
-    configure(home, api, summary_calls_per_run=26)
+def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMessagesAPI,
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 26)
+    configure(home, api)
     history(home, [t for t in TOPICS for _ in range(8)])  # 24 episodes, 2 chapters
     answering(api, good_keywords)
     report = rf.run(home, home.settings())
@@ -252,7 +254,8 @@ def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMes
     assert report.keywords == ("model: model budget spent on summaries: no keywords asked "
                                "for"), report.keywords
     # a new run has a new budget: 2 calls of 8 episodes each, the newest first
-    configure(home, api, summary_calls_per_run=2)
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 2)
+    configure(home, api)
     report = rf.run(home, home.settings())
     assert report.keyword_calls == 2 and len(api.requests) == 28
     asked = [sorted(shown_episodes(r)) for r in keyword_calls(api)]
@@ -290,9 +293,11 @@ def test_a_second_reflect_asks_no_keywords_for_episodes_that_have_them(
     assert after[:len(before)] == before and len(after) == len(before) + 2
 
 
-def test_an_owner_tag_stays_the_owners(home: Home, api: FakeMessagesAPI):
+def test_an_owner_tag_stays_the_owners(home: Home, api: FakeMessagesAPI,
+        monkeypatch: pytest.MonkeyPatch):
     """A word the owner tagged first is not taken over by the model's keywords."""
-    configure(home, api, summary_calls_per_run=1)
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 1)
+    configure(home, api)
     history(home, ["invoices"])
     answering(api, good_keywords)
     rf.run(home, home.settings())  # the one call is the summary: no keywords yet

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from rituals import reflect as rf
 from runtime.home import Home
 from runtime.store import Event, Store
@@ -30,9 +32,10 @@ def history(home: Home) -> list[int]:
 
 
 def test_reflect_asks_once_for_lessons_and_the_gate_decides_each(home: Home,
-                                                                  api: FakeMessagesAPI):
-    write_config(home.root, api.url, memory={"memory_promotions": "auto",
-                                             "summary_calls_per_run": 0})
+                                                                  api: FakeMessagesAPI,
+                                                                  monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url, memory={"memory_promotions": "auto"})
     ids = history(home)
     lessons = [
         {"text": "Dana owns the parser release checklist", "source_events": [ids[2]],
@@ -57,17 +60,20 @@ def test_reflect_asks_once_for_lessons_and_the_gate_decides_each(home: Home,
 
 
 def test_without_a_model_or_with_promotions_off_nothing_is_asked(home: Home,
-                                                                 api: FakeMessagesAPI):
-    write_config(home.root, api.url, memory={"memory_promotions": "off",
-                                             "summary_calls_per_run": 0})
+                                                                 api: FakeMessagesAPI,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url, memory={"memory_promotions": "off"})
     history(home)
     assert rf.run(home, home.settings()).promotions.startswith("off")
     assert api.requests == []
 
 
 def test_a_garbage_lessons_answer_is_loud_and_reflect_completes(home: Home,
-                                                               api: FakeMessagesAPI, caplog):
-    write_config(home.root, api.url, memory={"summary_calls_per_run": 0})
+                                                               api: FakeMessagesAPI, caplog,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url)
     history(home)
     api.enqueue(text("I think the lessons are: be careful."))
     report = rf.run(home, home.settings())
@@ -79,11 +85,12 @@ def test_a_garbage_lessons_answer_is_loud_and_reflect_completes(home: Home,
 
 
 def test_a_lesson_that_turns_the_owners_words_around_is_queued_in_auto(home: Home,
-                                                                       api: FakeMessagesAPI):
+                                                                       api: FakeMessagesAPI,
+                                                                       monkeypatch: pytest.MonkeyPatch):
     """Reflect's lessons are a model's words: in "auto" one applies only as a verbatim clause
     of a cited owner message, never as the owner's message turned around."""
-    write_config(home.root, api.url, memory={"memory_promotions": "auto",
-                                             "summary_calls_per_run": 0})
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url, memory={"memory_promotions": "auto"})
     ids = history(home)
     owner = ids[2]  # "Dana owns the parser release checklist."
     lessons = [

@@ -290,8 +290,10 @@ def test_ladder_seals_complete_blocks_level_by_level_and_is_idempotent(offline_h
         check_ladder(store, 10)
 
 
-def test_ladder_climbs_while_a_level_has_fanout_unparented_rollups(offline_home: Home):
-    write_config(offline_home.root, memory={"ladder_fanout": 3})
+def test_ladder_climbs_while_a_level_has_fanout_unparented_rollups(offline_home: Home,
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "LADDER_FANOUT", 3)
+    write_config(offline_home.root)
     add(offline_home, random_history(300, NOW - timedelta(days=2), seed=3, gap_p=0.2))
     with Store.open(offline_home.db_path) as store:
         report = run(offline_home, store)
@@ -543,9 +545,10 @@ BAD_LESSONS = {
 @pytest.mark.parametrize("bad", BAD_LESSONS.values(), ids=BAD_LESSONS.keys())
 def test_a_lessons_call_with_invalid_arguments_proposes_nothing(home: Home,
                                                                 api: FakeMessagesAPI, caplog,
-                                                                bad):
-    write_config(home.root, api.url, memory={"memory_promotions": "auto",
-                                             "summary_calls_per_run": 0})
+                                                                bad,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url, memory={"memory_promotions": "auto"})
     parser_history(home, 20)
     api.enqueue(text('[{"text": "x", "source_events": [1]}]') if bad is None
                 else tool_use("record_lessons", bad))
@@ -561,9 +564,9 @@ def test_a_lessons_call_with_invalid_arguments_proposes_nothing(home: Home,
 
 
 def test_one_malformed_lesson_is_skipped_and_the_rest_go_through_the_gate(
-        home: Home, api: FakeMessagesAPI, caplog):
-    write_config(home.root, api.url, memory={"memory_promotions": "gated",
-                                             "summary_calls_per_run": 0})
+        home: Home, api: FakeMessagesAPI, caplog, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url, memory={"memory_promotions": "gated"})
     ids = parser_history(home, 20)
     good = {"text": "The parser crashed on emoji input", "source_events": [ids[0]],
             "confidence": 0.9}
@@ -633,9 +636,11 @@ def test_a_failed_call_falls_back_to_extractive_and_reflect_completes(home: Home
     assert home.memory_map.exists()
 
 
-def test_the_summary_budget_caps_model_calls_per_run(home: Home, api: FakeMessagesAPI):
+def test_the_summary_budget_caps_model_calls_per_run(home: Home, api: FakeMessagesAPI,
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 2)
     write_config(home.root, api.url,
-                 memory={"summary_calls_per_run": 2, "memory_promotions": "off"})
+                 memory={"memory_promotions": "off"})
     parser_history(home)
     api.default = FAITHFUL
     report = rf.run(home, home.settings())
@@ -704,10 +709,12 @@ def test_failures_that_are_not_in_a_row_never_stop_the_model(home: Home, api: Fa
 
 
 def test_a_malformed_memory_md_costs_the_promotions_not_the_run(home: Home,
-                                                                 api: FakeMessagesAPI, caplog):
+                                                                 api: FakeMessagesAPI, caplog,
+                                                                 monkeypatch: pytest.MonkeyPatch):
     """The gate refuses to read a MEMORY.md with a malformed line (doctor FAILs it); reflect
     then proposes nothing, says why once, and still seals and records an ok run."""
-    write_config(home.root, api.url, memory={"summary_calls_per_run": 0})
+    monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 0)
+    write_config(home.root, api.url)
     ids = parser_history(home, 20)
     home.memory_md.write_text(home.memory_md.read_text(encoding="utf-8")
                               + "- [x1] a line that looks like an entry\n", encoding="utf-8")

@@ -28,8 +28,6 @@ from runtime.store import Event, Store
 from runtime.store import archive as arch
 from runtime.store import events as ev
 
-from .conftest import write_config
-
 BOUND = 40  # every page, batch and cache is set to at most this many rows
 FANOUT = 4
 N_OLD = 2400  # about 500 episodes: many times BOUND, so a whole level read at once shows
@@ -91,10 +89,10 @@ def _history() -> list[Event]:
     return old + new
 
 
-def _home(root: Path) -> Home:
+def _home(root: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     home = Home.locate(root)
     home.init()
-    write_config(root, memory={"ladder_fanout": FANOUT})
+    monkeypatch.setattr(rf, "LADDER_FANOUT", FANOUT)
     with Store.open(home.db_path) as store:
         ev.append_many(store, _history())
     return home
@@ -133,7 +131,7 @@ def _written(home: Home) -> dict[str, Any]:
 
 def test_reflect_holds_bounded_pages_whatever_the_history(
         isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = _home(isolated_home / "bounded")
+    home = _home(isolated_home / "bounded", monkeypatch)
     _small_bounds(monkeypatch)
     cached: list[int] = []
     idf = cd.Distinctive.idf
@@ -161,7 +159,8 @@ def test_reflect_holds_bounded_pages_whatever_the_history(
 
 def test_the_bounds_change_nothing_reflect_writes(
         isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    wide, narrow = _home(isolated_home / "wide"), _home(isolated_home / "narrow")
+    wide, narrow = (_home(isolated_home / "wide", monkeypatch),
+                    _home(isolated_home / "narrow", monkeypatch))
     asked: dict[str, list[int]] = {"wide": [], "narrow": []}
     with Store.open(wide.db_path) as store:
         _reflect(wide, store, asked["wide"])

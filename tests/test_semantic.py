@@ -32,6 +32,7 @@ from rituals import reflect as rf
 from runtime.home import Home
 from runtime.loop import Loop
 from runtime.memory import embed as em
+from runtime.memory import recall as recall_mod
 from runtime.memory.cards import BOOKKEEPING_KINDS
 from runtime.memory.embed import EmbedError, HttpEmbedder, Matrix
 from runtime.memory.recall import lexical_coverage, recall, recall_hybrid, rrf
@@ -768,8 +769,10 @@ def test_a_search_with_no_words_finds_nothing_by_meaning_either(
 
 
 def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessagesAPI,
-                                                    embed_server: EmbedServer):
-    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99))
+                                                    embed_server: EmbedServer,
+                                                    monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(recall_mod, "SEMANTIC_GATE", 0.99)
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url))
     ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
     assert backfill_with_settings(home) == len(ids)
     # no word of it is in the history: only the semantic channel can find the car event
@@ -789,9 +792,10 @@ def test_a_tick_recalls_through_the_hybrid_channel(home: Home, api: FakeMessages
 
 @pytest.mark.parametrize("how", ["down", "cold"])
 def test_a_tick_survives_the_embedding_server_failing(home: Home, api: FakeMessagesAPI,
-                                                      embed_server: EmbedServer, caplog, how):
-    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99,
-                                                           timeout_s=0.3))
+                                                      embed_server: EmbedServer, caplog, how,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(recall_mod, "SEMANTIC_GATE", 0.99)
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, timeout_s=0.3))
     ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
     assert backfill_with_settings(home) == len(ids)
     if how == "down":
@@ -814,10 +818,12 @@ def test_a_tick_survives_the_embedding_server_failing(home: Home, api: FakeMessa
 
 
 def test_a_tick_keeps_lexical_recall_when_the_vectors_cannot_be_read(
-        home: Home, api: FakeMessagesAPI, embed_server: EmbedServer, caplog):
+        home: Home, api: FakeMessagesAPI, embed_server: EmbedServer, caplog,
+        monkeypatch: pytest.MonkeyPatch):
     """Whatever breaks the semantic channel (here its table is gone from a damaged store),
     the tick's recall goes on with the words, and says so at WARNING."""
-    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, gate=0.99))
+    monkeypatch.setattr(recall_mod, "SEMANTIC_GATE", 0.99)
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url))
     ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
     assert backfill_with_settings(home) == len(ids)
     raw = sqlite3.connect(home.db_path)

@@ -258,16 +258,14 @@ def eval_embedder(model: str | None = None) -> tuple[object, float]:
     [semantic] settings of the coworker home in COWORKER_HOME or the current folder when it
     enables one, else all-MiniLM in process."""
     from ..memory.embed import EmbedError, LocalEmbedder, make_embedder
-    from ..settings import SemanticSection
+    from ..memory.recall import SEMANTIC_GATE
 
     embedder: object | None = None
-    gate = SemanticSection().gate
+    gate = SEMANTIC_GATE
     home = Home.locate()
     if model is None and home.is_initialised():
         cfg = home.settings().semantic
         embedder = make_embedder(cfg)
-        if embedder is not None:  # the home's gate goes with the home's embedder only
-            gate = cfg.gate
     if embedder is None:
         embedder = LocalEmbedder(model or "all-minilm")
     try:

@@ -351,7 +351,7 @@ class Turn:
                 semantic = tc.semantic.get(tc.store, tc.settings.semantic)
                 if semantic is not None:
                     found = recall_hybrid(tc.store, text, embedder=semantic[0],
-                                          matrix=semantic[1], gate=tc.settings.semantic.gate,
+                                          matrix=semantic[1],
                                           before_id=before, k=cfg.max_items,
                                           max_terms=cfg.max_terms, tz=tz)
             except Exception as e:

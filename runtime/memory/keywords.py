@@ -5,7 +5,7 @@ Two sources, both written as tags of the level-1 rollup (`store.tags`, never its
 - `from_model`: reflect's `ask` callable (it owns the model; this module never imports it)
   gets batches of up to BATCH episodes, [(episode id, text)], and answers with keywords and
   synonyms per episode id. Each batch is one call taken from the run's model budget (the
-  ladder's `Summarizer`: `summary_calls_per_run` and its "3 failures in a row" rule). Only
+  ladder's `Summarizer`: `SUMMARY_CALLS_PER_RUN` and its "3 failures in a row" rule). Only
   episodes with no 'model' tag yet are asked about, newest first, so a second run asks nothing
   for them. The answer is checked hard: a keyword is a word or a two-word phrase of letters and
   digits of at most MAX_CHARS characters; an episode gets at most MAX_PER_EPISODE; an id not in

@@ -23,7 +23,8 @@ After GIVE_UP_AFTER failed summaries in a row the run stops calling `summarize` 
 it is extractive; a run's fallbacks are said once at WARNING, never once per call. The
 `Summarizer` is also the run's model budget: other model calls of the run (reflect's keyword
 calls, `memory.keywords`) take their calls from it with `spend` and report with `succeeded` /
-`failed`, so they count against `summary_calls_per_run` and its "3 failures in a row" rule.
+`failed`, so they count against `SUMMARY_CALLS_PER_RUN` (rituals/reflect.py) and its "3
+failures in a row" rule.
 
 It reads and writes the store; it never imports the model.
 """

@@ -82,6 +82,9 @@ from .tokens import head, stem, words
 
 log = logging.getLogger(__name__)
 
+# the semantic channel is asked only when lexical covers less of the query than this (was
+# [semantic] gate)
+SEMANTIC_GATE = 0.6
 K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
 EPISODE_WEIGHT = 0.6  # share of the (normalised) episode score added to each of its events
 EPISODES = 12  # level-1 episodes whose spans are read
@@ -838,7 +841,7 @@ def named_person_or_none(store: Store, text: str, matrix: object) -> Person | No
 
 
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
-                  gate: float, before_id: int | None = None, k: int = 10, max_terms: int = 8,
+                  gate: float | None = None, before_id: int | None = None, k: int = 10, max_terms: int = 8,
                   scorer: Distinctive | None = None, today: date | None = None,
                   tz: tzinfo | None = None) -> Recall:
     """Lexical recall, fused with the semantic channel when lexical coverage is weak, or
@@ -856,6 +859,7 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     lexical evidence is below its floor, the semantic side must carry the turn: its probe
     (`memory.nearest`, the walk's semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is
     injected."""
+    gate = SEMANTIC_GATE if gate is None else gate  # read now: a test may set it
     from . import embed as em
 
     t0 = time.perf_counter()

@@ -61,7 +61,15 @@ from . import dates
 from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
-from .recall import STRUCK_NOTE, header_field, named_person_or_none, rrf, struck_record, told_about
+from .recall import (
+    SEMANTIC_GATE,
+    STRUCK_NOTE,
+    header_field,
+    named_person_or_none,
+    rrf,
+    struck_record,
+    told_about,
+)
 from .recall import coverage as covered
 from .tokens import query_words, stem
 
@@ -145,7 +153,7 @@ class Plan:
 
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
-           gate: float = 0.6, after: str | None = None, exhaustive: bool = False,
+           gate: float = SEMANTIC_GATE, after: str | None = None, exhaustive: bool = False,
            today: date | None = None, tz: tzinfo | None = None) -> Hits:
     """The best `limit` hits for `query`, best first, and `next_cursor` to page on (`after`).
     With `semantic` (a door's function that embeds the query and hands back the vectors, as
