@@ -84,6 +84,8 @@ REMOVED_KEYS: dict[str, tuple[str, ...]] = {
     "context": ("recent_events", "staircase_chars"),  # runtime/context.py
     "memory": ("ladder_fanout", "summary_calls_per_run"),  # rituals/reflect.py
     "semantic": ("gate",),  # runtime/memory/recall.py SEMANTIC_GATE
+    # runtime/hands/server.py, runtime/hands/hands.py, runtime/loop/hands.py
+    "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars"),
 }
 _warned_removed: set[str] = set()
 

@@ -193,15 +193,6 @@ class McpSection(BaseModel):
     watch_daily_calls: int = Field(
         100, ge=1, le=100_000, description="model calls a day (UTC) that turns woken by "
         "watches alone may spend; then a watch's change is history, not an input, until tomorrow")
-    result_chars: int = Field(
-        20_000, ge=200, le=1_000_000,
-        description="characters of a tool result the model sees (the full text is kept)")
-    watch_chars: int = Field(
-        4_000, ge=200, le=1_000_000, description="characters of what changed a watch may report")
-    restart_initial_s: float = Field(
-        1.0, gt=0, le=3600, description="first wait before restarting a server that died")
-    restart_max_s: float = Field(
-        300.0, gt=0, le=86400, description="the wait doubles up to this many seconds")
 
     @property
     def approval_ttl_s(self) -> int:
@@ -230,8 +221,6 @@ class McpSection(BaseModel):
             if w.tool in server.approve or w.tool in server.disabled:
                 raise ValueError(f"watch {w.server}{SEP}{w.tool}: a watch calls a read-only tool, "
                                  "and this one is listed in approve or disabled")
-        if self.restart_max_s < self.restart_initial_s:
-            raise ValueError("restart_max_s must be at least restart_initial_s")
         return self
 
     def server(self, name: str) -> McpServer | None:

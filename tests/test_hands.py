@@ -30,6 +30,8 @@ from runtime.hands import (
     decide,
     full_name,
 )
+from runtime.hands import hands as hands_mod
+from runtime.hands import server as server_mod
 from runtime.hands.hands import Hands
 from runtime.hands.server import ServerState
 from runtime.settings_mcp import TOOL_NAME
@@ -146,8 +148,6 @@ def test_a_bad_server_entry_is_one_clear_error(entry, words):
       "watch": [{"server": "g", "tool": "t"}]}, "exactly one of interval_s or cron"),
     ({"servers": [{"name": "g", "command": "x"}],
       "watch": [{"server": "g", "tool": "t", "cron": "61 * * * *"}]}, "not a valid cron"),
-    ({"result_chars": 10}, "greater than or equal to 200"),
-    ({"restart_initial_s": 10, "restart_max_s": 5}, "restart_max_s"),
 ])
 def test_a_bad_section_is_one_clear_error(section, words):
     with pytest.raises(ValidationError) as e:
@@ -292,9 +292,10 @@ def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(caplog):
                for r in caplog.records)
 
 
-def test_backoff_doubles_up_to_the_cap():
-    section = McpSection(servers=[faulty("bad", "--crash-on-start")],
-                         restart_initial_s=1, restart_max_s=2)
+def test_backoff_doubles_up_to_the_cap(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(server_mod, "RESTART_INITIAL_S", 1)
+    monkeypatch.setattr(server_mod, "RESTART_MAX_S", 2)
+    section = McpSection(servers=[faulty("bad", "--crash-on-start")])
     sleeper = Sleeper(free=2)
 
     async def go():
@@ -334,8 +335,10 @@ def test_a_hang_hits_the_timeout_and_the_server_stays_usable():
     run(go())
 
 
-def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_are_results():
-    section = McpSection(servers=[faulty()], result_chars=1000)
+def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_are_results(
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(hands_mod, "RESULT_CHARS", 1000)
+    section = McpSection(servers=[faulty()])
 
     async def go():
         async with Hands(section, sleep=Sleeper()) as hands:

@@ -334,7 +334,7 @@ def test_every_numeric_setting_has_a_lower_and_an_upper_bound() -> None:
     import annotated_types as at
 
     fields = list(_numeric_fields())
-    assert len(fields) >= 25
+    assert len(fields) >= 15  # the walk reached the sections (fewer keys since issue 39)
     for section, key, f in fields:
         kinds = {type(m) for m in f.metadata}
         assert kinds & {at.Ge, at.Gt}, f"[{section}] {key} has no lower bound"

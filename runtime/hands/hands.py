@@ -6,7 +6,7 @@ tools as Anthropic tool definitions named `<server>__<tool>` in a stable order (
 then tool; at most MAX_ALL_TOOL_BYTES of them in all, the rest left out with one WARNING),
 answering what a call to one would do (`disposition`), checking arguments against the tool's
 schema (runtime/hands/schema.py: nothing fetched, no server's pattern run), making the call
-(with the server's timeout; the text capped at `[mcp] result_chars`, the full text kept up to
+(with the server's timeout; the text capped at `RESULT_CHARS`, the full text kept up to
 `result.MAX_STORED_CHARS`), `reconcile` with a reloaded section, and stopping them all. It
 never decides to call a side effect on its own (`call` runs what it is asked; the loop asks
 `disposition` first), never records events, and never logs or returns a secret value of the
@@ -50,6 +50,7 @@ log = logging.getLogger("runtime.hands")
 # are runtime/hands/server.py's MAX_TOOLS and MAX_TOOL_BYTES): past it, in the stable order of
 # the tools (by server, then tool), the rest are left out, said at WARNING (ADR-0039).
 MAX_ALL_TOOL_BYTES = 256 * 1024
+RESULT_CHARS = 20_000  # characters of a tool result the model sees; the full text is kept
 
 
 class Redactor:
@@ -98,9 +99,7 @@ class Hands:
     # -- lifecycle -----------------------------------------------------------------------
 
     def _runner(self, config: McpServer) -> ServerRunner:
-        return ServerRunner(config, redact=self.redact, sleep=self._sleep, clock=self._clock,
-                            restart_initial_s=self.section.restart_initial_s,
-                            restart_max_s=self.section.restart_max_s)
+        return ServerRunner(config, redact=self.redact, sleep=self._sleep, clock=self._clock)
 
     async def start(self) -> dict[str, bool]:
         """Start every configured server; return once each is ready or has failed its first
@@ -259,7 +258,7 @@ class Hands:
         if (why := self.refusal(name, arguments)) is not None:
             return ToolResult(info.server, info.tool, CallStatus.REFUSED, why)
         result = await self._runners[info.server].call(info.tool, arguments)
-        text, full = cap(result.text, self.section.result_chars)
+        text, full = cap(result.text, RESULT_CHARS)
         if full is None:
             return result
         return ToolResult(result.server, result.tool, result.status, text, keep(full),

@@ -17,7 +17,7 @@ from typing import Any
 
 # Characters of a result's full text that are stored (in its event) at most: a server that
 # answers 50 MB would otherwise grow the database by as much, and a watch fill the disk. The
-# same as the most `[mcp] result_chars` may show the model (ADR-0039).
+# same as the most a result was ever allowed to show the model (`RESULT_CHARS` is 20,000) (ADR-0039).
 MAX_STORED_CHARS = 1_000_000
 
 

@@ -10,7 +10,7 @@ loop do), never records an event and never reads config files.
 Lifecycle: the supervisor connects (the whole start, listing included, bounded by
 `start_timeout_s`; a call by `timeout_s`) and waits; a call that finds the connection closed
 (the process died, before or during the call) wakes it, and it reconnects after a backoff that doubles from
-`restart_initial_s` up to `restart_max_s` (reset by a successful start). A server that cannot
+`RESTART_INITIAL_S` up to `RESTART_MAX_S` (reset by a successful start). A server that cannot
 start is retried the same way; its reason (the error, and the last lines it wrote to stderr)
 is one WARNING line when it changes and stays in `status()` for `doctor`. The wait is the
 injected `sleep`, so tests never wait on the wall clock.
@@ -60,6 +60,8 @@ from .schema import SchemaUnusable, local_validator, problem, unusable
 
 log = logging.getLogger("runtime.hands")
 
+RESTART_INITIAL_S = 1.0  # first wait before restarting a server that died (was [mcp] setting)
+RESTART_MAX_S = 300.0    # the wait doubles up to this many seconds (was [mcp] restart_max_s)
 MAX_DESCRIPTION = 1024   # characters of a tool's description offered to the model
 _STDERR_KEEP = 256 * 1024  # a server's stderr is kept for its last lines; trimmed past this
 _PAGES = 100             # tools/list pages read at most (a paginator that never ends)
@@ -199,14 +201,14 @@ class ServerRunner:
     connection; `stop()` closes it and ends the supervisor."""
 
     def __init__(self, config: McpServer, *, redact: Redact, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic, restart_initial_s: float = 1.0,
-                 restart_max_s: float = 300.0) -> None:
+                 clock: Callable[[], float] = time.monotonic, restart_initial_s: float | None = None,
+                 restart_max_s: float | None = None) -> None:
         self.config = config
         self._redact = redact
         self._sleep = sleep
         self._clock = clock
-        self._initial = restart_initial_s
-        self._max = restart_max_s
+        self._initial = RESTART_INITIAL_S if restart_initial_s is None else restart_initial_s
+        self._max = RESTART_MAX_S if restart_max_s is None else restart_max_s
         self.status = ServerStatus(config.name, config.transport, ServerState.STARTING)
         self.backoffs: list[float] = []          # every wait before a restart, in order
         self._client: Client | None = None

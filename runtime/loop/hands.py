@@ -38,6 +38,7 @@ from .record import record
 
 log = logging.getLogger("runtime.loop")
 
+WATCH_CHARS = 4_000  # characters of what changed a watch may report (was [mcp] watch_chars)
 MCP_TOOLS = "%\\_\\_%"  # side_effects.tool LIKE: a full MCP name holds "__"
 
 
@@ -271,7 +272,7 @@ class Watches:
             return 0  # unchanged: nothing written, no model call
         change = Event(
             kind="watch_change", body=f"watch {name} changed; what is new:\n"
-            + what_is_new(last.text, text, section.watch_chars), actor=f"watch:{name}",
+            + what_is_new(last.text, text, WATCH_CHARS), actor=f"watch:{name}",
             author_kind="tool", meta={"watch": k, "hash": digest, "text": text})
         if usage.watch_calls_today(store) >= section.watch_daily_calls:
             # the day's budget is spent: the change is history, not an input (none pile up)
