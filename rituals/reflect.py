@@ -150,9 +150,8 @@ def _embed(settings: Settings, store: Store) -> str:
     if embedder is None:
         return "semantic channel off"
     try:
-        n = em.backfill(store, embedder, settings.semantic.batch_chars,
-                        window=settings.semantic.window_events)
-        r = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
+        n = em.backfill(store, embedder)
+        r = em.backfill_rollups(store, embedder)
         return f"{n} events embedded" + (f", {r} rollups" if r else "")
     except Exception as e:
         log.warning("embedding backfill failed (%s: %s); recall stays lexical for new events",

@@ -1092,7 +1092,7 @@ def doctor(no_model: bool) -> None:
 
 @cli.command()
 @click.option("--backfill", is_flag=True,
-              help="Embed the newest events ([semantic] window_events) and every rollup that "
+              help="Embed the newest events (100,000) and every rollup that "
                    "have no vector yet.")
 @click.option("--check", "check", is_flag=True,
               help="Recompute a sample of stored vectors and compare (integrity check).")
@@ -1124,15 +1124,15 @@ def embed(backfill: bool, check: bool, sample: int) -> None:
         raise UsageError("say what to do: coworker embed --backfill, or --check")
     with _store(home) as store:
         if backfill:
-            window = settings.semantic.window_events
+            window = em.WINDOW
             total = len(vs.missing_events(store, embedder.name, sorted(ev.BOOKKEEPING_KINDS),
                                           vs.window_start(store, window), 10**9))
             with Progress("embedding", BarColumn(), MofNCompleteColumn(), console=err,
                           transient=True) as bar:
                 task = bar.add_task("embed", total=total)
-                done = em.backfill(store, embedder, settings.semantic.batch_chars,
+                done = em.backfill(store, embedder,
                                    progress=lambda n: bar.advance(task, n), window=window)
-            rollups = em.backfill_rollups(store, embedder, settings.semantic.batch_chars)
+            rollups = em.backfill_rollups(store, embedder)
             out.print(f"embedded {done} events" + (f" and {rollups} rollups" if rollups else "")
                       + f" with {embedder.name}; {vs.count(store, embedder.name)} vectors in all")
         if check:

@@ -599,7 +599,7 @@ def _semantic(home: Home, settings: Settings | None) -> Check:
     unembedded: object = False  # no database yet: the database check says so
     if home.db_path.exists():
         with Store.open(home.db_path, readonly=True) as store:
-            after = vs.window_start(store, settings.semantic.window_events)
+            after = vs.window_start(store, em.WINDOW)
             have = vs.count(store, embedder.name, "event", after)
             unembedded = not have and vs.missing_events(store, embedder.name,
                                                         sorted(BOOKKEEPING_KINDS), after, page=1)

@@ -83,7 +83,8 @@ SECRETS_FILE = "secrets.toml"  # in state/, beside the database
 REMOVED_KEYS: dict[str, tuple[str, ...]] = {
     "context": ("recent_events", "staircase_chars"),  # runtime/context.py
     "memory": ("ladder_fanout", "summary_calls_per_run"),  # rituals/reflect.py
-    "semantic": ("gate",),  # runtime/memory/recall.py SEMANTIC_GATE
+    # runtime/memory/recall.py SEMANTIC_GATE, runtime/memory/embed.py BATCH_CHARS and WINDOW
+    "semantic": ("gate", "batch_chars", "window_events"),
     # runtime/hands/server.py, runtime/hands/hands.py, runtime/loop/hands.py
     "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars"),
 }
@@ -237,11 +238,6 @@ class SemanticSection(Section):
     timeout_s: float = Field(
         2.0, gt=0, le=600,
         description="a slower answer from the embedding server falls back to lexical (http)")
-    batch_chars: int = Field(
-        8000, ge=100, le=10_000_000, description="backfill batch size, in characters")
-    window_events: int = Field(
-        100_000, ge=1000, le=100_000_000,
-        description="the newest events embedded; older ones are reached through their rollups")
 
     _url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
 

@@ -193,7 +193,7 @@ def backfill_with_settings(home: Home) -> int:
     embedder = em.make_embedder(settings.semantic)
     assert embedder is not None, "[semantic] enabled = true did not make an embedder"
     with Store.open(home.db_path) as store:
-        return em.backfill(store, embedder, settings.semantic.batch_chars)
+        return em.backfill(store, embedder)
 
 
 def tamper(home: Home, item_id: int, **cols: Any) -> None:
@@ -588,17 +588,18 @@ def test_vectors_of_two_sizes_load_as_the_newest_size(offline_home: Home,
 
 
 def test_the_cache_reloads_when_the_window_slides_by_as_many_as_it_gains(
-        offline_home: Home, embed_server: EmbedServer):
+        offline_home: Home, embed_server: EmbedServer, monkeypatch: pytest.MonkeyPatch):
     """Once the history is longer than the window, one event in and one embedded slides the
     window by one: the count of vectors in it is unchanged, yet the new line must be found,
     and so must a vector written again after a redaction dropped it."""
     from runtime.settings import SemanticSection
     from runtime.store import redactions
 
-    window = 1000  # the smallest the settings allow
+    window = 1000
     seed(offline_home, [f"Status line {i}: {DISTRACTORS[i % 4]}" for i in range(window + 2)])
     cfg = SemanticSection(enabled=True, provider="http", url=embed_server.url,
-                          model="all-minilm", window_events=window)
+                          model="all-minilm")
+    monkeypatch.setattr(em, "WINDOW", window)
     e = em.make_embedder(cfg)
     cache = em.SemanticCache()
     with Store.open(offline_home.db_path) as store:
@@ -670,7 +671,7 @@ def test_values_that_are_not_numbers_are_never_stored_nor_used(
 
 
 def test_a_long_running_loop_reloads_its_vectors_by_tenths_of_the_window(
-        offline_home: Home, embed_server: EmbedServer):
+        offline_home: Home, embed_server: EmbedServer, monkeypatch: pytest.MonkeyPatch):
     """Once the history is longer than the window, every event written moves the window's
     exact start. Reloading on that would reload the whole window on every turn; the cache
     reloads when the start has moved on by a tenth of the window (or a vector changed), so 100
@@ -680,7 +681,8 @@ def test_a_long_running_loop_reloads_its_vectors_by_tenths_of_the_window(
     window = 1000
     seed(offline_home, [f"Status line {i}: {DISTRACTORS[i % 4]}" for i in range(window + 2)])
     cfg = SemanticSection(enabled=True, provider="http", url=embed_server.url,
-                          model="all-minilm", window_events=window)
+                          model="all-minilm")
+    monkeypatch.setattr(em, "WINDOW", window)
     e = em.make_embedder(cfg)
     cache = em.SemanticCache()
     reloads = 0

