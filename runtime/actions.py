@@ -279,13 +279,12 @@ class Actions:
                     store, settings.semantic)
                 if got is not None:
                     found = recall_hybrid(store, text, embedder=got[0], matrix=got[1],
-                                          k=cfg.max_items,
-                                          max_terms=cfg.max_terms, tz=tz)
+                                          k=cfg.max_items, tz=tz)
             except Exception as e:
                 log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
                             type(e).__name__, e)
             if found is None:
-                found = recall(store, text, k=cfg.max_items, max_terms=cfg.max_terms, tz=tz)
+                found = recall(store, text, k=cfg.max_items, tz=tz)
         shown = {int(h.event.id or 0) for h, _ in found.chosen(budget)}
         items = [_recalled(h) for h in found.hits[: budget.max_items]
                  if int(h.event.id or 0) in shown]

@@ -85,6 +85,7 @@ REMOVED_KEYS: dict[str, tuple[str, ...]] = {
     "memory": ("ladder_fanout", "summary_calls_per_run"),  # rituals/reflect.py
     # runtime/memory/recall.py SEMANTIC_GATE, runtime/memory/embed.py BATCH_CHARS and WINDOW
     "semantic": ("gate", "batch_chars", "window_events"),
+    "recall": ("max_terms",),  # runtime/memory/recall.py MAX_TERMS
     # runtime/hands/server.py, runtime/hands/hands.py, runtime/loop/hands.py
     "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars"),
 }
@@ -225,7 +226,6 @@ class RecallSection(Section):
     item_chars: int = Field(600, ge=50, le=100_000, description="characters per recall item")
     total_chars: int = Field(
         1800, ge=50, le=1_000_000, description="characters of recall per model call")
-    max_terms: int = Field(8, ge=1, le=32, description="search terms taken from the new input")
 
 
 class SemanticSection(Section):

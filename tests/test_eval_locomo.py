@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.lab.evaluate import InvariantViolated, noise_counts, run
+from runtime.memory.recall import MAX_TERMS
 from runtime.settings import RecallSection
 
 from .conftest import coworker
@@ -145,7 +146,7 @@ def test_the_block_is_the_loops_default(lexical: dict):
     cfg = RecallSection()
     assert lexical["reflex"]["settings"] == {
         "mode": cfg.mode, "max_items": cfg.max_items, "item_chars": cfg.item_chars,
-        "total_chars": cfg.total_chars, "max_terms": cfg.max_terms, "call": "recall"}
+        "total_chars": cfg.total_chars, "max_terms": MAX_TERMS, "call": "recall"}
     assert "noise" in lexical["reflex"]["definition"]
 
 

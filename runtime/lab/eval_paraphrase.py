@@ -171,12 +171,12 @@ class _Asker:
         from ..memory.recall import recall, recall_hybrid
 
         if self.embedder is None:
-            found = recall(self.store, text, k=self.cfg.max_items, max_terms=self.cfg.max_terms,
+            found = recall(self.store, text, k=self.cfg.max_items,
                            scorer=self.scorer, today=self.today)
         else:
             found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
                                   gate=self.gate, k=self.cfg.max_items,
-                                  max_terms=self.cfg.max_terms, scorer=self.scorer,
+                                  scorer=self.scorer,
                                   today=self.today)
         return found.block(self.budget)
 

@@ -10,7 +10,7 @@ invariant hit@1 <= MRR@10 <= hit@1 + (hit@10 - hit@1)/2 checked on every run, an
 It also measures what the recall reflex would inject (issue 14), for the lexical and hybrid
 channels (the loop has no bm25 path, so `bm25` reports none). For every scored question it
 builds the block the loop itself would inject: the same `recall` / `recall_hybrid` call with
-the loop's arguments (k = `[recall] max_items`, `max_terms`), the budget from the home's
+the loop's arguments (k = `[recall] max_items`, `MAX_TERMS`), the budget from the home's
 `[recall]` settings (`Budget(max_items, item_chars, total_chars)`), and the loop's decision
 (`mode = "on"` and a block at all; `Recall.block` is None when recall decided the turn needs no
 memory); the question comes after the whole conversation, so no `before_id` is needed. Each
@@ -45,7 +45,7 @@ from typing import Any
 from ..errors import CoworkerError, UsageError
 from ..home import Home
 from ..memory.cards import Distinctive
-from ..memory.recall import recall
+from ..memory.recall import MAX_TERMS, recall
 from ..memory.walk import query_tokens
 from ..store import Event, Store
 from ..store import events as ev
@@ -222,7 +222,7 @@ class Reflex:
     def settings(self) -> dict[str, Any]:
         return {"mode": self.cfg.mode, "max_items": self.cfg.max_items,
                 "item_chars": self.cfg.item_chars, "total_chars": self.cfg.total_chars,
-                "max_terms": self.cfg.max_terms,
+                "max_terms": MAX_TERMS,
                 "call": "recall" if self.embedder is None else "recall_hybrid"}
 
     def shown(self, text: str) -> set[str] | None:
@@ -233,11 +233,11 @@ class Reflex:
         if cfg.mode != "on" or cfg.max_items == 0:  # the loop injects nothing
             return None
         if self.embedder is None:
-            found = recall(self.store, text, k=cfg.max_items, max_terms=cfg.max_terms,
+            found = recall(self.store, text, k=cfg.max_items,
                            scorer=self.scorer)
         else:
             found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
-                                  gate=self.gate, k=cfg.max_items, max_terms=cfg.max_terms,
+                                  gate=self.gate, k=cfg.max_items,
                                   scorer=self.scorer)
         block = found.block(self.budget)
         if block is None:

@@ -353,13 +353,13 @@ class Turn:
                     found = recall_hybrid(tc.store, text, embedder=semantic[0],
                                           matrix=semantic[1],
                                           before_id=before, k=cfg.max_items,
-                                          max_terms=cfg.max_terms, tz=tz)
+                                          tz=tz)
             except Exception as e:
                 log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
                             type(e).__name__, e, exc_info=True)
             if found is None:
                 found = recall(tc.store, text, before_id=before, k=cfg.max_items,
-                               max_terms=cfg.max_terms, tz=tz)
+                               tz=tz)
             block = found.block(budget)
             inject = cfg.mode == "on" and block is not None
             ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"

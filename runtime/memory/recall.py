@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 # the semantic channel is asked only when lexical covers less of the query than this (was
 # [semantic] gate)
 SEMANTIC_GATE = 0.6
+MAX_TERMS = 8  # search terms taken from the new input (was [recall] max_terms)
 K1, B = 0.9, 0.5  # tuned on the LoCoMo dev set (docs/benchmarks.md)
 EPISODE_WEIGHT = 0.6  # share of the (normalised) episode score added to each of its events
 EPISODES = 12  # level-1 episodes whose spans are read
@@ -263,7 +264,7 @@ class Recall:
         return meta
 
 
-def extract_terms(text: str, max_terms: int = 8,
+def extract_terms(text: str, max_terms: int = MAX_TERMS,
                   idf: Callable[[list[str]], dict[str, float]] | None = None) -> list[str]:
     """At most `max_terms` distinct content words (by stem) from `text`, the rarest first
     when an idf is given (a long message keeps its most telling words), else in order. Linear
@@ -504,7 +505,7 @@ def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
 
 
 def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
-           max_terms: int = 8, scorer: Distinctive | None = None,
+           max_terms: int = MAX_TERMS, scorer: Distinctive | None = None,
            today: date | None = None, tz: tzinfo | None = None) -> Recall:
     """The k best earlier events for `text` (ids below `before_id` only, when given); a day
     the text names is the owner's day in `tz` (default UTC), and one named without its year
@@ -841,7 +842,8 @@ def named_person_or_none(store: Store, text: str, matrix: object) -> Person | No
 
 
 def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
-                  gate: float | None = None, before_id: int | None = None, k: int = 10, max_terms: int = 8,
+                  gate: float | None = None, before_id: int | None = None, k: int = 10,
+                  max_terms: int = MAX_TERMS,
                   scorer: Distinctive | None = None, today: date | None = None,
                   tz: tzinfo | None = None) -> Recall:
     """Lexical recall, fused with the semantic channel when lexical coverage is weak, or
