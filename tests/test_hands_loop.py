@@ -378,12 +378,17 @@ def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessages
         assert store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") == 0
 
 
-def test_a_watch_on_a_tool_with_side_effects_is_a_config_error(home: Home, api: FakeMessagesAPI,
-                                                               tmp_path: Path) -> None:
+def _watch_on_a_side_effect(home: Home, api: FakeMessagesAPI, target: Path) -> None:
+    """A watch on the faulty server's write_file, a tool with side effects."""
     watch = ('[[mcp.watch]]\nserver = "faulty"\ntool = "write_file"\n'
-             f'arguments = {{ path = {json.dumps(str(tmp_path / "x"))}, text = "x" }}\n'
+             f'arguments = {{ path = {json.dumps(str(target))}, text = "x" }}\n'
              'interval_s = 60\n')
     configure(home, api, faulty_server(), watch)
+
+
+def test_a_watch_on_a_tool_with_side_effects_is_a_config_error(home: Home, api: FakeMessagesAPI,
+                                                               tmp_path: Path) -> None:
+    _watch_on_a_side_effect(home, api, tmp_path / "x")
     r = coworker("run", "--once")
     assert r.returncode == 2 and "a watch only reads" in r.stderr and "Traceback" not in r.stderr
     assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
@@ -392,9 +397,6 @@ def test_a_watch_on_a_tool_with_side_effects_is_a_config_error(home: Home, api: 
 
 def test_doctor_fails_a_watch_on_a_tool_with_side_effects(home: Home, api: FakeMessagesAPI,
                                                          tmp_path: Path) -> None:
-    watch = ('[[mcp.watch]]\nserver = "faulty"\ntool = "write_file"\n'
-             f'arguments = {{ path = {json.dumps(str(tmp_path / "x"))}, text = "x" }}\n'
-             'interval_s = 60\n')
-    configure(home, api, faulty_server(), watch)
+    _watch_on_a_side_effect(home, api, tmp_path / "x")
     r = coworker("doctor", "--no-model")
     assert r.returncode == 1 and "FAIL mcp: [[mcp.watch]] on faulty__write_file" in r.stdout
