@@ -352,7 +352,7 @@ def _commit(repo: Path, name: str) -> None:
 
 
 def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessagesAPI,
-                                                   repo: Path) -> None:
+                                                   repo: Path, caplog) -> None:
     """Issue 38, item 9: a watch that changes every interval made a model call each time. Past
     [mcp] watch_daily_calls, a change is recorded as history, not an input: no call, no pile-up."""
     _commit(repo, "a.txt")
@@ -368,7 +368,10 @@ def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessages
         now[0] += 61
         _commit(repo, f"change-{i}.txt")  # the watch sees a change every time
     api.default = text("noted")
+    caplog.set_level(logging.INFO, logger="runtime.loop")
     ticks(loop, 5, step)
+    said = [r.levelno for r in caplog.records if "watch_daily_calls" in r.getMessage()]
+    assert said[:1] == [logging.WARNING] and logging.WARNING not in said[1:], "once a day"
     assert len(api.bodies) == 1, "one turn spends the budget of 1 call; the rest wait"
     changes = events(home, "watch_change")
     assert len(changes) >= 2

@@ -192,6 +192,7 @@ class Watches:
         self._next: dict[str, float] = {}
         self._seen: dict[str, watches.Seen] = {}  # key -> the last result, read back once
         self._said: set[str] = set()  # watches whose trouble was said (once, not every interval)
+        self._budget_said: str | None = None  # the UTC day the spent budget was said at WARNING
         self.entries: list[McpWatch] = []
         self.configure(section)
 
@@ -278,8 +279,12 @@ class Watches:
             # the day's budget is spent: the change is history, not an input (none pile up)
             change.meta["not_an_input"] = "watch_daily_calls"
             self._seen[k] = watches.Seen(digest, text, ev.append(store, change))
-            log.info("watch %s changed; recorded, not an input: [mcp] watch_daily_calls (%d) "
-                     "is spent today", k, section.watch_daily_calls)
+            day = usage.day_start()
+            log.log(logging.INFO if self._budget_said == day else logging.WARNING,
+                    "watch %s changed; recorded, not an input: [mcp] watch_daily_calls (%d) is "
+                    "spent today (raise it in config.toml to go on now)", k,
+                    section.watch_daily_calls)
+            self._budget_said = day  # the WARNING once a day, then INFO
             return 0
         event_id = inputs_store.add(store, change, "watch")
         self._seen[k] = watches.Seen(digest, text, event_id)

@@ -36,14 +36,13 @@ from ..scheduler import Scheduler, register_and_find_missed
 from ..settings import Settings, file_hash
 from ..store import Store, iso_z, now_iso, telemetry, turns
 from ..store import events as ev
-from ..store import inputs as inputs_store
 from ..store import promises as promises_store
 from ..tools import Registry, default_registry
 from . import inbox, perception
 from .record import record
 from .spending import SpendingCap
 from .state import Outcome, RunState, Stop, TickOutcome
-from .turn import TickWork, TurnContext, take, watch_only
+from .turn import TickWork, TurnContext, take
 
 log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as before the split
 
@@ -512,14 +511,8 @@ class Loop:
                 return self._quiet()
             self._idle_digest = digest
             return None
-        over = self._cap.reached(self.store, self.settings)
-        # the watches' own budget holds back a turn only they woke, never one that would
-        # block an owner's message waiting behind their changes
-        if (over is None and watch_only(seen)
-                and not inputs_store.pending_besides(self.store, "watch")):
-            over = self._cap.watches_reached(self.store, self.settings)
-        if over:
-            self._more_pending = False  # a cap: inputs wait for tomorrow
+        if over := self._cap.reached(self.store, self.settings):
+            self._more_pending = False  # the spending cap: inputs wait for tomorrow
             self.stats.quiet_ticks += 1
             telemetry.record(self.store, "capped_tick", {"cap": over})
             return TickOutcome(Outcome.QUIET, detail=over)

@@ -86,12 +86,6 @@ def pending_count(store: Store) -> int:
     return int(store.scalar("SELECT COUNT(*) FROM inputs WHERE status = 'pending'") or 0)
 
 
-def pending_besides(store: Store, kind: str) -> bool:
-    """Whether an input of another kind than `kind` is pending."""
-    return store.scalar("SELECT 1 FROM inputs WHERE status = 'pending' AND kind != ? LIMIT 1",
-                        (kind,)) is not None
-
-
 def listing(store: Store, status: str) -> list[Input]:
     cols = ", ".join(f"h.{c.strip()}" for c in COLUMNS.split(","))
     rows = store.query(
