@@ -645,7 +645,8 @@ def _number(x: Any) -> str:
 
 def range_text(field: FieldInfo) -> str | None:
     """The bounds a numeric field's validator enforces, in words ("between 1 and 86400")."""
-    lo = hi = None
+    lo: Any = None
+    hi: Any = None
     lo_open = hi_open = False
     for m in field.metadata:
         if isinstance(m, annotated_types.Ge):
@@ -740,68 +741,74 @@ def _env_setting(loc: tuple[Any, ...]) -> str | None:
 
 def _one_line(e: ValidationError, path: Path,
               secret_data: Mapping[str, Any] | None = None) -> str:
+    """The first of a validation error's problems as one line that says what to fix, naming the
+    environment variable, the secrets file or config.toml it came from; never a secret's value."""
     err = e.errors()[0]
     loc = tuple(err["loc"])
-    key = _key_name(loc)
     more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
     # Never echo a value that may be a secret back into an error line.
     # (max_tokens is a number, not a secret, whatever its name says.)
     secret = (any(is_secret_name(str(p)) for p in loc)
               and not isinstance(_default_of(loc), int | float | bool))
+    from_env = _env_problem(err, loc, secret)
+    if from_env is not None:
+        return from_env + more
+    file_name = path.name
+    if secret_data and len(loc) >= 1 and _holds(secret_data, loc[:2]):
+        file_name, secret = f"state/{SECRETS_FILE}", True
+    if err["type"] == "extra_forbidden":
+        return _unknown_key(file_name, loc) + more
+    return _bad_value(err, loc, file_name, secret) + more
+
+
+def _got(value: Any, secret: bool) -> str:
+    """" (got ...)" for a plain value that is not a secret, else nothing."""
+    if secret or value is None or isinstance(value, dict | list):
+        return ""
+    return f" (got {_shown(value)})"
+
+
+def _env_problem(err: Any, loc: tuple[Any, ...], secret: bool) -> str | None:
+    """The line for a problem that an environment variable caused, or None when none did."""
     env_name = ENV_PREFIX + "__".join(str(p).upper() for p in loc)
     env_value = next((v for k, v in os.environ.items() if k.upper() == env_name), None)
     if env_value is not None:
         if err["type"] == "extra_forbidden":
             close = _closest_env(env_name)
             hint = f"did you mean {close}? " if close else ""
-            return (f"environment variable {env_name}: names no setting; {hint}fix it or "
-                    f"unset it{more}")
-        got_env = "" if secret else f" (got {_shown(env_value)})"
-        return (
-            f"environment variable {env_name}: {_message(err, loc)}{got_env}; "
-            f"fix it or unset it{more}"
-        )
+            return f"environment variable {env_name}: names no setting; {hint}fix it or unset it"
+        return (f"environment variable {env_name}: {_message(err, loc)}"
+                f"{_got(env_value, secret)}; fix it or unset it")
     # a variable that sets a whole section as JSON (COWORKER_MODEL='{"name": 5}') or a key
     # below a setting (COWORKER_MODEL__NMAE__X)
-    if (var := _env_setting(loc)) is not None:
-        got = err.get("input")
-        got_env = ("" if secret or isinstance(got, dict | list) or got is None
-                   else f" (got {_shown(got)})")
-        msg = "no such setting" if err["type"] == "extra_forbidden" else _message(err, loc)
-        return (f"environment variable {var}: {key}: {msg}{got_env}; fix it or "
-                f"unset it{more}")
-    file_name = path.name
-    if secret_data and len(loc) >= 1 and _holds(secret_data, loc[:2]):
-        file_name = f"state/{SECRETS_FILE}"
-        secret = True
-    if err["type"] == "extra_forbidden":
-        if len(loc) == 1:
-            return (
-                f"{file_name}: unknown section [{loc[0]}]: remove it or fix its spelling "
-                f"(known sections: {', '.join(Settings.model_fields)}){more}"
-            )
-        section = Settings.model_fields.get(str(loc[0])) if len(loc) > 1 else None
-        known = (
-            ", ".join(section.default_factory.model_fields)  # type: ignore[union-attr]
-            if section is not None
-            else ", ".join(Settings.model_fields)
-        )
-        return (
-            f"{file_name}: unknown key {key}: remove it or fix its spelling "
-            f"(known here: {known}){more}"
-        )
-    msg = _message(err, loc)
-    got = err.get("input")
-    got_txt = (f" (got {_shown(got)})" if not secret and not isinstance(got, dict | list)
-               and got is not None else "")
+    var = _env_setting(loc)
+    if var is None:
+        return None
+    msg = "no such setting" if err["type"] == "extra_forbidden" else _message(err, loc)
+    return (f"environment variable {var}: {_key_name(loc)}: {msg}{_got(err.get('input'), secret)}; "
+            f"fix it or unset it")
+
+
+def _unknown_key(file_name: str, loc: tuple[Any, ...]) -> str:
+    """The line for a section or key config.toml (or the secrets file) has and Settings has not."""
+    if len(loc) == 1:
+        return (f"{file_name}: unknown section [{loc[0]}]: remove it or fix its spelling "
+                f"(known sections: {', '.join(Settings.model_fields)})")
+    section = Settings.model_fields.get(str(loc[0]))
+    model = section.default_factory if section is not None else None
+    known = ", ".join(model.model_fields if isinstance(model, type) and issubclass(model, BaseModel)
+                      else Settings.model_fields)
+    return (f"{file_name}: unknown key {_key_name(loc)}: remove it or fix its spelling "
+            f"(known here: {known})")
+
+
+def _bad_value(err: Any, loc: tuple[Any, ...], file_name: str, secret: bool) -> str:
+    """The line for a value of the wrong type or out of bounds, with the default to fall back on."""
     default = _default_of(loc)
-    fix = (
-        f"; fix it or delete the line to use the default "
-        f"({_toml_value(default) if isinstance(default, bool) else repr(default)})"
-        if default is not None
-        else f"; fix it in {file_name}"
-    )
-    return f"{file_name}: {key}: {msg}{got_txt}{fix}{more}"
+    fix = (f"; fix it or delete the line to use the default "
+           f"({_toml_value(default) if isinstance(default, bool) else repr(default)})"
+           if default is not None else f"; fix it in {file_name}")
+    return f"{file_name}: {_key_name(loc)}: {_message(err, loc)}{_got(err.get('input'), secret)}{fix}"
 
 
 def _toml_value(v: Any) -> str:
