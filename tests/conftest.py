@@ -288,10 +288,11 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
 
 
 # The only files whose tests may be marked slow: the crash suite, the fault suite, the 100k
-# bench, the embedders, and the files that run real MCP servers under the loop.
+# bench, the embedders, the files that run real MCP servers under the loop, and mypy.
 SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_bench.py",
               "tests/test_semantic.py", "tests/test_hands_loop.py",
-              "tests/test_reused_tool_ids.py", "tests/test_hostile_servers.py"}
+              "tests/test_reused_tool_ids.py", "tests/test_hostile_servers.py",
+              "tests/test_types.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen
