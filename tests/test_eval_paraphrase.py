@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from runtime.lab import history
-from runtime.lab.paraphrase_set import FACTS, HALVES, UNANSWERABLE, Fact
-from runtime.memory.tokens import query_words, stem, words
+from runtime.lab.paraphrase_set import FACTS, UNANSWERABLE, Fact
+from runtime.memory.tokens import query_words, stem
 
 from .conftest import coworker, write_config
+from .test_eval_work import check_ids_and_halves, check_unanswerable
 
 HISTORY = history.events()
 
@@ -58,15 +59,7 @@ def test_the_history_is_several_weeks_of_mixed_work_with_every_fact_planted():
 def test_the_set_has_enough_facts_and_questions_with_unique_ids_in_both_halves():
     assert len(FACTS) >= 40
     assert len(UNANSWERABLE) >= 10
-    ids = [f.id for f in FACTS] + [u.id for u in UNANSWERABLE]
-    assert len(ids) == len(set(ids))
-    questions = [q for f in FACTS for q in (f.exact, f.paraphrase)]
-    questions += [u.question for u in UNANSWERABLE]
-    assert len({q.lower() for q in questions}) == len(questions)
-    for items in (FACTS, UNANSWERABLE):
-        assert {x.half for x in items} == set(HALVES), "both halves need questions"
-        # the split is fixed by id: even numbers tune, odd numbers are held apart
-        assert all(x.half == ("tuning" if int(x.id[1:]) % 2 == 0 else "held") for x in items)
+    check_ids_and_halves(FACTS, UNANSWERABLE, [q for f in FACTS for q in (f.exact, f.paraphrase)])
 
 
 def test_no_paraphrase_shares_a_content_stem_with_its_facts_events():
@@ -84,10 +77,7 @@ def test_the_stem_check_catches_a_question_in_the_facts_own_words():
 
 
 def test_nothing_in_the_history_answers_the_unanswerable_questions():
-    held = {stem(w) for e in HISTORY for w in words(f"{e['body']} {e['actor']}")}
-    for u in UNANSWERABLE:
-        assert u.absent and all(stem(a) in content_stems(u.question) for a in u.absent), u.id
-        assert not {stem(a) for a in u.absent} & held, u.id
+    check_unanswerable(UNANSWERABLE, HISTORY)
 
 
 # --- the command --------------------------------------------------------------------------------

@@ -52,13 +52,14 @@ class Unanswerable:
     absent: tuple[str, ...]  # words of the question the history never contains
 
 
-def _load() -> dict[str, Any]:
-    text = resources.files("runtime.lab").joinpath("data", DATA).read_text(encoding="utf-8")
+def load(name: str = DATA) -> dict[str, Any]:
+    """The data file `name` of runtime/lab/data (this set's, or another set's: lab.work_set)."""
+    text = resources.files("runtime.lab").joinpath("data", name).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
 
-_DATA = _load()
+_DATA = load()
 HALVES: tuple[str, ...] = tuple(_DATA["halves"])
 FACTS: tuple[Fact, ...] = tuple(
     Fact(f["id"], f["half"], f["day"], f["at"], tuple(FactEvent(**e) for e in f["events"]),
