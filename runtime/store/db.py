@@ -27,6 +27,7 @@ from . import migrations
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
+SqlValue = int | float | str | bytes | None  # what one SQLite column holds
 ROWS_PER_INSERT = 4096  # rows of one multi-row INSERT at most (fewer when variables are few)
 
 
@@ -192,7 +193,7 @@ class Store:
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self.execute(sql, params).fetchall()
 
-    def scalar(self, sql: str, params: tuple | dict = ()) -> object:
+    def scalar(self, sql: str, params: tuple | dict = ()) -> SqlValue:
         row = self.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
@@ -225,6 +226,13 @@ class Store:
             dest.execute("PRAGMA journal_mode = DELETE")
         finally:
             dest.close()
+
+
+def new_id(cur: sqlite3.Cursor) -> int:
+    """The rowid the INSERT that `cur` ran just made."""
+    if cur.lastrowid is None:  # only a cursor that ran no INSERT has none: a bug of ours
+        raise StoreError("an INSERT made no row id")
+    return cur.lastrowid
 
 
 def insert_values(db: sqlite3.Connection, into: str, rows: Sequence[tuple],

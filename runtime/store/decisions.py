@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..secrecy import redact
 from . import events
-from .db import Store
+from .db import Store, new_id
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def record(store: Store, body: str, source_events: list[int] | None, supersedes:
             "VALUES (?, ?, ?, ?, ?)",
             (ts, event_id, redact(body), json.dumps(sources) if sources else None, supersedes),
         )
-        return Decision(int(cur.lastrowid), ts, event_id, body, sources, supersedes)
+        return Decision(new_id(cur), ts, event_id, body, sources, supersedes)
 
 
 def all_(store: Store) -> list[Decision]:

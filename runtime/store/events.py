@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..secrecy import redact
-from .db import Store, insert_values
+from .db import Store, insert_values, new_id
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
 IDS_PER_READ = 500  # ids per `IN (...)`, well below an old SQLite's 999 variables
@@ -278,7 +278,7 @@ def append(store: Store, event: Event) -> int:
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             event.to_row(),
         )
-        return int(cur.lastrowid)
+        return new_id(cur)
 
 
 def append_many(store: Store, events: Iterable[Event], chunk: int = 4096) -> list[int]:
@@ -351,7 +351,8 @@ def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | No
     events at or after that time, `until_ts` those before it; `by_id` orders by id instead (the
     order they were written);
     `skip_pending` leaves out the events still waiting as inputs (not yet past)."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[str | int] = []
     if skip_pending:
         where.append("id NOT IN (SELECT event_id FROM inputs WHERE status = 'pending')")
     if since_ts is not None:
@@ -576,7 +577,7 @@ def by_tool_use(store: Store, kind: str, tool_use_id: str,
     attempts of one turn: an id names one call only within its turn, ADR-0034), or outside any
     tick when `ticks` is None; None if there is none (a keyed side effect finishing what a
     killed attempt of its turn began)."""
-    where, params = "tick_id IS NULL", ()
+    where, params = "tick_id IS NULL", tuple[int, ...]()
     if ticks is not None:
         where, params = f"tick_id IN ({','.join('?' * len(ticks))})", tuple(ticks)
     rows = store.query(

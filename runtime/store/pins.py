@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .db import Store
+from .db import Store, new_id
 from .events import now_iso
 
 
@@ -24,7 +24,7 @@ def add(store: Store, text: str) -> Pin:
     ts = now_iso()
     with store.transaction() as db:
         cur = db.execute("INSERT INTO pins(ts, text) VALUES (?, ?)", (ts, text))
-        return Pin(int(cur.lastrowid), ts, text)
+        return Pin(new_id(cur), ts, text)
 
 
 def unpin(store: Store, pin_id: int) -> bool:

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..secrecy import redact
-from .db import Store
+from .db import Store, new_id
 from .events import now_iso
 
 
@@ -58,7 +58,8 @@ def add(store: Store, text: str, source_events: list[int] | None, confidence: fl
             (ts, redact(text), json.dumps(source_events) if source_events else None, confidence,
              status, redact(reason), origin, ts if status != Status.QUEUED else None, entry_id,
              supersedes))
-        return get(store, int(cur.lastrowid))  # type: ignore[return-value]
+        return _from_row(db.execute("SELECT * FROM promotions WHERE id = ?",
+                                    (new_id(cur),)).fetchone())
 
 
 def get(store: Store, promotion_id: int) -> Promotion | None:

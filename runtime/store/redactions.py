@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import CoworkerError
 from . import rollups as rl
-from .db import Store
+from .db import Store, new_id
 from .events import now_iso
 
 
@@ -84,7 +84,7 @@ def _ledger(store: Store, item_kind: str, item_id: int, why: str, actor: str,
             ts: str) -> int:
     cur = store.execute("INSERT INTO redactions(item_kind, item_id, marker, why, actor, ts) "
                         "VALUES (?, ?, '', ?, ?, ?)", (item_kind, item_id, why, actor, ts))
-    return int(cur.lastrowid)
+    return new_id(cur)
 
 
 def overwrite_event(store: Store, old: EventText, why: str, actor: str) -> tuple[int, str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..secrecy import redact
-from .db import Store
+from .db import Store, new_id
 from .events import meta_json, now_iso
 
 
@@ -30,7 +30,7 @@ def start(store: Store, ritual: str) -> int:
     with store.transaction() as db:
         cur = db.execute("INSERT INTO ritual_runs(ritual, started_at, status) VALUES (?, ?, ?)",
                          (ritual, now_iso(), "running"))
-        return int(cur.lastrowid)
+        return new_id(cur)
 
 
 def finish(store: Store, run_id: int, status: str, stats: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Store
+from .db import Store, new_id
 from .events import now_iso
 
 
@@ -180,7 +180,7 @@ def seal(store: Store, *, level: int, first_event: int | None, last_event: int |
             "VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (level, source_range, first_event, last_event, first_ts, last_ts, title, body,
              terms, method, now_iso(), vocab))
-        rid = int(cur.lastrowid)
+        rid = new_id(cur)
         if child_ids:
             marks = ",".join("?" * len(child_ids))
             db.execute(f"UPDATE rollups SET parent_id = ? WHERE id IN ({marks})",

@@ -83,7 +83,7 @@ def took(store: Store, input_ids: list[int]) -> list[int]:
 
 def chain(store: Store, tick_id: int) -> list[int]:
     """An attempt's tick and the ticks of the attempts it took up again, newest first."""
-    out = []
+    out: list[int] = []
     current: int | None = tick_id
     while current is not None and len(out) < MAX_CHAIN:
         out.append(current)
