@@ -219,7 +219,8 @@ def fields(text: str, tz: tzinfo = UTC, now: datetime | None = None,
                          ) from None
 
 
-_SCAN = json.JSONDecoder().scan_once  # the C scanner json.loads runs, this module's own
+# the C scanner json.loads runs, this module's own
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__; typeshed omits it
 
 
 def _json(text: str) -> Any:
@@ -364,7 +365,10 @@ def _meta_encoder() -> Callable[[dict[str, Any]], str]:
     json.dumps builds afresh on every call (half of meta_json's time on a short meta). Where
     this Python has no such encoder, or it writes anything else, meta_json itself."""
     try:
-        from json.encoder import c_encode_basestring, c_make_encoder
+        from json.encoder import (  # type: ignore[attr-defined]  # CPython's C accelerators: private
+            c_encode_basestring,
+            c_make_encoder,
+        )
         encode = c_make_encoder(None, _no_default, c_encode_basestring, None, ": ", ", ",
                                 True, False, False)
         probe = {"é": [1, 2.5, None, True, {"b": "\n", "a": -0.0}], "a": "日本\u2028"}

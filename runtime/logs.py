@@ -9,13 +9,13 @@ the coworker knows never reaches a log. Log files are created 0600 (rotated ones
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import logging.handlers
 import os
 import sys
 from datetime import UTC, datetime
-from typing import IO, Any
 
 from .home import PRIVATE_FILE, Home
 from .secrecy import redact
@@ -52,13 +52,14 @@ class RedactingFormatter(logging.Formatter):
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """A RotatingFileHandler whose files are created (and kept) 0600, whatever the umask."""
 
-    def _open(self) -> IO[Any]:
+    def _open(self) -> io.TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
         try:
             os.fchmod(fd, PRIVATE_FILE)  # an older, looser file is tightened too
         except OSError:
             pass
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)  # noqa: SIM115
+        # appending text, as the descriptor was opened (a rotating handler's mode is always "a")
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)  # noqa: SIM115
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"

@@ -12,9 +12,10 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anthropic
+from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -170,12 +171,14 @@ class Model:
         choice: dict[str, Any] = {} if tool_choice is None else {"tool_choice": tool_choice}
         try:
             async with asyncio.timeout(self.cfg.timeout_s):
+                # the loop builds its requests as plain JSON dicts; the SDK's TypedDicts
+                # describe the same shapes, and the server (not this annotation) checks them
                 return await self.client.messages.create(
                     model=self.cfg.name,
                     max_tokens=self.cfg.max_tokens,
-                    system=system,
-                    tools=tools,
-                    messages=messages,
+                    system=cast(list[TextBlockParam], system),
+                    tools=cast(list[ToolUnionParam], tools),
+                    messages=cast(list[MessageParam], messages),
                     **choice,
                 )
         except TimeoutError as e:

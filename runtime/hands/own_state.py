@@ -129,9 +129,9 @@ class OwnState:
                 st = os.stat(at)
             except (OSError, ValueError):
                 st = None
-            name = ids.get((st.st_dev, st.st_ino)) if st is not None else None
-            if name == "state" or (name is not None and itself):
-                return name
+            found = ids.get((st.st_dev, st.st_ino)) if st is not None else None
+            if found == "state" or (found is not None and itself):
+                return found
             itself = False
             parent = os.path.dirname(at)
             if parent == at:

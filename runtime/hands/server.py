@@ -42,7 +42,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import IO, Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client
@@ -166,7 +166,7 @@ class _StderrTail:
     def __init__(self) -> None:
         fd, path = tempfile.mkstemp(prefix="coworker-mcp-")
         os.close(fd)
-        self.file: IO[str] = open(path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.file: TextIO = open(path, "a+", encoding="utf-8", errors="replace")  # noqa: SIM115
         os.unlink(path)
 
     def trim(self) -> None:

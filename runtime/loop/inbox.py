@@ -223,6 +223,7 @@ def _failed(inbox: Path, entry: os.DirEntry[str], error: Exception,
     """An entry whose taking-in raised: logged at ERROR and left for the next tick, or moved to
     rejected/ once it failed MAX_FAILURES times in a row."""
     shown = _printable(entry.name)
+    key: tuple[str, str | None]
     try:
         key = (entry.name, _identity(os.lstat(entry.path)))
     except OSError:
