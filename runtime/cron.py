@@ -26,6 +26,45 @@ def _day(token: str, field: str) -> int:
     return CRONTAB_DAYS.index(token.lower())
 
 
+def _span(m: re.Match[str], item: str, field: str) -> tuple[int, int]:
+    """The first and last crontab day of one list item (`*`, `n`, `a-b`, `a/step`)."""
+    if m["all"]:
+        return 0, 7
+    first = _day(m["first"], field)
+    if m["last"] is None:
+        return first, 7 if m["step"] else first
+    last = _day(m["last"], field)
+    if m["last"].lower() == "sun" and first > 0:
+        last = 7
+    if first > last:
+        raise ValueError(f"day of week {field!r}: the range {item!r} runs backwards")
+    return first, last
+
+
+def _item_days(item: str, field: str) -> set[int]:
+    """The crontab days (0 = Sunday .. 6) one list item gives."""
+    m = _ITEM.fullmatch(item)
+    if not m:
+        raise ValueError(f"day of week {field!r}: {item!r} is not a weekday, range or step")
+    step = int(m["step"]) if m["step"] else 1
+    if step == 0:
+        raise ValueError(f"day of week {field!r}: a step must be higher than 0")
+    first, last = _span(m, item, field)
+    return {d % 7 for d in range(first, last + 1, step)}
+
+
+def _aps_ranges(days: set[int]) -> str:
+    """crontab days written as APScheduler's Monday-first name ranges, which never wrap."""
+    runs: list[list[int]] = []
+    for d in sorted((d - 1) % 7 for d in days):
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ",".join(APS_DAYS[r[0]] if len(r) == 1 else f"{APS_DAYS[r[0]]}-{APS_DAYS[r[-1]]}"
+                    for r in runs)
+
+
 def crontab_weekdays(field: str) -> str:
     """crontab's day-of-week field as APScheduler 3.x reads it: names, one list.
 
@@ -37,36 +76,7 @@ def crontab_weekdays(field: str) -> str:
     which never wrap: crontab `5-7` -> 'fri-sun', `0-2` -> 'mon-tue,sun'. `*` stays `*`."""
     if field == "*":
         return field
-    days: set[int] = set()
-    for item in field.split(","):
-        m = _ITEM.fullmatch(item)
-        if not m:
-            raise ValueError(f"day of week {field!r}: {item!r} is not a weekday, range or step")
-        step = int(m["step"]) if m["step"] else 1
-        if step == 0:
-            raise ValueError(f"day of week {field!r}: a step must be higher than 0")
-        if m["all"]:
-            first, last = 0, 7
-        else:
-            first = _day(m["first"], field)
-            if m["last"] is not None:
-                last = _day(m["last"], field)
-                if m["last"].lower() == "sun" and first > 0:
-                    last = 7
-            else:
-                last = 7 if m["step"] else first
-            if first > last:
-                raise ValueError(f"day of week {field!r}: the range {item!r} runs backwards")
-        days.update(d % 7 for d in range(first, last + 1, step))
-    aps = sorted((d - 1) % 7 for d in days)
-    runs: list[list[int]] = []
-    for d in aps:
-        if runs and d == runs[-1][-1] + 1:
-            runs[-1].append(d)
-        else:
-            runs.append([d])
-    return ",".join(APS_DAYS[r[0]] if len(r) == 1 else f"{APS_DAYS[r[0]]}-{APS_DAYS[r[-1]]}"
-                    for r in runs)
+    return _aps_ranges(set().union(*(_item_days(item, field) for item in field.split(","))))
 
 
 def parse_cron(expr: str, tz: str = "UTC") -> CronTrigger:

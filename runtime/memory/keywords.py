@@ -191,18 +191,8 @@ def offline(store: Store, per_episode: int = PER_EPISODE) -> int:
         return 0
     # a card sealed before reflect capped it may hold every word of a 4 MB message
     vocab = {i: head(r.vocab, VOCAB_CHARS).split() for i, r in eps.items()}
-    stems = {i: {stem(w) for w in ws} for i, ws in vocab.items()}
-    surface: dict[str, str] = {}
-    for ws in vocab.values():
-        for w in ws:
-            surface.setdefault(stem(w), w)
-    df: Counter[str] = Counter(s for ss in stems.values() for s in ss)
-    posting: defaultdict[str, list[int]] = defaultdict(list)
-    for i, ss in stems.items():
-        for s in ss:
-            posting[s].append(i)
-    n = len(eps)
-    co = _Cooccurrence(stems, posting, df, n, max(COMMON_FLOOR, COMMON * n))
+    surface = _surfaces(vocab)
+    co = _Cooccurrence.over(vocab)
     found: dict[int, list[str]] = {}
     for i in sorted(todo):
         best = co.expand(i, [stem(t) for t in eps[i].terms.split()], per_episode)
@@ -213,6 +203,15 @@ def offline(store: Store, per_episode: int = PER_EPISODE) -> int:
     return len(found)
 
 
+def _surfaces(vocab: dict[int, list[str]]) -> dict[str, str]:
+    """Each stem as the first word that made it, to write keywords as words."""
+    surface: dict[str, str] = {}
+    for ws in vocab.values():
+        for w in ws:
+            surface.setdefault(stem(w), w)
+    return surface
+
+
 @dataclass
 class _Cooccurrence:
     stems: dict[int, set[str]]
@@ -221,6 +220,18 @@ class _Cooccurrence:
     n: int
     common: float
     cache: dict[str, Counter[str]] = field(default_factory=dict)
+
+    @classmethod
+    def over(cls, vocab: dict[int, list[str]]) -> _Cooccurrence:
+        """The stems of every episode's card words, their episode counts and postings."""
+        stems = {i: {stem(w) for w in ws} for i, ws in vocab.items()}
+        df: Counter[str] = Counter(s for ss in stems.values() for s in ss)
+        posting: defaultdict[str, list[int]] = defaultdict(list)
+        for i, ss in stems.items():
+            for s in ss:
+                posting[s].append(i)
+        n = len(vocab)
+        return cls(stems, posting, df, n, max(COMMON_FLOOR, COMMON * n))
 
     def with_anchor(self, t: str) -> Counter[str]:
         """How many episodes hold both `t` and each other word."""
@@ -233,7 +244,7 @@ class _Cooccurrence:
 
     def expand(self, i: int, anchors: Sequence[str], k: int) -> list[str]:
         own = self.stems[i]
-        score: Counter[str] = Counter()
+        score: defaultdict[str, float] = defaultdict(float)
         for t in dict.fromkeys(anchors):
             dt = self.df.get(t, 0)
             if not 2 <= dt <= ANCHOR_DF:

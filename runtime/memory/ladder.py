@@ -97,12 +97,13 @@ class Summarizer:
         try:
             result = self.fn(level, items)
         except Exception as e:  # a failed call falls back to extractive
-            return self._failed(f"{type(e).__name__}: {e}")
+            self._failed(f"{type(e).__name__}: {e}")
+            return None
         title, body = ((result[0] or "").strip(), (result[1] or "").strip()) if result else ("", "")
         share = cd.shared_share(f"{title} {body}", [t for _, t in items])
         if not body or share < MIN_SHARED:
-            return self._failed(f"the summary shares only {share:.0%} of its words with its "
-                                "source")
+            self._failed(f"the summary shares only {share:.0%} of its words with its source")
+            return None
         self.streak = 0
         return " ".join(title.split())[:120], body[:1200]
 
@@ -305,30 +306,9 @@ def seal_episode(store: Store, block: list[Event], scorer: cd.Distinctive,
 def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Distinctive,
                 summarizer: Summarizer, report: LadderReport) -> int | None:
     terms = scorer.rung_card(level - 1, [k.terms.split() for k in kids], CARD_TERMS)
-    items = [(k.id, f"{k.title}. {k.body}") for k in kids]
-    written = summarizer.attempt(level, items)
-    if written:
-        title, body = written
-        method = summarizer.name
-    else:
-        title = cd.title_from(terms, f"level {level} rollup")
-        # Child bodies carry [#event] citations; keep them by citing the child's sentences.
-        pairs = scorer.best_sentences([(k.id, k.body) for k in kids], 3, terms)
-        body = cd.cite(pairs).replace("[#", "[rollup #")
-        method = "extractive"
-    linked = all(k.source_range for k in kids)
-    first = min((k.first_event for k in kids if k.first_event is not None), default=None)
-    last = max((k.last_event for k in kids if k.last_event is not None), default=None)
-    if linked:
-        span = _span(store, first, last, f"level {level} rollup over {kids[0].id}-{kids[-1].id}",
-                     report)
-    else:
-        log.warning("level %d rollup over %d-%d has unlinked children; writing source_range "
-                    "NULL (ADR-0008)", level, kids[0].id, kids[-1].id)
-        report.null_spans += 1
-        span = None
-    rid = rl.seal(store, level=level, first_event=first if span else None,
-                  last_event=last if span else None, source_range=span,
+    title, body, method = _parent_text(level, kids, terms, scorer, summarizer)
+    first, last, span = _parent_span(store, level, kids, report)
+    rid = rl.seal(store, level=level, first_event=first, last_event=last, source_range=span,
                   first_ts=min((k.first_ts for k in kids if k.first_ts), default=None),
                   last_ts=max((k.last_ts for k in kids if k.last_ts), default=None),
                   title=title, body=body, terms=" ".join(terms), method=method,
@@ -336,6 +316,35 @@ def seal_parent(store: Store, level: int, kids: list[rl.Rollup], scorer: cd.Dist
     if rid is not None:
         report.add(level, method)
     return rid
+
+
+def _parent_text(level: int, kids: list[rl.Rollup], terms: list[str], scorer: cd.Distinctive,
+                 summarizer: Summarizer) -> tuple[str, str, str]:
+    """(title, body, method) of a parent: the model's summary, else the children's best
+    sentences."""
+    written = summarizer.attempt(level, [(k.id, f"{k.title}. {k.body}") for k in kids])
+    if written:
+        return written[0], written[1], summarizer.name
+    title = cd.title_from(terms, f"level {level} rollup")
+    # Child bodies carry [#event] citations; keep them by citing the child's sentences.
+    pairs = scorer.best_sentences([(k.id, k.body) for k in kids], 3, terms)
+    return title, cd.cite(pairs).replace("[#", "[rollup #"), "extractive"
+
+
+def _parent_span(store: Store, level: int, kids: list[rl.Rollup], report: LadderReport
+                 ) -> tuple[int | None, int | None, str | None]:
+    """(first event, last event, source_range) a parent covers; all None when a child is
+    unlinked (ADR-0008: provenance that cannot be shown is not made up)."""
+    if not all(k.source_range for k in kids):
+        log.warning("level %d rollup over %d-%d has unlinked children; writing source_range "
+                    "NULL (ADR-0008)", level, kids[0].id, kids[-1].id)
+        report.null_spans += 1
+        return None, None, None
+    first = min((k.first_event for k in kids if k.first_event is not None), default=None)
+    last = max((k.last_event for k in kids if k.last_event is not None), default=None)
+    span = _span(store, first, last, f"level {level} rollup over {kids[0].id}-{kids[-1].id}",
+                 report)
+    return (first, last, span) if span else (None, None, span)
 
 
 def seal(store: Store, fanout: int, summarizer: Summarizer | None = None,

@@ -109,33 +109,56 @@ def render(store: Store, name: str = "coworker", present: Collection[str] = ()) 
         "",
         "## Waiting for your review",
         "",
+        *_queued(store),
+        "", "## Decisions", "",
+        *_decisions(store),
+        *_superseded_entries(store, present),
+        "", "## The ladder", "",
+        *_ladder(store, roots, kids),
+        "", "## Totals", "",
+        *_totals(store),
+        "", "## Drilling down", "",
+        'Ask `coworker walk "a few words"` to descend from these summaries to the raw events '
+        "(add `--json` for the trace); `coworker search WORDS` searches everything; "
+        "`coworker log` shows the newest events.", "",
     ]
+    return "\n".join(out)
+
+
+def _queued(store: Store) -> list[str]:
+    """The promotions waiting for the owner's review."""
     queued = sorted(pr.listing(store, "queued", limit=10**6), key=lambda p: p.id)
-    if queued:
-        for q in queued:
-            conf = "?" if q.confidence is None else f"{q.confidence:.2f}"
-            out.append(f"- promotion #{q.id} (confidence {conf}): {first_sentence(q.text)}"
-                       f" — queued because {q.reason or 'gated'}")
-        out.append("")
-        out.append("Review with `coworker promotions`, then `approve ID` or `reject ID`.")
-    else:
-        out.append("Nothing is queued.")
-    out += ["", "## Decisions", ""]
+    if not queued:
+        return ["Nothing is queued."]
+    out = []
+    for q in queued:
+        conf = "?" if q.confidence is None else f"{q.confidence:.2f}"
+        out.append(f"- promotion #{q.id} (confidence {conf}): {first_sentence(q.text)}"
+                   f" — queued because {q.reason or 'gated'}")
+    return [*out, "", "Review with `coworker promotions`, then `approve ID` or `reject ID`."]
+
+
+def _decisions(store: Store) -> list[str]:
+    """The newest decisions, newest first, each marked stale once superseded."""
     stale = dec.superseded(store)
     recent = dec.all_(store)[-DECISIONS_SHOWN:]
     if not recent:
-        out.append("No decisions recorded yet with the `decide` tool (events of kind `decision` "
-                   "in imported history are found by search and the walk, not listed here).")
+        return ["No decisions recorded yet with the `decide` tool (events of kind `decision` "
+                "in imported history are found by search and the walk, not listed here)."]
+    out = []
     for d in reversed(recent):
         cites = (", ".join(f"#{i}" for i in d.source_events) if d.source_events
                  else "no validated sources")
         mark = (f" _(stale: superseded by decision {stale[d.id]}; this was true, it is not "
                 "now)_" if d.id in stale else "")
         out.append(f"- decision {d.id} ({d.ts[:10]}, {cites}): {first_sentence(d.body)}{mark}")
-    out += _superseded_entries(store, present)
-    out += ["", "## The ladder", ""]
-    if not roots:
-        out.append("No rollups yet: reflect seals them once there are enough events.")
+    return out
+
+
+def _ladder(store: Store, roots: list[rl.Rollup], kids: dict[int, list[rl.Rollup]]
+            ) -> list[str]:
+    """The chosen rollups as a tree, and how many older ones it leaves out."""
+    out = [] if roots else ["No rollups yet: reflect seals them once there are enough events."]
 
     def walk(r: rl.Rollup, depth: int) -> None:
         out.append(_line(r, depth))
@@ -144,17 +167,21 @@ def render(store: Store, name: str = "coworker", present: Collection[str] = ()) 
 
     for root in roots:
         walk(root, 0)
-
-    counts = ev.counts(store)
-    per_level = rl.counts_per_level(store)
-    hidden = sum(per_level.values()) - len(roots) - sum(len(k) for k in kids.values())
+    hidden = (sum(rl.counts_per_level(store).values()) - len(roots)
+              - sum(len(k) for k in kids.values()))
     if hidden > 0:
         out.append(f"- … and {hidden} older rollups not shown here (the map keeps the "
                    f"{MAP_NODES} newest): `coworker walk` and `coworker search` reach every one.")
-    out += ["", "## Totals", "",
-            f"- events: {counts['hot']} hot, {counts['archived']} archived",
-            "- rollups: " + (", ".join(f"level {lvl}: {n}" for lvl, n in per_level.items())
-                             or "none")]
+    return out
+
+
+def _totals(store: Store) -> list[str]:
+    """Events hot and archived, rollups a level, and what the last reflect did."""
+    counts = ev.counts(store)
+    per_level = rl.counts_per_level(store)
+    out = [f"- events: {counts['hot']} hot, {counts['archived']} archived",
+           "- rollups: " + (", ".join(f"level {lvl}: {n}" for lvl, n in per_level.items())
+                            or "none")]
     last = rr.last(store, "reflect", status="ok")
     if last is not None:
         s = last.stats
@@ -162,11 +189,7 @@ def render(store: Store, name: str = "coworker", present: Collection[str] = ()) 
             or "nothing"
         out.append(f"- last reflect: {last.finished_at}: archived {s.get('archived', 0)}, "
                    f"sealed {sealed}, {s.get('seconds', 0):.1f} s")
-    out += ["", "## Drilling down", "",
-            'Ask `coworker walk "a few words"` to descend from these summaries to the raw events '
-            "(add `--json` for the trace); `coworker search WORDS` searches everything; "
-            "`coworker log` shows the newest events.", ""]
-    return "\n".join(out)
+    return out
 
 
 def write(store: Store, path: Path, name: str = "coworker",

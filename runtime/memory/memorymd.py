@@ -159,8 +159,8 @@ class MemoryFile:
         text = _decode(path, raw)
         lines: list[Entry | str] = []
         seen: dict[str, int] = {}
-        for no, raw in enumerate(text.splitlines(), start=1):
-            m = ENTRY.match(raw)
+        for no, line in enumerate(text.splitlines(), start=1):
+            m = ENTRY.match(line)
             if m:
                 eid = m["id"]
                 if eid in seen:
@@ -179,14 +179,14 @@ class MemoryFile:
                             f"{path.name} line {no}: sources must be event ids like #12, #40; "
                             "fix them or delete the (sources: ...) part") from None
                 lines.append(Entry(eid, m["text"].strip(), sources, m["date"], m["supersedes"]))
-            elif LOOKS_LIKE_ENTRY.match(raw):
+            elif LOOKS_LIKE_ENTRY.match(line):
                 raise MemoryFileError(
-                    f"{path.name} line {no}: {raw[:60]!r} looks like an entry but its id is not "
+                    f"{path.name} line {no}: {line[:60]!r} looks like an entry but its id is not "
                     "like [m12]; fix the id or remove the [..] to let the coworker number it")
-            elif (h := HAND_ENTRY.match(raw)) is not None:
+            elif (h := HAND_ENTRY.match(line)) is not None:
                 lines.append(Entry(None, h["text"].strip()))
             else:
-                lines.append(raw)
+                lines.append(line)
         return cls(path, lines)
 
     # reading -----------------------------------------------------------------------------
@@ -318,13 +318,22 @@ def difference(now_path: Path, then_path: Path) -> Difference:
         now, then = MemoryFile.parse(now_path, now_raw), MemoryFile.parse(then_path, then_raw)
     except MemoryFileError as e:
         return Difference(unreadable=str(e))
+    return _entries_apart(now, then)
+
+
+def _entries_apart(now: MemoryFile, then: MemoryFile) -> Difference:
+    """The entries `then` adds, removes and rewords, and whether its prose differs."""
     a, b = {_key(e): e for e in now.entries}, {_key(e): e for e in then.entries}
     return Difference(
         added=tuple(e for k, e in b.items() if k not in a),
         removed=tuple(e for k, e in a.items() if k not in b),
         changed=tuple((a[k], b[k]) for k in a if k in b and a[k].text != b[k].text),
-        prose=[x for x in now.lines if isinstance(x, str)]
-        != [x for x in then.lines if isinstance(x, str)])
+        prose=_prose(now) != _prose(then))
+
+
+def _prose(file: MemoryFile) -> list[str]:
+    """The file's lines that are no entry."""
+    return [x for x in file.lines if isinstance(x, str)]
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -394,8 +403,8 @@ def snapshot(memory_md: Path, folder: Path, reason: str) -> Snapshot:
         except FileExistsError:
             number += 1
     stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    with (folder / f"v{number:04d}.json").open("w", encoding="utf-8") as f:  # its .md is ours
-        f.write(json.dumps({"date": stamp, "reason": reason, "entries": entries},
+    with (folder / f"v{number:04d}.json").open("w", encoding="utf-8") as meta:  # its .md is ours
+        meta.write(json.dumps({"date": stamp, "reason": reason, "entries": entries},
                            sort_keys=True))
     return Snapshot(number, stamp, reason, entries, target)
 

@@ -103,64 +103,95 @@ class Registry:
             return ToolResult(
                 f"unknown tool {name!r}; the tools are: {', '.join(self.names())}", True
             )
-        if not isinstance(raw_input, dict):
-            return ToolResult(
-                f"tool {name}: input must be a JSON object matching its schema, "
-                f"got {type(raw_input).__name__}", True
-            )
-        try:
-            params = tool.params.model_validate(raw_input)
-        except (OverflowError, RecursionError) as e:  # a validator past its range
-            return ToolResult(f"tool {name}: input is out of range ({e}); send a smaller "
-                              "value", True)
-        except ValidationError as e:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}"
-                for err in e.errors()
-            )
-            return ToolResult(f"tool {name}: input does not match its schema: {problems}", True)
+        params = _validated(tool, raw_input)
+        if isinstance(params, ToolResult):
+            return params
         if ctx.tool_use_id is not None:  # a lone surrogate (a JSON "\udcff" escape) cannot be stored
             ctx.tool_use_id = ev.SURROGATE.sub("\ufffd", ctx.tool_use_id)
         if tool.side_effect and not ctx.live:
-            # Dry-run: the side effect does not happen; an event says what would have.
-            event_id = ctx.record("dry_run", f"would run {name}: {params.model_dump_json()}",
-                                  tool=name, input=params.model_dump(mode="json"))
-            return ToolResult(
-                f"dry-run: {name} was not carried out; recorded what it would have done as "
-                f"event {event_id} (the owner runs with --live to let it act)"
-            )
+            return _dry_run(ctx, tool, params)
         key = ctx.tool_use_id if tool.side_effect else None
         if key is not None:
-            earlier = side_effects.begin(ctx.store, key, name, ctx.tick_id,
-                                         params.model_dump(mode="json"))
-            if earlier is not None and earlier.status == "started" and tool.idempotent:
-                log.warning("side effect %s (tool_use %s) was begun by tick %s and not "
-                            "finished; it is keyed, so this run completes it", name, key,
-                            earlier.tick_id)
-            elif earlier is not None:
-                log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); "
-                            "not running it again", name, key, earlier.tick_id, earlier.status)
-                if earlier.status == "started":
-                    return ToolResult(
-                        f"not repeated: {name} (tool_use {key}) was begun by an earlier attempt "
-                        "that was cut off before it finished; it may or may not have taken "
-                        "effect, and it is not run a second time")
-                return ToolResult(
-                    f"not repeated: {name} (tool_use {key}) was already carried out by an "
-                    f"earlier attempt of this turn ({earlier.status}"
-                    + (f": {earlier.result}" if earlier.result else "") + ")")
+            done = _already_begun(ctx, tool, key, params)
+            if done is not None:
+                return done
         elif tool.side_effect:
             log.warning("side effect %s has no tool_use id: it cannot be keyed against a replay",
                         name)
-        try:
-            result = ToolResult(tool.run(ctx, params))
-        except CoworkerError as e:  # a mistake the model can correct, not a bug
-            log.warning("tool %s refused: %s", name, e)
-            result = ToolResult(f"tool {name}: {e}", True)
-        except Exception as e:  # a tool bug must not end the tick; it goes back as an error
-            log.exception("tool %s failed", name)
-            result = ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)
+        result = _run(ctx, tool, params)
         if key is not None:
             side_effects.finish(ctx.store, key, not result.is_error, result.text,
                                 tick_id=ctx.tick_id)
         return result
+
+
+def _validated(tool: Tool, raw_input: Any) -> BaseModel | ToolResult:
+    """The tool's input as its model, or the error result that says what is wrong with it."""
+    name = tool.name
+    if not isinstance(raw_input, dict):
+        return ToolResult(
+            f"tool {name}: input must be a JSON object matching its schema, "
+            f"got {type(raw_input).__name__}", True
+        )
+    try:
+        return tool.params.model_validate(raw_input)
+    except (OverflowError, RecursionError) as e:  # a validator past its range
+        return ToolResult(f"tool {name}: input is out of range ({e}); send a smaller "
+                          "value", True)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}"
+            for err in e.errors()
+        )
+        return ToolResult(f"tool {name}: input does not match its schema: {problems}", True)
+
+
+def _dry_run(ctx: ToolContext, tool: Tool, params: BaseModel) -> ToolResult:
+    """The side effect does not happen; an event says what would have."""
+    name = tool.name
+    event_id = ctx.record("dry_run", f"would run {name}: {params.model_dump_json()}",
+                          tool=name, input=params.model_dump(mode="json"))
+    return ToolResult(
+        f"dry-run: {name} was not carried out; recorded what it would have done as "
+        f"event {event_id} (the owner runs with --live to let it act)"
+    )
+
+
+def _already_begun(ctx: ToolContext, tool: Tool, key: str, params: BaseModel) -> ToolResult | None:
+    """Write the side effect to its ledger before it runs; the result that refuses it when an
+    earlier attempt of this turn began it already (None: run it, also when it is idempotent
+    and was cut off: this run completes it)."""
+    name = tool.name
+    earlier = side_effects.begin(ctx.store, key, name, ctx.tick_id,
+                                 params.model_dump(mode="json"))
+    if earlier is None:
+        return None
+    if earlier.status == "started" and tool.idempotent:
+        log.warning("side effect %s (tool_use %s) was begun by tick %s and not "
+                    "finished; it is keyed, so this run completes it", name, key,
+                    earlier.tick_id)
+        return None
+    log.warning("side effect %s (tool_use %s) was already begun by tick %s (%s); "
+                "not running it again", name, key, earlier.tick_id, earlier.status)
+    if earlier.status == "started":
+        return ToolResult(
+            f"not repeated: {name} (tool_use {key}) was begun by an earlier attempt "
+            "that was cut off before it finished; it may or may not have taken "
+            "effect, and it is not run a second time")
+    return ToolResult(
+        f"not repeated: {name} (tool_use {key}) was already carried out by an "
+        f"earlier attempt of this turn ({earlier.status}"
+        + (f": {earlier.result}" if earlier.result else "") + ")")
+
+
+def _run(ctx: ToolContext, tool: Tool, params: BaseModel) -> ToolResult:
+    """The tool's own run; what it raises becomes an error result, never the tick's end."""
+    name = tool.name
+    try:
+        return ToolResult(tool.run(ctx, params))
+    except CoworkerError as e:  # a mistake the model can correct, not a bug
+        log.warning("tool %s refused: %s", name, e)
+        return ToolResult(f"tool {name}: {e}", True)
+    except Exception as e:  # a tool bug must not end the tick; it goes back as an error
+        log.exception("tool %s failed", name)
+        return ToolResult(f"tool {name} failed: {type(e).__name__}: {e}", True)
