@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,6 +37,9 @@ from .render import err, out
 from .secrecy import redact
 from .store import Store, iso_z
 from .store import events as ev
+
+if TYPE_CHECKING:  # read at type-checking time only: the CLI imports a store room when it runs
+    from .store.promotions import Promotion
 
 # An id or a count a user types: bounded, so a 20-digit number is a usage error, not an
 # integer SQLite cannot hold.
@@ -371,30 +374,41 @@ def log_cmd(n: int, kind: str | None, since: str | None, until: str | None, by_i
       coworker log -n 1000 --since 2026-11-30 --until 2026-11-30
     """
     home = _home()
-    since_ts = _since(since, "--since") if since else None
-    until_ts = _since(until, "--until", end_of_day=True) if until else None
-    if since_ts and until_ts and until_ts <= since_ts:
-        raise UsageError(f"--until {until!r} is not after --since {since!r}: nothing lies between")
-    if until_ts and follow:
-        raise UsageError("--until and --follow do not go together: --follow prints what comes next")
+    since_ts, until_ts = _log_window(since, until, follow)
     with _store(home, readonly=True) as store:
-        if kind is not None and kind not in ev.KNOWN_KINDS and kind not in ev.counts_by_kind(store):
-            present = sorted(set(ev.counts_by_kind(store)) | set(ev.KNOWN_KINDS))
-            raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
+        _known_kind(store, kind)
         events = ev.tail(store, n, kind=kind, since_ts=since_ts, until_ts=until_ts,
                          by_id=by_id) if n else []
         if not events and not follow:
-            if as_json or not n:  # JSON lines: none is no line at all; -n 0 asked for none
-                return
-            out.print("no events yet" + (f" of kind {kind!r}" if kind else "")
-                      + (f" since {since_ts}" if since_ts else "")
-                      + (f" before {until_ts}" if until_ts else ""))
+            if not as_json and n:  # JSON lines: none is no line at all; -n 0 asked for none
+                out.print("no events yet" + (f" of kind {kind!r}" if kind else "")
+                          + (f" since {since_ts}" if since_ts else "")
+                          + (f" before {until_ts}" if until_ts else ""))
             return
         for e in events:
             render.event(e, as_json)
         if follow:
             last = max([e.id or 0 for e in events] + [ev.max_id(store)])
             _follow(store, last, kind, as_json)
+
+
+def _log_window(since: str | None, until: str | None, follow: bool
+                ) -> tuple[str | None, str | None]:
+    """`coworker log`'s --since and --until as UTC ISO times, refused when they cannot hold."""
+    since_ts = _since(since, "--since") if since else None
+    until_ts = _since(until, "--until", end_of_day=True) if until else None
+    if since_ts and until_ts and until_ts <= since_ts:
+        raise UsageError(f"--until {until!r} is not after --since {since!r}: nothing lies between")
+    if until_ts and follow:
+        raise UsageError("--until and --follow do not go together: --follow prints what comes next")
+    return since_ts, until_ts
+
+
+def _known_kind(store: Store, kind: str | None) -> None:
+    """Refuse a --kind no event has and the code does not know (a typo, most likely)."""
+    if kind is not None and kind not in ev.KNOWN_KINDS and kind not in ev.counts_by_kind(store):
+        present = sorted(set(ev.counts_by_kind(store)) | set(ev.KNOWN_KINDS))
+        raise UsageError(f"no event kind {kind!r}; the kinds are: {', '.join(present)}")
 
 
 FOLLOW_POLL_S = 0.5
@@ -638,19 +652,21 @@ def rituals(as_json: bool) -> None:
     home = _home()
     settings = home.settings()
     tz = settings.coworker.timezone
-    rows = []
+    runs = []
     with _store(home, readonly=True) as store:
         for d in definitions(settings):
-            last = rr.last(store, d.name, exclude_status=REGISTERED)
             nxt = next_run(d, tz)
-            rows.append({"name": d.name, "cron": d.cron, "timezone": tz,
-                         "prompt": d.prompt, "next_run": iso_z(nxt) if nxt else None,
-                         "last_run": None if last is None else {
-                             "started_at": last.started_at, "finished_at": last.finished_at,
-                             "status": last.status, "stats": last.stats}})
+            runs.append((d, rr.last(store, d.name, exclude_status=REGISTERED),
+                         iso_z(nxt) if nxt else None))
     if as_json:
-        for r in rows:
-            click.echo(json.dumps(r, sort_keys=True))
+        for d, last, next_at in runs:
+            click.echo(json.dumps({"name": d.name, "cron": d.cron, "timezone": tz,
+                                   "prompt": d.prompt, "next_run": next_at,
+                                   "last_run": None if last is None else {
+                                       "started_at": last.started_at,
+                                       "finished_at": last.finished_at,
+                                       "status": last.status, "stats": last.stats}},
+                                  sort_keys=True))
         return
     def shown(value: Any) -> str:  # a figure as a person reads it, not as Python prints it
         if isinstance(value, dict):
@@ -661,14 +677,13 @@ def rituals(as_json: bool) -> None:
         return (ts or "")[:16].replace("T", " ")
 
     cells = []
-    for r in rows:
-        last = r["last_run"]
+    for d, last, next_at in runs:
         figures = "" if last is None else ", ".join(
-            f"{k} {shown(v)}" for k, v in sorted(last["stats"].items())
+            f"{k} {shown(v)}" for k, v in sorted(last.stats.items())
             if k in ("archived", "sealed", "seconds", "outcome", "error", "steps"))
-        cells.append((r["name"], f"{r['cron']} ({tz})",
-                      "never" if last is None else f"{when(last['started_at'])} {last['status']}",
-                      figures, when(r["next_run"])))
+        cells.append((d.name, f"{d.cron} ({tz})",
+                      "never" if last is None else f"{when(last.started_at)} {last.status}",
+                      figures, when(next_at)))
     out.print(render.table(["ritual", "schedule", "last run", "figures", "next run"], cells))
 
 
@@ -744,7 +759,10 @@ def promotions(action: str, promotion_id: int | None, why: str | None, show_all:
         _warn(owner.reject(int(promotion_id or 0), why).map_warning)
         out.print(f"promotion {promotion_id} rejected")
         return
-    rows = owner.promotions(show_all)
+    _list_promotions(owner.promotions(show_all), show_all, as_json)
+
+
+def _list_promotions(rows: list[Promotion], show_all: bool, as_json: bool) -> None:
     if as_json:
         for p in rows:
             render.json_line(p.__dict__)
@@ -1210,15 +1228,8 @@ def _main(argv: list[str] | None) -> int:
     except click.exceptions.NoArgsIsHelpError as e:  # `coworker` (or a group) alone: its help
         out.print(e.format_message(), markup=False, highlight=False)
         return 0
-    except click.UsageError as e:  # one line, with where to look
-        where = e.ctx.command_path if e.ctx is not None else _command_path(argv)
-        said = e.format_message().rstrip(".")  # click ends some with a full stop
-        hint = ""
-        m = re.match(r"No such option:? '?(-[^'\s]*)'?", said)
-        if m is not None and (m.group(1)[1:2].isdigit() or where.split()[-1] in FREE_TEXT):
-            hint = f" (text that begins with a dash goes after --: {where} -- {m.group(1)} ...)"
-        err.print(redact(f"error: {said}{hint}; see `{where} --help`"), markup=False)
-        return 2
+    except click.UsageError as e:
+        return _usage_error(e, argv)
     except click.ClickException as e:
         err.print(redact(f"error: {e.format_message()}"), markup=False)
         return 1
@@ -1236,6 +1247,18 @@ def _main(argv: list[str] | None) -> int:
     except (OSError, UnicodeEncodeError, RecursionError, RuntimeError) as e:
         return _trouble(e)  # one no door translated: still one line
     return 0
+
+
+def _usage_error(e: click.UsageError, argv: list[str]) -> int:
+    """Exit 2 with one line, and where to look."""
+    where = e.ctx.command_path if e.ctx is not None else _command_path(argv)
+    said = e.format_message().rstrip(".")  # click ends some with a full stop
+    hint = ""
+    m = re.match(r"No such option:? '?(-[^'\s]*)'?", said)
+    if m is not None and (m.group(1)[1:2].isdigit() or where.split()[-1] in FREE_TEXT):
+        hint = f" (text that begins with a dash goes after --: {where} -- {m.group(1)} ...)"
+    err.print(redact(f"error: {said}{hint}; see `{where} --help`"), markup=False)
+    return 2
 
 
 def _trouble(e: BaseException) -> int:

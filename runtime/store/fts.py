@@ -1,0 +1,128 @@
+"""FTS5 through its documented interfaces: what memory's kept counts ask of the two indexes.
+
+Owns the reads `memory.rung_bm25`, `memory.docfreq` and `memory.cards` make beside a plain
+MATCH: FTS5's own tokenizer on a private in-memory table read through `fts5vocab`
+(`Tokenizer`), how many rows a MATCH holds, one row's `bm25()`, the texts `rollups_fts`
+indexes, and the stamps that say when what memory keeps of an index no longer holds (ids that
+only grow: a rollup sealed, a tag added, a redaction; the file itself, for a backup restored in
+place).
+
+Never reads an index's shadow tables (`<index>_data`, `_idx`, `_docsize`, `_config`,
+`_content`): their records are a format SQLite does not document, so a change there would
+change ranking silently (issue 39 item 7; `tests/test_rung_bm25.py` scans `runtime/` for such
+SQL). Read-only: nothing here writes the store.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from .db import Store
+
+TOKENIZE = "porter unicode61 remove_diacritics 2"  # events_fts' and rollups_fts' tokenizer
+
+
+class Tokenizer:
+    """FTS5's own tokenizer (`TOKENIZE`), on a private in-memory contentless table: the terms
+    an index holds for a text, read back through its `fts5vocab` instance table."""
+
+    def __init__(self, tokenize: str = TOKENIZE) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.db.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize='{tokenize}', "
+                        "content='')")
+        self.db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+
+    def terms(self, texts: Mapping[int, str]) -> dict[int, list[str]]:
+        """Each text's terms, one a token (in no particular order)."""
+        out: dict[int, list[str]] = {i: [] for i in texts}
+        if not texts:
+            return out
+        self.db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", texts.items())
+        for term, doc in self.db.execute("SELECT term, doc FROM v"):
+            out[int(doc)].append(str(term))
+        self.db.execute("INSERT INTO t(t) VALUES ('delete-all')")
+        return out
+
+
+def _inode(store: Store) -> int:
+    try:
+        return os.stat(store.path).st_ino  # a backup restored in place is another file
+    except OSError:
+        return 0
+
+
+def _top(store: Store, table: str) -> int:
+    return int(store.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+
+
+def history_stamp(store: Store) -> tuple[int, int, int]:
+    """What moves when events_fts rows are rewritten rather than appended: the newest tag
+    and redaction (their ids only grow: AUTOINCREMENT) and the file."""
+    return _top(store, "tags"), _top(store, "redactions"), _inode(store)
+
+
+def rollups_stamp(store: Store) -> tuple[int, int, int, int]:
+    """What moves with every change to rollups_fts: the newest rollup (a rollup is sealed
+    once and never deleted), tag and redaction (the only rewrites of a sealed rollup's words),
+    and the file."""
+    return (_top(store, "rollups"), *history_stamp(store))
+
+
+def match_count(store: Store, match: str) -> int:
+    """How many rows of rollups_fts hold `match`."""
+    return int(store.scalar("SELECT count(*) FROM rollups_fts WHERE rollups_fts MATCH ?",
+                            (match,)) or 0)
+
+
+def rollup_rows(store: Store) -> int:
+    """How many rows rollups_fts holds: one a rollup."""
+    return int(store.scalar("SELECT count(*) FROM rollups") or 0)
+
+
+def newest_bm25(store: Store, match: str) -> tuple[int, float] | None:
+    """The newest row of rollups_fts holding `match` and its `bm25(rollups_fts)`, or None."""
+    rows = store.query("SELECT rowid, bm25(rollups_fts) FROM rollups_fts WHERE rollups_fts "
+                       "MATCH ? ORDER BY rowid DESC LIMIT 1", (match,))
+    return (int(rows[0][0]), float(rows[0][1])) if rows else None
+
+
+def rollup_texts(store: Store, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """Each rollup's text in the columns recall matches (title, body, card terms, vocabulary,
+    tags: one string) and its level, as rollups_fts indexes them."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    out = {int(r[0]): (" ".join(str(x) for x in r[1:5] if x), int(r[5])) for r in store.query(
+        f"SELECT id, title, body, terms, vocab, level FROM rollups WHERE id IN ({marks})",
+        tuple(ids))}
+    for r in store.query(
+            "SELECT item_id, group_concat(word, ' ') FROM tags WHERE item_kind = 'rollup' "
+            f"AND item_id IN ({marks}) GROUP BY item_id", tuple(ids)):
+        if int(r[0]) in out and r[1]:
+            text, level = out[int(r[0])]
+            out[int(r[0])] = (f"{text} {r[1]}", level)
+    return out
+
+
+def history_chars(store: Store, after: int, upto: int) -> int:
+    """The characters events_fts indexes (body, kind, actor) of the events after..upto."""
+    return int(store.scalar(
+        "SELECT coalesce(sum(length(body) + length(kind) + length(actor)), 0) FROM history "
+        "WHERE id > ? AND id <= ?", (after, upto)) or 0)
+
+
+def history_texts(store: Store, after: int, upto: int) -> list[tuple[str, ...]]:
+    """(body, kind, actor) of each event after..upto (hot or archived), as events_fts reads
+    them."""
+    return [tuple(str(c) for c in r if c) for r in store.query(
+        "SELECT body, kind, actor FROM history WHERE id > ? AND id <= ?", (after, upto))]
+
+
+def card_holders(store: Store, level: int, word: str) -> int:
+    """How many rollups of `level` hold `word` (as a phrase) in their card terms."""
+    match = 'terms : "' + word.replace('"', '""') + '"'
+    return int(store.scalar(  # a join would probe FTS once a rollup
+        "SELECT COUNT(*) FROM rollups WHERE level = ? AND id IN "
+        "(SELECT rowid FROM rollups_fts WHERE rollups_fts MATCH ?)", (level, match)) or 0)
