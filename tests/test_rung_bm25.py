@@ -2,10 +2,14 @@
 
 The contract is equality: for recall's statements on the rung, every row scores what
 `bm25(rollups_fts)` gives it, to 1e-9, on a ladder reflect really built; and what is kept is
-thrown away when the index changes, so a tagged episode never scores from stale text.
+thrown away when the index changes, so a tagged episode never scores from stale text. All of it
+through FTS5's documented interfaces: no SQL in the product names a shadow table of an index.
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +208,41 @@ def test_the_kept_terms_are_bounded_and_start_again_when_full(tmp_path,
 def test_the_private_tokenizer_is_rollups_fts_own(ladder: Store):
     sql = ladder.scalar("SELECT sql FROM sqlite_master WHERE name = 'rollups_fts'")
     assert f"tokenize='{rb.TOKENIZE}'" in sql
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# A shadow table of an FTS5 index: `<index>_data`, `_idx`, `_docsize`, `_config`, `_content`,
+# named outright (`rollups_fts_data`), built from a name (`{table}_data`) or glued on ("_data")
+SHADOW = re.compile(r"(\w*fts\w*|\{[^{}]*\}|[\"'])_(data|idx|docsize|config|content)\b", re.I)
+
+
+def test_no_source_names_an_fts5_shadow_table():
+    """FTS5's shadow-table records are a format SQLite does not document (issue 39 item 7):
+    the product reads its indexes through MATCH, bm25(), fts5vocab and counts of its own, and
+    no line of it (SQL, or prose that would describe such a read) names a shadow table."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+             for top in ("runtime", "rituals") for path in sorted((ROOT / top).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if SHADOW.search(line)]
+    assert found == []
+    for sql in ('f"SELECT block FROM {table}_data WHERE id = 1"',
+                "SELECT sz FROM rollups_fts_docsize", "table + '_idx'"):
+        assert SHADOW.search(sql), sql  # the pattern does see each way of naming one
+
+
+def test_the_totals_are_fts5s_own_and_a_mismatch_leaves_fts5_to_rank(
+        ladder: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """The index's rows and tokens, solved from FTS5's bm25 of one row, give FTS5's scores; a
+    row count that is not the index's (an index out of step with its table) is found out by
+    the check, and nothing is scored here: every caller keeps FTS5's own bm25."""
+    kept = rb.memory_for(ladder)
+    rows, avgdl = kept.averages(ladder) or (0, 0.0)
+    assert rows == sum(rl.counts_per_level(ladder).values()) and avgdl > 1
+    words = ["billing", "invoice"]
+    want = _fts5(ladder, '"billing" OR "invoice"')
+    monkeypatch.setattr(rb, "_MEMORY", {})
+    monkeypatch.setattr(rb.fts, "rollup_rows", lambda store: rows + 3)
+    assert rb.scores(ladder, list(want), words) == {}
+    assert "FTS5's own bm25" in caplog.text
+    got = rb.search_rung(ladder, words, 1, 5)  # through FTS5: the same rows and scores
+    assert [(r.id, s) for r, s in got] == sorted(want.items(), key=lambda x: (x[1], x[0]))[:5]

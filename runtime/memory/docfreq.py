@@ -7,22 +7,23 @@ walk (issue 15); so did counting the history's rows. Here each count is read onc
 and database and then kept: the history only grows between changes of another kind, so when
 events are appended the kept counts are brought up to date from the new events' own words
 (`memory.tokens`, which mirrors FTS5's tokenizer, over the indexed columns body, kind and
-actor), and anything else that rewrites index rows (a tag added to an event, a redaction)
-empties what is kept. The number of documents is FTS5's own row count. A large append (an
-import, or one long message) also empties it: reading the new events would cost more than
-counting again.
+actor), and anything else that rewrites index rows (a tag added to an event, a redaction:
+`store.fts.history_stamp`) empties what is kept. The number of documents is the history's
+(one events_fts row an event), counted when the counts start and then grown by the events
+appended. A large append (an import, or one long message) also empties it: reading the new
+events would cost more than counting again.
 
-Read-only; knows nothing of ranking. Bounded: at most MAX_STEMS counts are kept.
+Read-only; knows nothing of ranking; speaks no SQL (the store's `fts` and `events` do). Bounded:
+at most MAX_STEMS counts are kept.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..store import Store
+from ..store import Store, fts
 from ..store import events as ev
 from .tokens import stem, words
 
@@ -44,50 +45,52 @@ _KEPT: dict[str, _Kept] = {}
 _LOCK = threading.Lock()  # the MCP server answers calls on threads of their own
 
 
-def _state(store: Store) -> tuple[int, tuple[int, int, int], int]:
-    top = ev.fts_top_id(store, "events_fts")
-    try:
-        inode = os.stat(store.path).st_ino  # a backup restored in place is another file
-    except OSError:
-        inode = 0
-    stamp = (int(store.scalar("SELECT coalesce(max(id), 0) FROM tags") or 0),
-             int(store.scalar("SELECT coalesce(max(id), 0) FROM redactions") or 0), inode)
-    return top, stamp, ev.fts_rows(store, "events_fts")
+def _current(store: Store, kept: _Kept | None) -> _Kept:
+    """The kept counts brought up to the index as it is now, or new empty ones (with the
+    history's size) when they no longer hold or catching up would cost more than counting."""
+    top, stamp = ev.fts_top_id(store, "events_fts"), fts.history_stamp(store)
+    if kept is not None and stamp == kept.stamp and kept.top <= top <= kept.top + MAX_DELTA \
+            and _catch_up(store, kept, top):
+        return kept
+    return _Kept(top, stamp, ev.total(store))
 
 
 def _catch_up(store: Store, kept: _Kept, top: int) -> bool:
-    """Add the appended events' documents to the kept counts; False, and nothing added, when
-    their texts hold more than MAX_DELTA_CHARS (then counting again costs less)."""
-    span = (kept.top, top)  # history: reflect may have archived them since
-    size = store.scalar("SELECT coalesce(sum(length(body) + length(kind) + length(actor)), 0) "
-                        "FROM history WHERE id > ? AND id <= ?", span)
-    if int(size or 0) > MAX_DELTA_CHARS:  # measured in SQLite: a long text is never read here
+    """Add the events appended up to `top` to the kept counts and documents; False, and
+    nothing added, when their texts hold more than MAX_DELTA_CHARS (then counting again costs
+    less)."""
+    if top == kept.top:
+        return True
+    # history: reflect may have archived them since; measured in SQLite: a long text is never
+    # read here
+    if fts.history_chars(store, kept.top, top) > MAX_DELTA_CHARS:
         return False
-    for r in store.query("SELECT body, kind, actor FROM history WHERE id > ? AND id <= ?", span):
-        have = {stem(w) for col in r if col for w in words(str(col))}
+    texts = fts.history_texts(store, kept.top, top)
+    for cols in texts:
+        have = {stem(w) for col in cols for w in words(col)}
         for s in have & kept.counts.keys():
             kept.counts[s] += 1
+    kept.top, kept.docs = top, kept.docs + len(texts)
     return True
 
 
+def _fill(store: Store, kept: _Kept, stems: Sequence[str]) -> None:
+    """Read the counts of the stems not kept yet (emptying what is kept when it is full)."""
+    missing = [s for s in dict.fromkeys(stems) if s not in kept.counts]
+    if len(kept.counts) + len(missing) > MAX_STEMS:  # full: empty it, read these again
+        kept.counts = {}
+        missing = list(dict.fromkeys(stems))
+    for i in range(0, len(missing), CHUNK):
+        found = ev.doc_freqs(store, missing[i:i + CHUNK])
+        for s in missing[i:i + CHUNK]:
+            kept.counts[s] = found.get(s, 0)
+
+
 def doc_freqs(store: Store, stems: Sequence[str]) -> tuple[dict[str, int], int]:
-    """(events holding each stem, events in all), as `events.doc_freqs` and the row count of
-    the index give them, from what is kept where it still holds."""
+    """(events holding each stem, events in all), as `events.doc_freqs` and the history's
+    size give them, from what is kept where it still holds."""
     key = str(store.path)
     with _LOCK, store.snapshot():  # the counts and the top they include: one moment
-        kept = _KEPT.get(key)
-        top, stamp, docs = _state(store)
-        if kept is None or stamp != kept.stamp or top < kept.top or top - kept.top > MAX_DELTA \
-                or (top > kept.top and not _catch_up(store, kept, top)):
-            kept = _KEPT[key] = _Kept(top, stamp, docs)
-        elif top > kept.top:
-            kept.top, kept.docs = top, docs
-        missing = [s for s in dict.fromkeys(stems) if s not in kept.counts]
-        if len(kept.counts) + len(missing) > MAX_STEMS:  # full: empty it, read these again
-            kept.counts = {}
-            missing = list(dict.fromkeys(stems))
-        for i in range(0, len(missing), CHUNK):
-            found = ev.doc_freqs(store, missing[i:i + CHUNK])
-            for s in missing[i:i + CHUNK]:
-                kept.counts[s] = found.get(s, 0)
+        kept = _KEPT[key] = _current(store, _KEPT.get(key))
+        _fill(store, kept, stems)
     return {s: kept.counts[s] for s in stems}, kept.docs

@@ -648,38 +648,6 @@ def fts_top_id(store: Store, index: str = "events_fts") -> int:
     return int(store.scalar(f"SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1") or 0)
 
 
-def varints(blob: bytes) -> list[int]:
-    """SQLite's varints, in order (as FTS5 stores row counts, token totals and sizes)."""
-    out, i = [], 0
-    while i < len(blob):
-        v = 0
-        for j in range(9):
-            x = blob[i]
-            i += 1
-            if j == 8:
-                v = (v << 8) | x
-                break
-            v = (v << 7) | (x & 0x7F)
-            if not x & 0x80:
-                break
-        out.append(v)
-    return out
-
-
-def fts_averages(store: Store, index: str = "events_fts") -> list[int]:
-    """An FTS5 index's averages record: its row count, then each column's token total (empty
-    for an index never written)."""
-    table = _index(index)
-    return varints(bytes(store.scalar(f"SELECT block FROM {table}_data WHERE id = 1") or b""))
-
-
-def fts_rows(store: Store, index: str = "events_fts") -> int:
-    """How many rows an FTS5 index holds (every event has one in events_fts), read from its
-    averages record: constant time, where COUNT(*) over a million events reads them all."""
-    got = fts_averages(store, index)
-    return got[0] if got else 0
-
-
 def fts_count_upto(store: Store, match: str, top: int, cap: int,
                    index: str = "events_fts") -> int:
     """How many rows <= top match, counted newest first and no further than `cap`."""
