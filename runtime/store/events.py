@@ -577,7 +577,8 @@ def by_tool_use(store: Store, kind: str, tool_use_id: str,
     attempts of one turn: an id names one call only within its turn, ADR-0034), or outside any
     tick when `ticks` is None; None if there is none (a keyed side effect finishing what a
     killed attempt of its turn began)."""
-    where, params = "tick_id IS NULL", tuple[int, ...]()
+    where = "tick_id IS NULL"
+    params: tuple[int, ...] = ()
     if ticks is not None:
         where, params = f"tick_id IN ({','.join('?' * len(ticks))})", tuple(ticks)
     rows = store.query(
