@@ -30,6 +30,10 @@ Errors are CoworkerErrors: UsageError (exit 2) for a path that cannot be a backu
 destination, BackupRefused (exit 1) for a refusal (a folder that is not empty, a running
 coworker, a backup that does not check out, a switch rolled back), RestoreUnfinished (exit 1)
 when a restore is left half-way. Nothing here prints; each report has a `line()`.
+
+The database's copy, its check, its counts and the reading of the database moved aside are
+the store's (runtime/store/backup_queries.py); this module keeps the policy: what goes where
+and when, the names, the plan, the messages. It speaks no SQL.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -48,11 +51,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, process
-from .errors import AlreadyRunning, CoworkerError, UsageError
+from .errors import AlreadyRunning, CoworkerError, StoreError, UsageError
 from .home import PRIVATE_DIR, PRIVATE_FILE, Home, RestoreUnfinished
 
 if TYPE_CHECKING:
     from .store import Store
+    from .store.backup_queries import Inspection
 
 MANIFEST = "manifest.json"
 DB_NAME = "coworker.db"
@@ -157,9 +161,31 @@ class Since:
 
 def take(home: Home, dest: str | os.PathLike[str]) -> BackupReport:
     """Copy the coworker in `home` into the new folder `dest`; safe while the loop runs."""
-    from .store import Store
+    from .store import backup_queries as bq
 
     target = _absolute(dest)
+    _refuse_dest(home, target)
+    _make_dest(target)
+    taken_at = _now()
+    try:
+        bq.snapshot_to(home.db_path, target / DB_NAME)
+    except bq.CopyFailed as e:
+        raise CoworkerError(f"could not copy the database {home.db_path} into {target} ({e}); "
+                            "`coworker doctor` checks the database") from e
+    files = [DB_NAME, *_copy_files(home, target)]
+    seen = bq.inspect(target / DB_NAME)
+    _write_private(target / MANIFEST, json.dumps(_manifest(home, target, taken_at, seen, files),
+                                                 indent=2, sort_keys=True) + "\n")
+    if seen.integrity != "ok":
+        raise BackupRefused(f"the database copied into {target} fails integrity_check "
+                            f"({seen.integrity}): the live database is damaged; `coworker "
+                            "doctor` says how to recover it (the copy is kept as it is)")
+    return BackupReport(target, taken_at, seen.counts, seen.last_event_id, seen.integrity,
+                        files)
+
+
+def _refuse_dest(home: Home, target: Path) -> None:
+    """UsageError or BackupRefused when `target` cannot take a backup of `home`."""
     if target.exists():
         if not target.is_dir():
             raise UsageError(f"{target} exists and is not a folder: give a new folder for the "
@@ -173,6 +199,9 @@ def take(home: Home, dest: str | os.PathLike[str]) -> BackupReport:
     if not home.db_path.exists():
         raise BackupRefused(f"nothing to back up in {home.root}: no database at {home.db_path} "
                             "yet (the coworker creates it when it first runs)")
+
+
+def _make_dest(target: Path) -> None:
     try:
         target.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         os.chmod(target, PRIVATE_DIR)
@@ -180,53 +209,51 @@ def take(home: Home, dest: str | os.PathLike[str]) -> BackupReport:
         raise UsageError(f"cannot create the backup folder {target} ({e.strerror}): give a "
                          "path you can write") from e
 
-    taken_at = _now()
-    db_copy = target / DB_NAME
-    try:
-        with Store.open(home.db_path, migrate=False) as store:
-            store.backup_to(db_copy)
-    except sqlite3.Error as e:
-        raise CoworkerError(f"could not copy the database {home.db_path} into {target} ({e}); "
-                            "`coworker doctor` checks the database") from e
-    files = [DB_NAME]
+
+def _copy_files(home: Home, target: Path) -> list[str]:
+    """MEMORY.md, the snapshots and the memory map copied into `target`; their names there."""
+    files = []
     try:
         if home.memory_md.is_file():
             _copy_private(home.memory_md, target / MEMORY_NAME)
             files.append(MEMORY_NAME)
         if home.snapshots.is_dir():
-            (target / SNAPSHOTS).mkdir(mode=PRIVATE_DIR)
-            os.chmod(target / SNAPSHOTS, PRIVATE_DIR)
-            for f in sorted(home.snapshots.iterdir()):
-                if f.is_file() and not f.is_symlink():
-                    _copy_private(f, target / SNAPSHOTS / f.name)
-                    files.append(f"{SNAPSHOTS}/{f.name}")
+            files += _copy_snapshots(home.snapshots, target / SNAPSHOTS)
         if home.memory_map.is_file():
             _copy_private(home.memory_map, target / MAP_NAME)
             files.append(MAP_NAME)
     except OSError as e:
         raise CoworkerError(f"could not copy {e.filename} into {target} ({e.strerror}); the "
                             "backup there is incomplete: remove it and try again") from e
+    return files
 
-    integrity, counts, last_id, schema = _inspect(db_copy)
-    manifest: dict[str, Any] = {
+
+def _copy_snapshots(snapshots: Path, into: Path) -> list[str]:
+    into.mkdir(mode=PRIVATE_DIR)
+    os.chmod(into, PRIVATE_DIR)
+    files = []
+    for f in sorted(snapshots.iterdir()):
+        if f.is_file() and not f.is_symlink():
+            _copy_private(f, into / f.name)
+            files.append(f"{SNAPSHOTS}/{f.name}")
+    return files
+
+
+def _manifest(home: Home, target: Path, taken_at: str, seen: Inspection,
+              files: list[str]) -> dict[str, Any]:
+    return {
         "what": WHAT,
         "format": FORMAT,
         "coworker_version": __version__,
         "home": str(home.root),
         "taken_at": taken_at,
         "finished_at": _now(),
-        "database": {"file": DB_NAME, "integrity_check": integrity, "schema": schema},
-        "counts": counts,
-        "last_event_id": last_id,
+        "database": {"file": DB_NAME, "integrity_check": seen.integrity, "schema": seen.schema},
+        "counts": seen.counts,
+        "last_event_id": seen.last_event_id,
         "files": {rel: _fingerprint(target / rel) for rel in files},
         "not_included": NOT_INCLUDED,
     }
-    _write_private(target / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    if integrity != "ok":
-        raise BackupRefused(f"the database copied into {target} fails integrity_check "
-                            f"({integrity}): the live database is damaged; `coworker doctor` "
-                            "says how to recover it (the copy is kept as it is)")
-    return BackupReport(target, taken_at, counts, last_id, integrity, files)
 
 
 # --- restoring one ---------------------------------------------------------------------------
@@ -299,11 +326,12 @@ def _reconcile(old_db: Path, new_db: Path) -> Since:
     -shm included, stay as they were. Whatever goes wrong here is said in the report's line,
     never raised."""
     from .store import Store  # noqa: F811 - the module loads the store only when it restores
+    from .store import backup_queries as bq
 
     since = Since()
     try:
-        old = sqlite3.connect(f"{old_db.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
+        old = bq.open_aside(old_db)
+    except StoreError as e:
         since.unread = str(e)
         return since
     try:
@@ -316,38 +344,44 @@ def _reconcile(old_db: Path, new_db: Path) -> Since:
     return since
 
 
-def _bring_over(store: Store, old: sqlite3.Connection, since: Since) -> None:
-    from .store import Event
-    from .store import events as ev
-    from .store import inputs as inputs_store
+def _bring_over(store: Store, old: Store, since: Since) -> None:
+    from .store import backup_queries as bq
 
-    top = int(store.scalar("SELECT coalesce(max(id), 0) FROM history") or 0)
-    mine = store.query("SELECT ts, body FROM history WHERE id = ?", (top,))
-    theirs = old.execute("SELECT ts, body FROM history WHERE id = ?", (top,)).fetchall()
-    if not mine or not theirs or (mine[0][0], mine[0][1]) != tuple(theirs[0]):
+    top = bq.newest_id(store)
+    mine = bq.head(store, top)
+    if mine is None or mine != bq.head(old, top):
         since.unread = "it holds another history than the backup"
         return
-    waiting = {int(r[0]) for r in store.query("SELECT event_id FROM inputs WHERE status = "
-                                              "'pending'")}
-    for eid, status, failures, error in old.execute(
-            "SELECT event_id, status, failures, last_error FROM inputs WHERE event_id <= ? "
-            "AND status != 'pending'", (top,)):
-        if int(eid) in waiting:
-            inputs_store.carry(store, int(eid), status, int(failures), error)
-            since.answered += status == "consumed"
-            since.set_aside += status == "set_aside"
-    for eid, ts, kind, actor, author_kind, body, meta, status, failures, error in old.execute(
-            "SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, i.status, "
-            "i.failures, i.last_error FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
-            "WHERE i.event_id > ? AND i.kind = 'message' ORDER BY i.event_id", (top,)):
-        if status == "consumed":
+    _carry_answered(store, old, top, since)
+    _tell_again(store, old, top, since)
+
+
+def _carry_answered(store: Store, old: Store, top: int, since: Since) -> None:
+    """Inputs the backup holds as waiting that the old database answered or set aside."""
+    from .store import backup_queries as bq
+    from .store import inputs as inputs_store
+
+    waiting = bq.waiting(store)
+    for s in bq.settled_upto(old, top):
+        if s.event_id in waiting:
+            inputs_store.carry(store, s.event_id, s.status, s.failures, s.error)
+            since.answered += s.status == "consumed"
+            since.set_aside += s.status == "set_aside"
+
+
+def _tell_again(store: Store, old: Store, top: int, since: Since) -> None:
+    """Messages told after the backup: answered ones counted, the others told again."""
+    from .store import backup_queries as bq
+    from .store import inputs as inputs_store
+
+    for event, s in bq.told_after(old, top):
+        if s.status == "consumed":
             since.answered_after += 1
             continue
-        new = inputs_store.add_message(store, Event(
-            kind=kind, actor=actor, author_kind=author_kind, body=body, ts=ts,
-            meta={**ev.read_meta(meta, eid), "restored_from": eid}))
-        if status == "set_aside":
-            inputs_store.carry(store, new, status, int(failures), error)
+        new = inputs_store.add_message(store, replace(
+            event, id=None, meta={**event.meta, "restored_from": event.id}))
+        if s.status == "set_aside":
+            inputs_store.carry(store, new, s.status, s.failures, s.error)
             since.set_aside += 1
         else:
             since.told_again.append(new)
@@ -393,14 +427,17 @@ def verify(source: Path, manifest: dict[str, Any]) -> dict[str, int]:
         if _fingerprint(path) != want:
             raise BackupRefused(f"{path} differs from what {MANIFEST} recorded: the backup was "
                                 "changed or damaged since it was taken; nothing was restored")
-    integrity, counts, _, _ = _inspect(source / DB_NAME)
-    if integrity != "ok":
+    from .store import backup_queries as bq
+
+    seen = bq.inspect(source / DB_NAME)
+    if seen.integrity != "ok":
         raise BackupRefused(f"the backup's database {source / DB_NAME} fails integrity_check "
-                            f"({integrity}); nothing was restored")
-    if counts != manifest.get("counts"):
-        raise BackupRefused(f"the backup's database holds {counts}, not the {manifest.get('counts')}"
-                            f" its {MANIFEST} recorded; nothing was restored")
-    return counts
+                            f"({seen.integrity}); nothing was restored")
+    if seen.counts != manifest.get("counts"):
+        raise BackupRefused(f"the backup's database holds {seen.counts}, not the "
+                            f"{manifest.get('counts')} its {MANIFEST} recorded; nothing was "
+                            "restored")
+    return seen.counts
 
 
 def _prepare(home: Home, source: Path, manifest: dict[str, Any],
@@ -409,6 +446,7 @@ def _prepare(home: Home, source: Path, manifest: dict[str, Any],
     state/before-restore-<time>/ for what it replaces); nothing in place is changed. On any
     failure both folders are removed again."""
     from .home import make_private_dir
+    from .store import backup_queries as bq
 
     make_private_dir(home.state)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -427,8 +465,8 @@ def _prepare(home: Home, source: Path, manifest: dict[str, Any],
         if DB_NAME in moved:
             report = replace(report, since=_reconcile(home.db_path, stage / DB_NAME))
         _record(stage / DB_NAME, report)
-        _seal(stage / DB_NAME)
-    except (OSError, sqlite3.Error, CoworkerError) as e:
+        bq.seal(stage / DB_NAME)
+    except (OSError, CoworkerError) as e:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(aside, ignore_errors=True)
         raise CoworkerError(f"could not prepare the backup in {home.state} ({_why(e)}); "
@@ -438,29 +476,15 @@ def _prepare(home: Home, source: Path, manifest: dict[str, Any],
 
 def _record(db: Path, report: RestoreReport) -> None:
     """One event in the restored database: when, from where, and where the old files are."""
-    from .store import Event, Store
-    from .store import events as ev
+    from .store import Event
+    from .store import backup_queries as bq
 
-    with Store.open(db) as store:
-        ev.append(store, Event(
-            kind="backup_restored", actor="owner", author_kind="user",
-            body=(f"restored the backup taken {report.taken_at} from {report.src}; what was "
-                  f"here before is in {report.aside}"),
-            meta={"src": str(report.src), "taken_at": report.taken_at,
-                  "aside": str(report.aside), "moved_aside": report.moved_aside}))
-
-
-def _seal(db: Path) -> None:
-    """Leave the prepared database one self-contained file (its -wal checkpointed into it
-    and gone), so the switch moves one file and the old -wal is never taken for its own."""
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("PRAGMA journal_mode = DELETE").fetchone()
-    finally:
-        conn.close()
-    for extra in ("-wal", "-shm", "-journal"):
-        if _there(db.with_name(db.name + extra)):
-            raise CoworkerError(f"{db}{extra} is still there after the database was closed")
+    bq.record(db, Event(
+        kind="backup_restored", actor="owner", author_kind="user",
+        body=(f"restored the backup taken {report.taken_at} from {report.src}; what was "
+              f"here before is in {report.aside}"),
+        meta={"src": str(report.src), "taken_at": report.taken_at,
+              "aside": str(report.aside), "moved_aside": report.moved_aside}))
 
 
 # --- the switch, and settling one that stopped half-way ----------------------------------------
@@ -471,11 +495,13 @@ def _seal(db: Path) -> None:
 # back can each start from any point, and run again after stopping themselves.
 
 def _places(home: Home) -> list[Path]:
-    """What a restore replaces, in the order it is moved aside: the old database's -wal and
-    -shm before the database (a -wal never lies beside a database not its own)."""
-    db = home.db_path
-    return [db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), db,
-            home.memory_md, home.snapshots, home.memory_map]
+    """What a restore replaces, in the order it is moved aside: the files beside the old
+    database (its -wal and -shm) before the database (a -wal never lies beside a database not
+    its own)."""
+    from .store.backup_queries import beside
+
+    return [*beside(home.db_path), home.db_path, home.memory_md, home.snapshots,
+            home.memory_map]
 
 
 def _plan(home: Home, report: RestoreReport, stage: Path) -> dict[str, Any]:
@@ -694,36 +720,3 @@ def _fingerprint(path: Path) -> dict[str, Any]:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def _inspect(db: Path) -> tuple[str, dict[str, int], int, str | None]:
-    """integrity_check, row counts, the last event id and the last migration of a database
-    file, read-only (a damaged file gives its integrity text and empty counts)."""
-    try:
-        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        return f"cannot open: {e}", {}, 0, None
-    try:
-        try:
-            rows = conn.execute("PRAGMA integrity_check").fetchall()
-        except sqlite3.DatabaseError as e:
-            return str(e), {}, 0, None
-        integrity = "; ".join(str(r[0]) for r in rows[:5])
-        if integrity != "ok":
-            return integrity, {}, 0, None
-        counts = {
-            "events": conn.execute("SELECT COUNT(*) FROM events").fetchone()[0],
-            "events_archive": conn.execute("SELECT COUNT(*) FROM events_archive").fetchone()[0],
-            "rollups": conn.execute("SELECT COUNT(*) FROM rollups").fetchone()[0],
-            "pins": conn.execute("SELECT COUNT(*) FROM pins WHERE unpinned_at IS NULL")
-            .fetchone()[0],
-        }
-        last = conn.execute("SELECT MAX(id) FROM (SELECT id FROM events UNION ALL "
-                            "SELECT id FROM events_archive)").fetchone()[0] or 0
-        schema = conn.execute("SELECT name FROM _migrations ORDER BY rowid DESC LIMIT 1"
-                              ).fetchone()
-        return integrity, counts, int(last), schema[0] if schema else None
-    except sqlite3.Error as e:
-        return f"not a coworker database ({e})", {}, 0, None
-    finally:
-        conn.close()

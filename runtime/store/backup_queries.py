@@ -1,0 +1,176 @@
+"""What a backup and a restore ask of a database file: a consistent copy of it, its check and
+counts, the file sealed whole, the files beside it, and what another copy of it says of the
+time after a backup.
+
+Owns the SQL and the SQLite mechanics behind `runtime/backup.py` (the online backup API,
+`integrity_check`, the journal mode, the -wal and -shm beside a database), which keeps the
+policy: when, where, the names, the messages. Errors come out as StoreError (`CopyFailed` for
+the copy itself), with SQLite's own words. It never decides what a restore keeps, and it
+never writes the database it reads aside (that one is opened read-only, as it is).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StoreError
+from .db import Store
+from .events import Event, read_meta
+
+# What a backup's manifest counts, each a query of one figure.
+_COUNTS = {
+    "events": "SELECT COUNT(*) FROM events",
+    "events_archive": "SELECT COUNT(*) FROM events_archive",
+    "rollups": "SELECT COUNT(*) FROM rollups",
+    "pins": "SELECT COUNT(*) FROM pins WHERE unpinned_at IS NULL",
+}
+
+
+class CopyFailed(StoreError):
+    """The database could not be copied (SQLite's words)."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A database file as a backup reports it: integrity_check's verdict ("ok", or its first
+    complaints), and when ok the manifest's counts, the last event id and the last migration."""
+
+    integrity: str
+    counts: dict[str, int] = field(default_factory=dict)
+    last_event_id: int = 0
+    schema: str | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """An input's standing in a database: its event, status, failures and last error."""
+
+    event_id: int
+    status: str
+    failures: int
+    error: str | None
+
+
+def beside(db: Path) -> list[Path]:
+    """The files that belong to the database `db` while it is open (its -wal and -shm), in
+    the order a move takes them before the database itself."""
+    return [db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+
+
+def snapshot_to(db: Path, target: Path) -> None:
+    """A consistent copy of the database at `db` in the new file `target` (0600, one
+    self-contained file), safe while a loop writes; CopyFailed when SQLite cannot make it."""
+    try:
+        with Store.open(db, migrate=False) as store:
+            store.backup_to(target)
+    except sqlite3.Error as e:
+        raise CopyFailed(str(e)) from e
+
+
+def inspect(db: Path) -> Inspection:
+    """integrity_check, row counts, the last event id and the last migration of a database
+    file, read-only (a damaged file gives its integrity text and no counts)."""
+    try:
+        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        return Inspection(f"cannot open: {e}")
+    try:
+        try:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.DatabaseError as e:
+            return Inspection(str(e))
+        integrity = "; ".join(str(r[0]) for r in rows[:5])
+        return _figures(conn) if integrity == "ok" else Inspection(integrity)
+    except sqlite3.Error as e:
+        return Inspection(f"not a coworker database ({e})")
+    finally:
+        conn.close()
+
+
+def _figures(conn: sqlite3.Connection) -> Inspection:
+    counts = {name: int(conn.execute(sql).fetchone()[0]) for name, sql in _COUNTS.items()}
+    last = conn.execute("SELECT MAX(id) FROM (SELECT id FROM events UNION ALL "
+                        "SELECT id FROM events_archive)").fetchone()[0] or 0
+    schema = conn.execute("SELECT name FROM _migrations ORDER BY rowid DESC LIMIT 1").fetchone()
+    return Inspection("ok", counts, int(last), str(schema[0]) if schema else None)
+
+
+def record(db: Path, event: Event) -> None:
+    """Append `event` to the database at `db` (migrated first, as every writer does)."""
+    from . import events as ev
+
+    try:
+        with Store.open(db) as store:
+            ev.append(store, event)
+    except sqlite3.Error as e:
+        raise StoreError(str(e)) from e
+
+
+def seal(db: Path) -> None:
+    """Leave the database at `db` one self-contained file: its -wal checkpointed into it and
+    gone, in rollback-journal mode, so it moves as one file. StoreError when a file beside it
+    is still there after."""
+    try:
+        conn = sqlite3.connect(db)
+        try:
+            conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise StoreError(str(e)) from e
+    for extra in [*beside(db), db.with_name(db.name + "-journal")]:
+        if extra.exists() or extra.is_symlink():
+            raise StoreError(f"{extra} is still there after the database was closed")
+
+
+# --- another copy of the history: the database a restore moves aside -------------------------
+
+def open_aside(db: Path) -> Store:
+    """The database at `db` read-only and as it is: no migration, no check, its -wal and
+    -shm read where they lie and left so. StoreError (SQLite's words) when it cannot be
+    opened. Close it when done."""
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True,
+                               isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise StoreError(str(e)) from e
+    conn.row_factory = sqlite3.Row
+    return Store(conn, db, readonly=True)
+
+
+def newest_id(store: Store) -> int:
+    """The id of the newest event, hot or archived (0 when none)."""
+    return int(store.scalar("SELECT coalesce(max(id), 0) FROM history") or 0)
+
+
+def head(store: Store, event_id: int) -> tuple[str, str] | None:
+    """(ts, body) of event `event_id`, hot or archived; None when the store has none."""
+    rows = store.query("SELECT ts, body FROM history WHERE id = ?", (event_id,))
+    return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+
+def waiting(store: Store) -> set[int]:
+    """The events whose inputs are pending."""
+    return {int(r[0]) for r in store.query("SELECT event_id FROM inputs WHERE status = "
+                                           "'pending'")}
+
+
+def settled_upto(store: Store, top: int) -> list[Settled]:
+    """The inputs of events up to `top` that are no longer pending, as this store has them."""
+    return [Settled(int(r[0]), str(r[1]), int(r[2]), r[3]) for r in store.query(
+        "SELECT event_id, status, failures, last_error FROM inputs WHERE event_id <= ? "
+        "AND status != 'pending'", (top,))]
+
+
+def told_after(store: Store, top: int) -> list[tuple[Event, Settled]]:
+    """The messages told after event `top`, oldest first, each with its input's standing;
+    the event keeps its id here and its meta read (a damaged one as `read_meta` gives it)."""
+    rows = store.query(
+        "SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, i.status, "
+        "i.failures, i.last_error FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
+        "WHERE i.event_id > ? AND i.kind = 'message' ORDER BY i.event_id", (top,))
+    return [(Event(kind=r[2], actor=r[3], author_kind=r[4], body=r[5], ts=r[1], id=int(r[0]),
+                   meta=read_meta(r[6], r[0])),
+             Settled(int(r[0]), str(r[7]), int(r[8]), r[9])) for r in rows]
