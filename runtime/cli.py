@@ -19,7 +19,6 @@ import os
 import re
 import shlex
 import shutil
-import sqlite3
 import sys
 import warnings
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from .render import err, out
 from .secrecy import redact
 from .store import Store, iso_z
 from .store import events as ev
+from .store.health import DatabaseFailure
 
 if TYPE_CHECKING:  # read at type-checking time only: the CLI imports a store room when it runs
     from .store.promotions import Promotion
@@ -1240,7 +1240,7 @@ def _main(argv: list[str] | None) -> int:
         return int(e.exit_code or 0)
     except KeyboardInterrupt:
         return 130
-    except sqlite3.DatabaseError as e:  # one a store door did not translate: still one line
+    except DatabaseFailure as e:  # one a store door did not translate: still one line
         err.print(redact(f"error: the database failed ({type(e).__name__}: {e}); the command "
                          "did not finish: `coworker doctor` checks the database"), markup=False)
         return 1

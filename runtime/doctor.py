@@ -15,6 +15,8 @@ once to list its tools, and stops it; it calls none of them.) What it prints pas
 `secrecy.redact`, so a key an endpoint echoes back never reaches the terminal. Its one model
 call is made only below the daily caps, and counted against them (a `model_calls` telemetry
 row, its one write), as every model call is.
+It speaks no SQL: the database's checks and the repair commands it names are the store's
+(runtime/store/health.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import shlex
-import sqlite3
 import stat
 import time
 from collections.abc import Callable
@@ -41,7 +42,9 @@ from .secrecy import redact, secret_values
 from .settings import ENV_PREFIX, Settings, read_toml
 
 if TYPE_CHECKING:
-    from .store import Store
+    from apscheduler.triggers.cron import CronTrigger
+
+    from .store.rituals import RitualRun
 
 # A 'running' reflect row older than this is a run that was killed: reflect takes seconds to
 # minutes even at a million events (docs/benchmarks.md).
@@ -163,15 +166,16 @@ def _config_in_use(home: Home, settings: Settings | None) -> Check:
 
 
 def _damaged(home: Home, why: str) -> str:
-    db = shlex.quote(str(home.db_path))
-    fresh = shlex.quote(str(home.db_path.with_name("recovered.db")))
+    from .store.health import recover_command
+
+    fresh = home.db_path.with_name("recovered.db")
     return (f"database {home.db_path} is damaged ({why}): stop the coworker, keep a copy of the "
-            f"file, and recover what SQLite can: sqlite3 {db} .recover | sqlite3 {fresh} "
+            f"file, and recover what SQLite can: {recover_command(home.db_path, fresh)} "
             "(then move recovered.db into its place)")
 
 
 def _database(home: Home) -> Check:
-    from .store import Store
+    from .store import health
 
     name = "database"
     if not home.db_path.exists():
@@ -183,48 +187,25 @@ def _database(home: Home) -> Check:
         return Check(name, True, f"no database yet at {home.db_path} (created when the coworker "
                                  "first runs)")
     try:
-        with Store.open(home.db_path, readonly=True) as store:
+        with health.checking(home.db_path) as store:
             result = store.integrity_check()
-            missing = _missing(store) if result == "ok" else []
-    except (CoworkerError, sqlite3.DatabaseError) as e:
-        reason = str(e.__cause__ or e) if isinstance(e, CoworkerError) else str(e)
-        if not any(w in reason for w in ("malformed", "not a database", "corrupt")):
+            missing = health.missing(store) if result == "ok" else []
+    except CoworkerError as e:
+        if not health.damaged(str(e.__cause__ or e)):
             raise  # locked, unreadable: its own text says what to do
         # StoreError's text for damage points at doctor; here is the "more" it promises.
-        return Check(name, False, _damaged(home, reason))
+        return Check(name, False, _damaged(home, str(e.__cause__ or e)))
     if result != "ok":
-        if " index " in f" {result} ":  # only an index disagrees with its table: rebuild it
-            db = shlex.quote(str(home.db_path))
+        if health.only_indexes(result):  # only an index disagrees with its table: rebuild it
             return Check(name, False, f"database {home.db_path} has an index out of step with "
                                       f"its table (integrity_check: {result}): rebuild the "
-                                      f"indexes: sqlite3 {db} REINDEX")
+                                      f"indexes: {health.reindex_command(home.db_path)}")
         return Check(name, False, _damaged(home, f"integrity_check: {result}"))
     if missing:
         return Check(name, False, f"database {home.db_path} lacks what its migrations made: "
                                   f"{', '.join(missing)}; the commands that use them fail: "
                                   "bring back a backup: `coworker restore-backup FOLDER`")
     return Check(name, True, f"{home.db_path} opens and passes integrity_check")
-
-
-def _missing(store: Store) -> list[str]:
-    """The tables, views, triggers and indexes the database's applied migrations made that it
-    no longer holds (a dropped `pins`, an append-only trigger gone), as "table pins"."""
-    from .store import migrations
-
-    def objects(conn: sqlite3.Connection) -> set[tuple[str, str]]:
-        return {(r[0], r[1]) for r in conn.execute(
-            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
-
-    conn = store.conn
-    applied = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
-    fresh = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        for fn in migrations.MIGRATIONS:
-            if fn.__name__ in applied:
-                fn(fresh)
-        return [f"{kind} {what}" for kind, what in sorted(objects(fresh) - objects(conn))]
-    finally:
-        fresh.close()
 
 
 def _folders(home: Home) -> Check:
@@ -250,34 +231,30 @@ def _folders(home: Home) -> Check:
 
 
 def _fts(home: Home) -> Check:
-    from .store import Store
+    from .store import health
 
     name = "fts"
     if not home.db_path.exists():
         return Check(name, True, "no database yet, so no index to check")
-    db = shlex.quote(str(home.db_path))
-    bad = []
     # FTS5's integrity-check is spelled as an INSERT, so it needs a read-write connection; it
-    # writes nothing. rank 1 also compares the index with the content (the history view and
-    # rollups_indexed), which is where "in sync" is decided. migrate=False: doctor changes nothing.
+    # writes nothing. Never migrated: doctor changes nothing.
     try:
-        store = Store.open(home.db_path, migrate=False)
-    except (CoworkerError, sqlite3.DatabaseError):
+        with health.checking(home.db_path, readonly=False) as store:
+            verdicts = health.fts_verdicts(store)
+    except CoworkerError:
         return Check(name, False, DB_NOT_CHECKED)
-    with store:
-        for table in ("events_fts", "rollups_fts"):
-            try:
-                store.fts_integrity(table)
-            except sqlite3.DatabaseError as e:
-                if "not a database" in str(e):
-                    return Check(name, False, DB_NOT_CHECKED)
-                if "locked" in str(e) or "busy" in str(e):  # another writer: not checked
-                    return Check(name, False, f"not checked: the database is busy ({e}); "
-                                 "run `coworker doctor` again when the import or other "
-                                 "writer is done")
-                bad.append(f"{table} is out of sync with its table ({e}), so searches miss or "
-                           f"invent matches: rebuild the index: sqlite3 {db} "
-                           f"\"INSERT INTO {table}({table}) VALUES('rebuild')\"")
+    bad = []
+    for v in verdicts:
+        if v.state == "damaged":
+            return Check(name, False, DB_NOT_CHECKED)
+        if v.state == "busy":  # another writer: not checked
+            return Check(name, False, f"not checked: the database is busy ({v.detail}); run "
+                                      "`coworker doctor` again when the import or other writer "
+                                      "is done")
+        if v.state == "out_of_sync":
+            bad.append(f"{v.table} is out of sync with its table ({v.detail}), so searches "
+                       f"miss or invent matches: rebuild the index: "
+                       f"{health.fts_rebuild_command(home.db_path, v.table)}")
     if bad:
         return Check(name, False, "; ".join(bad))
     return Check(name, True, "events_fts and rollups_fts agree with their tables")
@@ -312,8 +289,8 @@ def _parse_ts(ts: str) -> datetime:
 
 
 def _rituals(home: Home, settings: Settings | None, now: datetime | None = None) -> Check:
-    from .scheduler import REGISTERED, definitions
-    from .store import Store
+    from .scheduler import definitions
+    from .store import health
     from .store import rituals as rr
 
     name = "rituals"
@@ -322,28 +299,45 @@ def _rituals(home: Home, settings: Settings | None, now: datetime | None = None)
     now = now or datetime.now(UTC)
     tz = settings.coworker.timezone
     defs = definitions(settings)
-    triggers = {}
     for d in defs:
         try:
-            triggers[d.name] = parse_cron(d.cron, tz)
+            parse_cron(d.cron, tz)
         except ValueError as e:
             return Check(name, False, f"ritual {d.name}: cron {d.cron!r} does not parse in {tz} "
                                       f"({e}): fix it under [rituals] in config.toml")
     reflect = next(d for d in defs if d.name == "reflect")
-    trigger = triggers["reflect"]
+    trigger = parse_cron(reflect.cron, tz)
     nxt_now = trigger.get_next_fire_time(None, now.astimezone(ZoneInfo(tz)))
     upcoming = nxt_now.astimezone(UTC).isoformat(timespec="minutes") if nxt_now else "never"
     scheduled = f"{len(defs)} ritual(s) scheduled; reflect ({reflect.cron}, {tz})"
     if not home.db_path.exists():
         return Check(name, True, f"{scheduled}: no database yet; next window {upcoming}")
     try:
-        with Store.open(home.db_path, readonly=True) as store:
+        with health.checking(home.db_path) as store:
             last = rr.last(store, "reflect")
-    except (CoworkerError, sqlite3.DatabaseError):
+    except CoworkerError:
         return Check(name, False, DB_NOT_CHECKED)
     if last is None:
         return Check(name, True, f"{scheduled}: not registered yet (the loop registers it when it "
                                  f"first starts); next window {upcoming}")
+    return _reflect_ran(last, trigger, tz, now, scheduled) or Check(
+        name, True, f"{scheduled}: {_last_run(last)}; next window {upcoming}")
+
+
+def _last_run(last: RitualRun) -> str:
+    from .scheduler import REGISTERED
+
+    return ("never run yet" if last.status == REGISTERED
+            else f"last run {last.started_at} {last.status}")
+
+
+def _reflect_ran(last: RitualRun, trigger: CronTrigger, tz: str, now: datetime,
+                 scheduled: str) -> Check | None:
+    """The rituals check when reflect's last run says something is wrong (or that it runs
+    now); None when it ran as it should."""
+    from .scheduler import REGISTERED
+
+    name = "rituals"
     started = _parse_ts(last.started_at)
     if last.status == "running":
         if now - started > STALE_RUN:
@@ -352,16 +346,13 @@ def _rituals(home: Home, settings: Settings | None, now: datetime | None = None)
                                       "`coworker reflect`")
         return Check(name, True, f"{scheduled}: running now, since {last.started_at}")
     due = trigger.get_next_fire_time(None, started.astimezone(ZoneInfo(tz)))
-    if due is not None and now - due > OVERDUE:
-        what = (f"has never run since it was scheduled on {last.started_at}"
-                if last.status == REGISTERED else f"last ran {last.started_at} ({last.status})")
-        days = (now - due).days
-        return Check(name, False, f"reflect {what} and was due {due.astimezone(UTC):%Y-%m-%d %H:%M}Z"
-                                  f" ({days} days ago); nobody ran it: start the coworker "
-                                  "(`coworker start` catches up at once) or run `coworker reflect`")
-    last_txt = ("never run yet" if last.status == REGISTERED
-                else f"last run {last.started_at} {last.status}")
-    return Check(name, True, f"{scheduled}: {last_txt}; next window {upcoming}")
+    if due is None or now - due <= OVERDUE:
+        return None
+    what = (f"has never run since it was scheduled on {last.started_at}"
+            if last.status == REGISTERED else f"last ran {last.started_at} ({last.status})")
+    return Check(name, False, f"reflect {what} and was due {due.astimezone(UTC):%Y-%m-%d %H:%M}Z"
+                              f" ({(now - due).days} days ago); nobody ran it: start the coworker "
+                              "(`coworker start` catches up at once) or run `coworker reflect`")
 
 
 def _where_set(section: str, key: str, fix: str) -> str:
@@ -456,34 +447,43 @@ def _permissions(home: Home) -> Check:
         _key_file(home.config_path, "config.toml", False),
         _key_file(home.secrets_path, "state/secrets.toml", True),
     ) if line]
-    loose_dir = None
-    mode = _mode(home.state)
-    if mode is not None and mode & 0o077:
-        loose_dir = f"state/ ({mode:04o})"
-    loose_files = []
-    for path in [home.memory_md, *home.private_files()]:
-        if path == home.secrets_path or not path.is_file():
-            continue
-        mode = _mode(path)
-        if mode is not None and mode & 0o044:
-            loose_files.append((path, mode))
-    warning = ""
-    if loose_dir or loose_files:
-        what = ([loose_dir] if loose_dir else []) + [
-            f"{p.relative_to(home.root)} ({m:04o})" for p, m in loose_files]
-        fixes = []
-        if loose_dir:
-            fixes.append(f"chmod 700 {shlex.quote(str(home.state))}")
-        if loose_files:
-            fixes.append("chmod 600 " + " ".join(shlex.quote(str(p)) for p, _ in loose_files))
-        warning = (f"readable by group/other: {', '.join(what)}; what the coworker knows is "
-                   f"yours alone: {' && '.join(fixes)}")
+    warning = _loose(home)
     if fails:
         return Check(name, False, "; ".join(fails + ([f"also {warning}"] if warning else [])))
     if warning:
         return Check(name, True, warning, warn=True)
     return Check(name, True, "no key in a file others can read; state/ is 0700 and the "
                              "coworker's files are yours alone")
+
+
+def _loose(home: Home) -> str:
+    """What of the coworker's memory group or others may read, and the chmod that fixes it;
+    "" when nothing."""
+    mode = _mode(home.state)
+    loose_dir = f"state/ ({mode:04o})" if mode is not None and mode & 0o077 else None
+    loose_files = _loose_files(home)
+    if not loose_dir and not loose_files:
+        return ""
+    what = ([loose_dir] if loose_dir else []) + [
+        f"{p.relative_to(home.root)} ({m:04o})" for p, m in loose_files]
+    fixes = [f"chmod 700 {shlex.quote(str(home.state))}"] if loose_dir else []
+    if loose_files:
+        fixes.append("chmod 600 " + " ".join(shlex.quote(str(p)) for p, _ in loose_files))
+    return (f"readable by group/other: {', '.join(what)}; what the coworker knows is "
+            f"yours alone: {' && '.join(fixes)}")
+
+
+def _loose_files(home: Home) -> list[tuple[Path, int]]:
+    """The coworker's private files (not secrets.toml: the key check has it) that group or
+    others may read, with their modes."""
+    loose = []
+    for path in [home.memory_md, *home.private_files()]:
+        if path == home.secrets_path or not path.is_file():
+            continue
+        mode = _mode(path)
+        if mode is not None and mode & 0o044:
+            loose.append((path, mode))
+    return loose
 
 
 def _model(settings: Settings | None, home: Home | None = None) -> Check:
@@ -544,7 +544,7 @@ def _count_probe(home: Home | None) -> None:
 def _spending(home: Home, settings: Settings | None) -> Check:
     """Today's model usage (since 00:00 UTC) against [model] daily_calls and daily_tokens;
     WARN when a cap is reached (the loop then makes no model call until tomorrow)."""
-    from .store import Store, usage
+    from .store import health, usage
 
     name = "spending"
     if settings is None:
@@ -553,9 +553,9 @@ def _spending(home: Home, settings: Settings | None) -> Check:
     used = usage.Usage()
     if home.db_path.exists():
         try:
-            with Store.open(home.db_path, readonly=True) as store:
+            with health.checking(home.db_path) as store:
                 used = usage.today(store)
-        except (CoworkerError, sqlite3.DatabaseError):
+        except CoworkerError:
             return Check(name, False, DB_NOT_CHECKED)
 
     def against(n: int, cap: int, unit: str, key: str) -> str:
