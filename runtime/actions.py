@@ -567,19 +567,28 @@ class Actions:
     def _struck_entry(self, store: Store, key: str, memory: Any) -> tuple[Any, Any, int]:
         """The entry `key` as the snapshot before its latest strike kept it, that snapshot's
         file and the strike's event id; a refusal when it cannot be put back."""
-        from .memory.memorymd import MemoryFile, MemoryFileError
+        from .store import strikes
 
         if any(e.id == key for e in memory.numbered().entries):
             raise Refused(f"[{key}] is in MEMORY.md now; there is nothing to unstrike")
-        rows = store.query(
-            "SELECT id, json_extract(meta, '$.snapshot') FROM history WHERE kind = "
-            "'memory_strike' AND json_extract(meta, '$.entry_id') = ? AND "
-            "json_extract(meta, '$.imported') IS NULL ORDER BY id DESC LIMIT 1", (key,))
-        if not rows:
+        strike = strikes.latest(store, key)
+        if strike is None:
             raise Refused(f"[{key}] was never struck; `coworker log --kind memory_strike` "
                           "lists what was")
-        strike_id, number = int(rows[0][0]), rows[0][1]
-        path = self.home.snapshots / f"v{number:04d}.md" if isinstance(number, int) else None
+        entry, then = self._kept_before(key, strike.snapshot)
+        same = " ".join(entry.text.lower().split())
+        twin = next((e for e in memory.numbered().entries
+                     if " ".join(e.text.lower().split()) == same), None)
+        if twin is not None:
+            raise Refused(f"[{twin.id}] holds the same text as [{key}] now; nothing put back")
+        return entry, then, strike.event_id
+
+    def _kept_before(self, key: str, number: int | None) -> tuple[Any, Any]:
+        """Entry `key` as snapshot `number` holds it, and that snapshot's file; a refusal
+        when the snapshot is gone, unreadable or without it."""
+        from .memory.memorymd import MemoryFile, MemoryFileError
+
+        path = self.home.snapshots / f"v{number:04d}.md" if number is not None else None
         try:
             then = MemoryFile.load(path) if path is not None and path.exists() else None
         except MemoryFileError:
@@ -588,12 +597,7 @@ class Actions:
         if then is None or entry is None:
             raise Refused(f"the snapshot kept before [{key}] was struck (v{number}) is gone "
                           "or no longer holds it; nothing put back")
-        same = " ".join(entry.text.lower().split())
-        twin = next((e for e in memory.numbered().entries
-                     if " ".join(e.text.lower().split()) == same), None)
-        if twin is not None:
-            raise Refused(f"[{twin.id}] holds the same text as [{key}] now; nothing put back")
-        return entry, then, strike_id
+        return entry, then
 
     @staticmethod
     def _one_entry(memory: Any, text: str) -> Any:

@@ -1,0 +1,33 @@
+"""The coworker's strikes of MEMORY.md entries, read back from the log.
+
+Owns finding the latest `memory_strike` event the coworker recorded for an entry (hot or
+archived): its id and the snapshot number it kept before the strike. An imported strike is
+history, not this MEMORY.md's state, and is never found. It never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .db import Store
+
+
+@dataclass(frozen=True)
+class Strike:
+    """The event that struck an entry, and the MEMORY.md snapshot taken before it (None when
+    the event names none, or not as a number)."""
+
+    event_id: int
+    snapshot: int | None
+
+
+def latest(store: Store, entry_id: str) -> Strike | None:
+    """The newest strike the coworker recorded of MEMORY.md entry `entry_id`; None if none."""
+    rows = store.query(
+        "SELECT id, json_extract(meta, '$.snapshot') FROM history WHERE kind = "
+        "'memory_strike' AND json_extract(meta, '$.entry_id') = ? AND "
+        "json_extract(meta, '$.imported') IS NULL ORDER BY id DESC LIMIT 1", (entry_id,))
+    if not rows:
+        return None
+    number = rows[0][1]
+    return Strike(int(rows[0][0]), number if isinstance(number, int) else None)
