@@ -117,9 +117,8 @@ def hot_from(store: Store, limit: str) -> str:
             store, limit=1, ids=last.inputs):  # no input of it waits: nothing takes it up
         return limit
     ticks = turns.chain(store, last.tick_id)
-    first = store.scalar(f"SELECT min(ts) FROM events WHERE id IN ({','.join('?' * len(ticks))})",
-                         tuple(ticks))
-    return min(limit, str(first)) if first else limit
+    first = turns.started(store, ticks)
+    return min(limit, first) if first else limit
 
 
 def _peak_rss_mb() -> float:

@@ -4,6 +4,7 @@ Owns the read side a replayed turn needs: the latest attempt and whether it comp
 recorded model responses in order, its recorded tool results by tool_use id, whether an
 input already went through the promotion gate, and the turn an attempt belongs to (`turn_of`:
 the first attempt of its chain, the scope in which a tool_use id names one call, ADR-0034).
+and when a chain of attempts began (`started`: reflect holds the archive back to it).
 Only rows the loop wrote itself are read here: an imported row is never loop state. It never
 writes.
 """
@@ -133,6 +134,15 @@ def gated(store: Store, input_id: int) -> bool:
     propose the same "remember" twice)."""
     return store.scalar(f"SELECT 1 FROM events WHERE kind = 'promotion' {_OWN} "
                         "AND json_extract(meta, '$.input_id') = ?", (input_id,)) is not None
+
+
+def started(store: Store, tick_ids: list[int]) -> str | None:
+    """When the first of these ticks (still in the hot log) began; None when none is there."""
+    if not tick_ids:
+        return None
+    first = store.scalar(f"SELECT min(ts) FROM events WHERE id IN ({','.join('?' * len(tick_ids))})",
+                         tuple(tick_ids))
+    return str(first) if first else None
 
 
 def _meta(raw: str | None) -> dict[str, Any]:
