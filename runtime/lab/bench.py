@@ -6,8 +6,9 @@ floor it is judged against: walk and lexical search (its first page, and the pag
 through the cursor) beside one bare FTS5 `MATCH` of the same words on the same database; the
 import rate beside two bare insert rates of the same rows in scratch databases of the same
 schema (per-row INSERTs with the FTS trigger, and a bulk load: rows first, then the FTS index
-filled in one pass). It reports figures; it never fails on speed, and it touches no home but
-its own temporary one.
+filled in one pass; the store's `lab_queries` runs those loads and counts a walk's
+statements). It reports figures; it never fails on speed, and it touches no home but its own
+temporary one.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..memory.dates import MONTHS
 from ..memory.recall import recall
 from ..memory.search import search
 from ..memory.walk import query_tokens, walk
-from ..store import Store
+from ..store import Store, lab_queries
 from ..store import events as ev
 from ..synth import COMPONENTS, PEOPLE, SYMPTOMS, write_jsonl
 from ..synth import events as synth_events
@@ -92,72 +93,74 @@ def _cli(args: list[str], env: dict[str, str]) -> tuple[str, float]:
     return r.stdout, time.monotonic() - t0
 
 
+def _stats(xs: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(statistics.median(xs), 3), "p95_ms": round(pct(xs, 0.95), 3)}
+
+
 def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
     """Walk, search and bare FTS5 latency on an existing database (read-only)."""
     qs = queries(n_queries)
     with Store.open(db, readonly=True) as store:
-        statements: list[str] = []
-
-        def walked(q: str) -> dict:
-            return walk(store, q)
-
-        walk_ms, walks = _time(walked, qs)
-        store.conn.set_trace_callback(statements.append)
-        for q in qs:
-            walk(store, q)
-        store.conn.set_trace_callback(None)
-        search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
-        dated = dated_queries(qs, *store.query("SELECT min(ts), max(ts) FROM history")[0])
+        walked = _walk_figures(store, qs)
+        searched = _search_figures(store, qs)
+        dated = dated_queries(qs, *lab_queries.history_span(store))
         dated_ms, _ = _time(lambda q: search(store, q, 10), dated)
-        walk_dated_ms, dated_walks = _time(walked, dated)
-        cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
-        next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
+        walk_dated_ms, dated_walks = _time(lambda q: walk(store, q), dated)
         # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
         recall_ms, _ = _time(lambda q: recall(store, q, k=3), qs)
-
-        def bare(q: str) -> list:
-            match = ev.fts_query(query_tokens(q))
-            return ev.bare_match(store, match, 10) if match else []
-
-        bare_ms, _ = _time(bare, qs)
-    refused = sum(1 for w in walks if w["refused"])
-    unanswerable = [w for i, w in enumerate(walks) if i % 5 == 4]  # see `queries`
-    # answerable-looking queries refused because the words they match are the less telling
-    # half ("dashboard logs" where no episode holds both and "logs" is the rarer word)
-    on_weight = sum(1 for i, w in enumerate(walks)
-                    if i % 5 != 4 and w["refused"] and "query's weight" in w.get("reason", ""))
-
-    def stats(xs: list[float]) -> dict[str, float]:
-        return {"p50_ms": round(statistics.median(xs), 3), "p95_ms": round(pct(xs, 0.95), 3)}
-
+        bare_ms, _ = _time(lambda q: _bare(store, q), qs)
     out = {
-        "queries": len(qs),
-        "walk": stats(walk_ms),
-        "walk_refused": refused,
-        "walk_refused_unanswerable": sum(1 for w in unanswerable if w["refused"]),
-        "walk_refused_on_weight": on_weight,
-        # our own queries; FTS5's internal segment look-ups (traced with a "--" prefix) aside
-        "walk_queries_per_walk": round(
-            sum(1 for x in statements if x.strip() and not x.startswith("--")) / len(qs), 1),
-        "walk_events_returned_mean": round(statistics.mean(len(w["events"]) for w in walks), 1),
-        "search": stats(search_ms),
-        "search_next_page": stats(next_ms) if next_ms else None,
-        "search_dated": stats(dated_ms) if dated_ms else None,
+        "queries": len(qs), **walked, **searched,
+        "search_dated": _stats(dated_ms) if dated_ms else None,
         # the same queries walked: narrowed to the day, or refused (ADR-0029)
-        "walk_dated": stats(walk_dated_ms) if walk_dated_ms else None,
+        "walk_dated": _stats(walk_dated_ms) if walk_dated_ms else None,
         "walk_dated_entered": sum(1 for w in dated_walks if not w["refused"]),
-        "recall": stats(recall_ms),
-        "bare_fts5": stats(bare_ms),
+        "recall": _stats(recall_ms),
+        "bare_fts5": _stats(bare_ms),
     }
     out["walk_p95_over_bare_p95"] = round(out["walk"]["p95_ms"] / max(out["bare_fts5"]["p95_ms"],
                                                                         1e-6), 2)
     return out
 
 
-_INSERT = ("INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?)")
-_FILL = ("INSERT INTO events_fts(rowid, body, kind, actor, tags) "
-         "SELECT id, body, kind, actor, NULL FROM events")
+def _bare(store: Store, q: str) -> list[int]:
+    """One bare FTS5 `MATCH` of the query's words: the floor walk and search are judged by."""
+    match = ev.fts_query(query_tokens(q))
+    return ev.bare_match(store, match, 10) if match else []
+
+
+def _walk_figures(store: Store, qs: list[str]) -> dict[str, Any]:
+    """The walk's latency, refusals, statements a walk and events returned, for `qs`."""
+    walk_ms, walks = _time(lambda q: walk(store, q), qs)
+    with lab_queries.counting(store) as statements:
+        for q in qs:
+            walk(store, q)
+    answerable = [w for i, w in enumerate(walks) if i % 5 != 4]  # see `queries`
+    return {
+        "walk": _stats(walk_ms),
+        "walk_refused": sum(1 for w in walks if w["refused"]),
+        "walk_refused_unanswerable": sum(1 for i, w in enumerate(walks)
+                                         if i % 5 == 4 and w["refused"]),
+        # answerable-looking queries refused because the words they match are the less
+        # telling half ("dashboard logs" where no episode holds both and "logs" is the rarer
+        # word)
+        "walk_refused_on_weight": sum(1 for w in answerable
+                                      if w.get("reason_code") == "low_weight"),
+        # our own queries; FTS5's internal segment look-ups aside
+        "walk_queries_per_walk": round(statements.count / len(qs), 1),
+        "walk_events_returned_mean": round(statistics.mean(len(w["events"]) for w in walks), 1),
+    }
+
+
+def _search_figures(store: Store, qs: list[str]) -> dict[str, Any]:
+    """Search's first page and the page after it through the cursor, for `qs`."""
+    search_ms, firsts = _time(lambda q: search(store, q, 10), qs)
+    cursors = {q: f.next_cursor for q, f in zip(qs, firsts, strict=True) if f.next_cursor}
+    next_ms, _ = _time(lambda q: search(store, q, 10, after=cursors[q]), list(cursors))
+    return {"search": _stats(search_ms),
+            "search_next_page": _stats(next_ms) if next_ms else None}
+
+
 CHUNK = 50_000  # rows made ready (untimed) between timed executemany calls
 
 
@@ -178,41 +181,13 @@ def _rows(n: int, start: datetime) -> Iterator[list[tuple]]:
 def bare_insert_rates(n: int, start: datetime, scratch: Path,
                       modes: tuple[str, ...] = ("per_row", "bulk")) -> dict[str, float]:
     """The two floors import is judged against, in events/s, each in a fresh scratch database
-    of the same schema (migrated by Store.open), one transaction each, timing only SQLite
-    (BEGIN to COMMIT, without making the rows ready):
-
-    - per_row: every row its own INSERT (executemany), so the events_ai trigger feeds FTS5
-      one row a statement, as the old importer did;
-    - bulk: the trigger dropped (scratch only), the rows inserted, then the FTS index filled
-      for all of them in one INSERT ... SELECT, and the trigger put back."""
-    return {mode: n / _bare_load(n, start, scratch / f"bare-{mode}.db", mode == "bulk")
+    of the same schema, one transaction each, timing only the store's engine (without making
+    the rows ready): per_row, every row its own INSERT (the FTS trigger fed a row a
+    statement), and bulk, the rows first and the FTS index filled in one pass
+    (`store.lab_queries.timed_load`)."""
+    return {mode: n / lab_queries.timed_load(scratch / f"bare-{mode}.db", _rows(n, start),
+                                             mode == "bulk")
             for mode in modes}
-
-
-def _bare_load(n: int, start: datetime, path: Path, bulk: bool) -> float:
-    """Seconds SQLite spends loading n synthetic events into a new database at `path`
-    (deleted after)."""
-    with Store.open(path) as store:
-        trigger = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
-                               "AND name = 'events_ai'")
-        t0 = time.perf_counter()
-        spent = 0.0
-        with store.transaction() as db:
-            if bulk:
-                db.execute("DROP TRIGGER events_ai")
-            spent += time.perf_counter() - t0
-            for chunk in _rows(n, start):
-                t0 = time.perf_counter()
-                db.executemany(_INSERT, chunk)
-                spent += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            if bulk:
-                db.execute(_FILL)
-                db.execute(trigger)
-        spent += time.perf_counter() - t0
-    for p in path.parent.glob(f"{path.name}*"):
-        p.unlink()
-    return spent
 
 
 def start_for(n_events: int) -> datetime:

@@ -23,7 +23,7 @@ import numpy as np
 from ..memory import embed as em
 from ..memory.cards import Distinctive
 from ..memory.recall import recall_hybrid
-from ..store import Store
+from ..store import Store, lab_queries
 from ..store import vectors as vs
 from ..store.events import BOOKKEEPING_KINDS
 from .figures import pct
@@ -38,15 +38,11 @@ def _stats(xs: list[float]) -> dict[str, float]:
 def placeholders(db: Path, model: str, dim: int, window: int, seed: int = 0) -> dict[str, int]:
     """Seeded random unit vectors for the newest `window` content events and every rollup."""
     rng = np.random.default_rng(seed)
-    kinds = sorted(BOOKKEEPING_KINDS)
-    marks = ",".join("?" * len(kinds))
     written = {"event": 0, "rollup": 0}
     with Store.open(db) as store:
         start = vs.window_start(store, window)
-        events = [int(r[0]) for r in store.query(
-            f"SELECT id FROM history WHERE id > ? AND kind NOT IN ({marks}) AND body != '' "
-            "ORDER BY id", (start, *kinds))]
-        rollups = [int(r[0]) for r in store.query("SELECT id FROM rollups ORDER BY id")]
+        events = lab_queries.content_ids_after(store, start, sorted(BOOKKEEPING_KINDS))
+        rollups = lab_queries.rollup_ids(store)
         for kind, ids in (("event", events), ("rollup", rollups)):
             for i in range(0, len(ids), CHUNK):
                 part = ids[i:i + CHUNK]
