@@ -7,6 +7,7 @@ the lab's runs; the lab's modules import each other in no circle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from runtime.cli import cli
@@ -75,3 +76,42 @@ def test_the_lab_modules_import_each_other_in_no_circle():
 
     circles = sorted(m for m in graph if reaches(m, m, set()))
     assert not circles, f"import circles through {circles}"
+
+
+# A statement's first word and more of it, or one of the two that stand alone ("DELETE", a
+# name's value, is not SQL; "DELETE FROM" is).
+SQL = re.compile(r"\s*((SELECT|INSERT|UPDATE|DELETE|WITH|PRAGMA|CREATE|ATTACH|VACUUM|BEGIN)"
+                 r"\s+\S|(VACUUM|BEGIN)\s*;?\s*$)")
+STORE = "runtime.store"
+
+
+def _sql_in(path: Path) -> list[str]:
+    """Where `path` speaks SQL: a string literal (or an f-string's opening text) that starts
+    with a statement's first word, or an import of sqlite3; as "file:line"."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inner = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+             for v in node.values[1:]}  # an f-string's later parts do not start a statement
+    where = f"{path.relative_to(ROOT)}"
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inner:
+            if SQL.match(node.value):
+                found.append(f"{where}:{node.lineno}")
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "sqlite3"
+                                                  for a in node.names):
+            found.append(f"{where}:{node.lineno}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite3":
+            found.append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_the_store_is_the_only_room_that_speaks_sql():
+    """Above runtime/store/ no code knows the store is SQLite: no SQL text, no sqlite3 (the
+    PostgreSQL backend of issue 42 replaces the store alone)."""
+    speaking = [hit for p in _files("runtime", "rituals")
+                if not (_module(p) + ".").startswith(STORE + ".") for hit in _sql_in(p)]
+    def place(hit: str) -> tuple[str, int]:
+        path, _, line = hit.rpartition(":")
+        return path, int(line)
+
+    assert not speaking, f"SQL outside runtime/store/: {', '.join(sorted(speaking, key=place))}"
