@@ -136,8 +136,16 @@ DOMAIN = ("store.pins", "store.tags", "store.promotions", "store.inputs", "store
 
 
 def _imports(path: Path) -> set[str]:
+    """What `path` imports when it runs: an import under `if TYPE_CHECKING:` (a name read
+    only by the type checker, e.g. for an annotation) reaches nothing."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for stmt in node.body for n in ast.walk(stmt)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = (node.module or "").lstrip(".")
             found.add(base)
