@@ -44,9 +44,6 @@ log = logging.getLogger(__name__)
 # An id a user types: what SQLite's INTEGER holds.
 MAX_ID = 2**63 - 1
 
-# The semantic channel's embedder and vectors per home, for the life of the process (the MCP
-# server's, or one CLI call's): `memory.embed.SemanticCache`.
-_SEMANTIC: dict[str, Any] = {}
 # How long `tell` waits for a busy database before it saves the message in the inbox instead.
 TELL_BUSY_MS = 2000
 
@@ -179,10 +176,14 @@ MAX_TAGS, MAX_TAG_CHARS = 50, 64  # the owner's `tag`: search words, not documen
 class Actions:
     """The actions of one home, as taken through one door (and, for MCP, by one client)."""
 
-    def __init__(self, home: Home, door: Door, client: str | None = None) -> None:
+    def __init__(self, home: Home, door: Door, client: str | None = None,
+                 semantic: Any = None) -> None:
         self.home = home
         self.door = door
         self.client = client
+        # the semantic channel's embedder and vectors (`memory.embed.SemanticCache`), kept by
+        # the caller for as long as it lives (the MCP server's process); None: this call's own
+        self.semantic = semantic
 
     # -- doors -------------------------------------------------------------------------------
 
@@ -221,16 +222,11 @@ class Actions:
 
     # -- reads: every door ---------------------------------------------------------------------
 
-    def walk(self, query: str) -> dict[str, Any]:
-        """memory.walk for `query`, recorded in telemetry under this door."""
-        from .memory import walk as walker
-
-        settings = self.home.settings()
+    def walk(self, query: str) -> Any:
+        """memory.walk for `query` (`memory.walk.WalkResult`: a refusal is a code; the door's
+        words are `render.walk_json`), recorded in telemetry under this door."""
         with self._store() as rw, self._store(readonly=True) as ro:
-            return walker.walk_recorded(ro, query, settings.memory.walk_threshold,
-                                        door=str(self.door), log_to=rw,
-                                        semantic=self._semantic(ro, settings, query),
-                                        tz=settings.coworker.zone)
+            return self._memory(ro).walk(query, door=str(self.door), log_to=rw)
 
     def search(self, query: str, limit: int = 10, after: str | None = None,
                exhaustive: bool = False) -> Any:
@@ -238,60 +234,39 @@ class Actions:
         it back as `after` for the next page; hybrid on the first page when the semantic
         channel is on and lexical covers too little of the query). `exhaustive`: the flat
         ranking of every match, one page."""
-        from .memory.cards import cap_query
-        from .memory.search import search
-
         if not 1 <= limit <= 200:
             raise UsageError(f"limit must be between 1 and 200, not {limit}")
-        settings = self.home.settings()
         with self._store(readonly=True) as store:
-            semantic = (self._semantic(store, settings, cap_query(query)[0])
-                        if after is None else None)
-            return search(store, query, limit, semantic=semantic,
-                          after=after, exhaustive=exhaustive,
-                          tz=settings.coworker.zone)
+            return self._memory(store).search(query, limit, after=after, exhaustive=exhaustive)
 
-    def _semantic(self, store: Any, settings: Any, query: str) -> Any:
-        """The semantic channel for one query (None when it is off). The embedder and vectors
-        are kept per home for the life of the process, so the MCP server loads a local model
-        once; a CLI call loads it only when lexical falls short."""
+    def _memory(self, store: Store) -> Any:
+        """The memory service over `store` (`memory.service.Memory`), with this home's settings
+        and the semantic channel this `Actions` was given (a local model loads once for the
+        MCP server's life; a CLI call loads it only when lexical falls short)."""
         from .memory.embed import SemanticCache
+        from .memory.service import Memory
 
-        cache = _SEMANTIC.setdefault(str(self.home.root), SemanticCache())
-        return cache.for_query(store, settings.semantic, query)
+        if self.semantic is None:
+            self.semantic = SemanticCache()
+        return Memory(store, self.home.settings(), self.semantic)
 
     def recall(self, text: str) -> dict[str, Any]:
         """What the loop would recall before answering `text`: terms, the items the block holds
         (best first, whole, marked stale or imported in the words walk and search use), the
         exact block, and the decision (why there is none). Hybrid when the channel is on, as
         in the loop."""
-        from .memory.embed import SemanticCache
-        from .memory.recall import Budget, recall, recall_hybrid
+        from .render import recall_decision
 
-        settings = self.home.settings()
-        cfg = settings.recall
-        budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
-        tz = settings.coworker.zone  # a named day is the owner's, as in the loop
         with self._store(readonly=True) as store:
-            found = None
-            try:  # the semantic channel's own failure leaves lexical recall standing
-                got = _SEMANTIC.setdefault(str(self.home.root), SemanticCache()).get(
-                    store, settings.semantic)
-                if got is not None:
-                    found = recall_hybrid(store, text, embedder=got[0], matrix=got[1],
-                                          k=cfg.max_items, tz=tz)
-            except Exception as e:
-                log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
-                            type(e).__name__, e)
-            if found is None:
-                found = recall(store, text, k=cfg.max_items, tz=tz)
+            memory = self._memory(store)
+            budget = memory.budget()
+            found = memory.recall(text)
         shown = {int(h.event.id or 0) for h, _ in found.chosen(budget)}
         items = [_recalled(h) for h in found.hits[: budget.max_items]
                  if int(h.event.id or 0) in shown]
         result: dict[str, Any] = {"terms": found.terms, "items": items,
                                   "block": found.block(budget),
-                                  "decision": f"none: {found.skipped}" if found.skipped
-                                  else "inject"}
+                                  "decision": recall_decision(found)}
         if found.dates:
             result["dates"] = found.dates
         if found.query_truncated:

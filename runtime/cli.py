@@ -483,7 +483,6 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     import shlex
 
     from .memory.cards import MAX_QUERY_CHARS, cap_query
-    from .memory.search import days_line
 
     if not " ".join(query).strip():
         raise UsageError('nothing to search for: coworker search "a few words"')
@@ -502,7 +501,7 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
         out.print("no more matches" if after else "no matches")
         raise click.exceptions.Exit(1)
     if hits.dates:
-        out.print(days_line(hits))
+        out.print(render.days_line(hits))
     zone = home.settings().coworker.zone  # the owner's days, as the query's were read
     out.print(render.table(["what", "id", "date", "kind", "excerpt"],
                            [(h.kind, h.id, render.day(h.ts, zone), h.label, h.excerpt)
@@ -705,7 +704,7 @@ def walk(query: tuple[str, ...], as_json: bool) -> None:
     if not text:
         raise UsageError('nothing to walk: coworker walk "a few words"')
     home = _home()
-    result = Actions(home, Door.CLI).walk(text)
+    result = render.walk_json(Actions(home, Door.CLI).walk(text))
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=1))
     else:
@@ -1060,7 +1059,8 @@ def demo(keep: Path | None) -> None:
         with Store.open(d.home.db_path, readonly=True) as store:
             for q in (d.found_query, d.refused_query):
                 out.print(f"\n$ coworker walk {q}")
-                render.walk(store, q, walker.walk(store, q, threshold=threshold))
+                render.walk(store, q, render.walk_json(
+                    walker.walk_result(store, q, threshold=threshold)))
         out.print("\nNext: `coworker init` in a folder of your own, then `coworker run`.")
 
 

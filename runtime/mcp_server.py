@@ -6,7 +6,9 @@ It is a thin door: every tool is an action of runtime/actions.py taken through `
 door that may only read and tell as another agent (an owner's action asked through it is
 refused there). Each tool call opens a fresh Store and closes it before returning, so the server never holds a
 write lock between calls and a running loop is never blocked by it. The memory tools read
-(`memory_walk` also records one telemetry row, door "mcp"). `tell` is how another agent speaks
+(`memory_walk` also records one telemetry row, door "mcp"), all through the memory service
+(`memory.service.Memory`) and one semantic channel for the server's life; a walk's refusal is
+a code that `render.walk_json` puts in words here. `tell` is how another agent speaks
 to the coworker: it records one message as an input of the loop, as `coworker tell` does, but
 authored by an agent (actor `mcp:<client name>`, or `mcp` when the client gives no name;
 author_kind `agent`), never as the owner, and wakes a running loop. A "remember ..." told this
@@ -53,11 +55,12 @@ from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
-from . import __version__
+from . import __version__, render
 from .actions import Actions, Door
 from .errors import CoworkerError
 from .home import Home
 from .memory.cards import cap_query
+from .memory.embed import SemanticCache
 from .store.events import SURROGATE
 
 log = logging.getLogger(__name__)
@@ -123,9 +126,10 @@ def _read(path: Path, missing: str) -> str:
         return missing
 
 
-def _actions(home: Home, ctx: Context | None) -> Actions:
-    """The actions this door allows, as the calling client (reads, and tell as an agent)."""
-    return Actions(home, Door.MCP, client_name(ctx))
+def _actions(home: Home, ctx: Context | None, semantic: SemanticCache | None = None) -> Actions:
+    """The actions this door allows, as the calling client (reads, and tell as an agent), with
+    the server's semantic channel (its embedder loads once for the server's life)."""
+    return Actions(home, Door.MCP, client_name(ctx), semantic=semantic)
 
 
 def client_name(ctx: Context | None) -> str | None:
@@ -143,6 +147,7 @@ def client_name(ctx: Context | None) -> str | None:
 
 def build(home: Home) -> MCPServer:
     """The server for this home: five tools and two resources, nothing started yet."""
+    semantic = SemanticCache()  # one channel for the server's life, every call shares it
     mcp = MCPServer(
         name="coworker", version=__version__,
         instructions=(
@@ -158,7 +163,9 @@ def build(home: Home) -> MCPServer:
     async def memory_walk(query: str, ctx: Context) -> dict[str, Any]:
         """Walk the coworker's memory for `query` (a few content words) from coarse summaries
         down to raw events, or refuse. Returns {refused, confidence, query_tokens,
-        matched_tokens, trace, events, truncated} and, when refused, a `reason`. A refusal
+        matched_tokens, trace, events, truncated} and, when refused, a `reason` (in words)
+        and a `reason_code` (no_words, below_threshold, low_weight, no_event_holds,
+        not_said_then). A refusal
         means no part of the memory matches enough of the query words (the configured
         walk_threshold): the memory does not hold it with confidence. A day, week or month
         the query names ("parser crash on 4 March 2025", "yesterday") narrows the walk to what
@@ -166,7 +173,7 @@ def build(home: Home) -> MCPServer:
         refusal. Deterministic; no model call. Cite the ids in `events` when you use them. At
         most 2000 characters of the query are read; a longer one is cut and the result has
         "query_truncated": true."""
-        return await _call(lambda: _actions(home, ctx).walk(query))
+        return await _call(lambda: render.walk_json(_actions(home, ctx, semantic).walk(query)))
 
     @mcp.tool(annotations=READS)
     async def memory_search(query: str, ctx: Context, limit: int = 10,
@@ -186,7 +193,7 @@ def build(home: Home) -> MCPServer:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
         def run() -> dict[str, Any]:
-            hits = _actions(home, ctx).search(query, limit, after=after)
+            hits = _actions(home, ctx, semantic).search(query, limit, after=after)
             found: dict[str, Any] = {"hits": [h.as_dict() for h in hits],
                                      "next_cursor": hits.next_cursor}
             if hits.dates:
@@ -206,7 +213,7 @@ def build(home: Home) -> MCPServer:
         month the text names ("on 8 April 2024", "yesterday", "last week") is read as that
         time, in the owner's time zone, and listed in `dates`. At most 2000 characters of the
         text are read; a longer one is cut and the result has "query_truncated": true."""
-        return await _call(lambda: _actions(home, ctx).recall(text))
+        return await _call(lambda: _actions(home, ctx, semantic).recall(text))
 
     @mcp.tool(annotations=READS)
     async def pins_list(ctx: Context) -> dict[str, Any]:

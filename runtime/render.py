@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -134,32 +135,20 @@ def event(e: Event, as_json: bool) -> None:
     out.print(line)
 
 
+_CONFIG = {True: "the running process uses config.toml as on disk",
+           False: "config.toml changed on disk; the next tick applies it (or reports why it "
+                  "cannot)",
+           None: "unknown"}
+_WRITES = {"live": "LIVE (reply and other side-effect tools act)",
+           "dry-run": "dry-run (recorded, not carried out; `--live` to act)"}
+
+
 def status(data: dict[str, Any]) -> None:
     """`coworker status` for a person (the same figures as --json)."""
     if not data["running"]:
         out.print(f"not running in {data['home']} (start it: `coworker start` or `coworker run`)")
     else:
-        up = data["uptime_s"]
-        out.print(f"running: pid {data['pid']}, " + (
-            f"up {duration(up)}" if up is not None else "starting"))
-        last = data["last_tick_at"]
-        out.print(f"last tick: {ago(last)} -> {data['last_outcome']}" if last else
-                  "last tick: none yet")
-        out.print(f"next tick: {ago(data['next_tick_at'])}")
-        cfg = data["config_in_use"]
-        out.print("config: " + (
-            "config.toml on disk is INVALID; the last good config is running (the log says "
-            "why; fix the file)" if data["config_rejected"] else
-            "the running process uses config.toml as on disk" if cfg else
-            "config.toml changed on disk; the next tick applies it (or reports why it cannot)"
-            if cfg is False else "unknown"))
-        out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}"
-                  + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
-        out.print("side effects: " + ("LIVE (reply and other side-effect tools act)"
-                                      if data["writes"] == "live" else
-                                      "dry-run (recorded, not carried out; `--live` to act)"
-                                      if data["writes"] == "dry-run" else
-                                      "not known yet (the coworker is starting)"))
+        _running(data)
     counts, inputs = data["events"], data["inputs"]
     kinds = ", ".join(f"{k} {v}" for k, v in data["events_by_kind"].items()) or "none"
     out.print(f"events: {counts['hot']} hot, {counts['archived']} archived ({kinds})")
@@ -173,17 +162,38 @@ def status(data: dict[str, Any]) -> None:
     if failure:
         out.print(f"last failure: {ago(failure['at'])} on input #{failure['input']}: "
                   f"{failure['error']}")
-    box = data["inbox"]
+    _inbox(data["inbox"])
+    walks = data["walks_7d"]
+    out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
+    waiting = data.get("actions", {}).get("waiting", 0)
+    out.print(f"actions: {waiting} waiting for approval (`coworker actions`)")
+
+
+def _running(data: dict[str, Any]) -> None:
+    """The lines of `coworker status` about the running process."""
+    up = data["uptime_s"]
+    out.print(f"running: pid {data['pid']}, " + (
+        f"up {duration(up)}" if up is not None else "starting"))
+    last = data["last_tick_at"]
+    out.print(f"last tick: {ago(last)} -> {data['last_outcome']}" if last else
+              "last tick: none yet")
+    out.print(f"next tick: {ago(data['next_tick_at'])}")
+    out.print("config: " + (
+        "config.toml on disk is INVALID; the last good config is running (the log says "
+        "why; fix the file)" if data["config_rejected"] else _CONFIG[data["config_in_use"]]))
+    out.print(f"model: {data['model'] or 'none configured (inputs are recorded only)'}"
+              + (f"; SPENDING CAP reached: {data['capped']}" if data["capped"] else ""))
+    out.print("side effects: " + _WRITES.get(data["writes"],
+                                              "not known yet (the coworker is starting)"))
+
+
+def _inbox(box: dict[str, Any]) -> None:
     waiting = f"{len(box['waiting'])} file(s) waiting" + (
         f" ({', '.join(map(clean, box['waiting'][:3]))})" if box["waiting"] else "")
     rejected = "" if not box["rejected"] else (
         f"; {box['rejected']} moved to inbox/rejected/, never read (newest: "
         f"{', '.join(map(clean, box['newest_rejected']))}; the log says why)")
     out.print(f"inbox: {waiting}{rejected}")
-    walks = data["walks_7d"]
-    out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
-    waiting = data.get("actions", {}).get("waiting", 0)
-    out.print(f"actions: {waiting} waiting for approval (`coworker actions`)")
 
 
 def _compact(value: Any) -> str:
@@ -264,61 +274,166 @@ def mcp_tools(reports: Sequence[Any], live: bool) -> None:
                       "config.toml, then run `coworker mcp-tools` again")
 
 
+def _words(matched: Sequence[str], n: int) -> str:
+    """Matched words and their share of the query's: "parser, crash (2/3)"."""
+    return f"{', '.join(matched)} ({len(matched)}/{n})"
+
+
+def _lexical(r: Any, n: int) -> str:
+    """What a refusal says of the best lexical match (`memory.walk.Why`)."""
+    why, seen = r.why, r.matched_tokens
+    if why.code == "no_words":
+        return ("the query has no words to match (only stopwords or punctuation); best lexical "
+                "match 0/0 (0.00)")
+    lexical = f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})"
+    if why.code != "low_weight":
+        return lexical
+    if not why.entered:  # the entry is the best match seen
+        return (f"{lexical} holding {why.weight:.2f} of the query's weight (its rarer words are "
+                "missing)")
+    where = f"match said on or about {', '.join(r.dates)}" if why.of_day else "entry"
+    rarer = "were not said then" if why.of_day else "are missing"
+    return (f"the best lexical {where}, {_words(why.entered, n)}, holding {why.weight:.2f} "
+            f"of the query's weight (its rarer words {rarer}),")
+
+
+def walk_reason(r: Any) -> str | None:
+    """A walk's refusal in words (`memory.walk.WalkResult`; None when it did not refuse): the
+    sentence `coworker walk`, its --json `reason`, memory_walk and the MCP tool give."""
+    why = r.why
+    if why is None:
+        return None
+    n, days = len(r.query_tokens), ", ".join(r.dates)
+    if why.code == "no_event_holds":
+        return (f"no confident entry point: the walk entered on {_words(why.entered, n)}, but "
+                "no event it reached holds them")
+    if why.code == "not_said_then":
+        best = r.matched_tokens
+        said = ("holds none of its words" if not best else
+                f"holds at most {_words(best, n)}" if not why.enough else
+                f"holds {_words(best, n)}, only {why.weight:.2f} of the query's weight")
+        return (f"no confident entry point on {days}: the walk entered on "
+                f"{_words(why.entered, n)}, but what was said then {said}")
+    semantic = f"; {why.probe.why()}" if why.probe is not None else ""
+    if why.probe_off_day:
+        semantic += f", but none of its nearest events was said on or about {days}"
+    return (f"no confident entry point: {_lexical(r, n)} is below the {why.threshold} "
+            f"threshold{semantic}")
+
+
+def walk_json(r: Any) -> dict[str, Any]:
+    """A walk as every door returns it (docs/design.md): `WalkResult.as_dict` with the English
+    `reason` made from its code, after `refused`."""
+    data = r.as_dict()
+    if r.why is None:
+        return data
+    return {"refused": data.pop("refused"), "reason": walk_reason(r), **data}
+
+
+def days_line(hits: Any) -> str | None:
+    """What a door says of the days a search's query named (`memory.search.Hits`; None: it
+    named none)."""
+    if not hits.dates:
+        return None
+    days = ", ".join(hits.dates)
+    if hits.day_matches:
+        return f"said on or about {days}: those matches come first"
+    return f"none of these was said on or about {days}"
+
+
+def recall_skip(found: Any) -> str | None:
+    """Why a recall gives no block, in words (`memory.recall.Recall.skipped`; None: it gives
+    one): the `recall` event's and `coworker recall`'s decision."""
+    from .memory.recall import SEMANTIC_FLOOR, Skip
+
+    if found.skipped is None:
+        return None
+    if found.skipped is Skip.NO_TERMS:
+        return "no informative terms"
+    if found.skipped is Skip.LOW_EVIDENCE:
+        return "evidence below the floor"
+    return ("evidence below the floor, lexical and semantic (confidence "
+            f"{found.skip_confidence or 0.0:.2f} < {SEMANTIC_FLOOR})")
+
+
+def recall_decision(found: Any) -> str:
+    """"inject", or "none: " and why not (`recall_skip`)."""
+    why = recall_skip(found)
+    return "inject" if why is None else f"none: {why}"
+
+
 def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -> None:
-    """A walk as a tree: rollups from the coarsest the walk kept down to the raw events, their
-    times the owner's (`zone`, as the days the query named were read)."""
+    """A walk as a tree (`walk_json`'s dict): rollups from the coarsest the walk kept down to
+    the raw events, their times the owner's (`zone`, as the days the query named were read)."""
     from .memory.cards import MAX_QUERY_CHARS
-    from .store import rollups as rl
 
     cut = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read)"
            if result.get("query_truncated") else None)
     if result["refused"]:
         out.print(f"refused: {result['reason']}")
-        if cut:
-            out.print(cut)
-        return
-    said = f'; said on or about {", ".join(result["dates"])}' if result.get("dates") else ""
-    how = (f'by meaning: no words matched enough ({len(result["matched_tokens"])}/'
-           f'{len(result["query_tokens"])})' if result.get("entry") == "semantic" else
-           f'{len(result["matched_tokens"])}/{len(result["query_tokens"])}: '
-           f'{", ".join(result["matched_tokens"])}')
-    out.print(f'walk "{query}": confidence {result["confidence"]:.2f} ({how}{said})')
+    else:
+        _walk_tree(store, query, result, zone)
+    if cut:
+        out.print(cut)
+
+
+@dataclass
+class _Tree:
+    """A walk's nodes (trace lines by id), their rollups, its events, and those shown."""
+    nodes: dict[int, dict[str, Any]]
+    rollups: dict[int, Any]
+    events: dict[int, dict[str, Any]]
+    zone: tzinfo
+    shown: set[int] = field(default_factory=set)
+
+
+def _walk_tree(store: Store, query: str, result: dict[str, Any], zone: tzinfo) -> None:
+    from .store import rollups as rl
+
+    out.print(_walk_head(query, result))
     nodes = {t["id"]: t for t in result["trace"] if t["level"] > 0}
-    rollups = {i: rl.get(store, i) for i in nodes}
-    events = {e["id"]: e for e in result["events"]}
-    shown: set[int] = set()
-
-    def event_line(indent: str, e: dict[str, Any]) -> None:
-        imported = " (imported: not your owner's words)" if e.get("imported") else ""
-        out.print(f"{indent}#{e['id']} {when(e['ts'], zone)} {clean(e['kind'])} "
-                  f"{clean(e['actor'])}{imported}: {one_line(e['body'], 160)}")
-
-    def show(rid: int, depth: int) -> None:
-        r = rollups[rid]
-        pad = "  " * depth
-        out.print(f"{pad}L{r.level} #{r.id} {day(r.first_ts, zone)}..{day(r.last_ts, zone)} "
-                  f"{clean(r.title)}: {one_line(r.body, 100)}")
-        out.print(f"{pad}  ({nodes[rid]['why']})", style="dim")
-        for cid in [c for c in nodes if rollups[c].parent_id == rid]:
-            show(cid, depth + 1)
-        if r.level != 1 or r.first_event is None:
-            return
-        for eid, e in events.items():
-            if r.first_event <= eid <= (r.last_event or 0) and eid not in shown:
-                shown.add(eid)
-                event_line(pad + "  ", e)
-
-    for rid in [i for i in nodes if rollups[i].parent_id not in nodes]:
-        show(rid, 0)
-    rest = [e for eid, e in events.items() if eid not in shown]
+    rollups = {i: r for i in nodes if (r := rl.get(store, i)) is not None}
+    tree = _Tree(nodes, rollups, {e["id"]: e for e in result["events"]}, zone)
+    for rid in [i for i, r in rollups.items() if r.parent_id not in nodes]:
+        _show(tree, rid, 0)
+    rest = [e for eid, e in tree.events.items() if eid not in tree.shown]
     if rest:
         out.print("not yet under a rollup:")
         for e in rest:
-            event_line("  ", e)
+            _event_line("  ", e, zone)
     if result["truncated"]:
         out.print("(truncated: a cap was reached; narrow the query)")
-    if cut:
-        out.print(cut)
+
+
+def _walk_head(query: str, result: dict[str, Any]) -> str:
+    said = f'; said on or about {", ".join(result["dates"])}' if result.get("dates") else ""
+    matched, n = result["matched_tokens"], len(result["query_tokens"])
+    how = (f"by meaning: no words matched enough ({len(matched)}/{n})"
+           if result.get("entry") == "semantic" else f"{len(matched)}/{n}: {', '.join(matched)}")
+    return f'walk "{query}": confidence {result["confidence"]:.2f} ({how}{said})'
+
+
+def _show(tree: _Tree, rid: int, depth: int) -> None:
+    """A node, its children the walk kept, and (level 1) the events of its span."""
+    r, zone = tree.rollups[rid], tree.zone
+    pad = "  " * depth
+    out.print(f"{pad}L{r.level} #{r.id} {day(r.first_ts, zone)}..{day(r.last_ts, zone)} "
+              f"{clean(r.title)}: {one_line(r.body, 100)}")
+    out.print(f"{pad}  ({tree.nodes[rid]['why']})", style="dim")
+    for cid in [c for c, k in tree.rollups.items() if k.parent_id == rid]:
+        _show(tree, cid, depth + 1)
+    if r.level != 1 or r.first_event is None:
+        return
+    for eid, e in tree.events.items():
+        if r.first_event <= eid <= (r.last_event or 0) and eid not in tree.shown:
+            tree.shown.add(eid)
+            _event_line(pad + "  ", e, zone)
+
+
+def _event_line(indent: str, e: dict[str, Any], zone: tzinfo) -> None:
+    imported = " (imported: not your owner's words)" if e.get("imported") else ""
+    out.print(f"{indent}#{e['id']} {when(e['ts'], zone)} {clean(e['kind'])} "
+              f"{clean(e['actor'])}{imported}: {one_line(e['body'], 160)}")
 
 
 def memory_change(change: Any) -> list[str]:

@@ -24,12 +24,16 @@ from rituals import reflect as rf
 from runtime import process
 from runtime.home import Home
 from runtime.memory.recall import Budget, recall
-from runtime.memory.walk import walk
+from runtime.memory.walk import walk, walk_result
+from runtime.render import walk_json
 from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
 from runtime.store import pins as pn
 
 from .conftest import write_config
+
+# Every test here runs `coworker mcp` as a real process over stdio: the slow part.
+pytestmark = pytest.mark.slow
 
 TOOLS = ["memory_recall", "memory_search", "memory_walk", "pins_list", "tell"]
 CLIENT = Implementation(name="test-agent", version="1.0")
@@ -110,8 +114,9 @@ def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mc
     assert not any(r.is_error for r in results)
     got = [r.structured_content for r in results]
     with Store.open(offline_home.db_path, readonly=True) as ro:
-        assert got == [walk(ro, q, threshold=0.7) for q in queries]
+        assert got == [walk_json(walk_result(ro, q, threshold=0.7)) for q in queries]
         assert walk(ro, queries[2])["refused"] is False  # 2/3 passes the default 0.5 ...
+    assert got[1]["reason_code"] == "below_threshold" and got[1]["reason"]
     assert [g["refused"] for g in got] == [False, True, True]  # ... not the configured 0.7
     assert got[0]["trace"][0]["level"] == 1
     assert [e["id"] for e in got[0]["events"]] == ids["billing"]

@@ -200,7 +200,7 @@ def test_a_named_person_never_lifts_the_evidence_floor(offline_home: Home,
         embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
         words = recall(store, question, k=3)
         got = recall_hybrid(store, question, embedder=embedder, matrix=matrix, gate=0.6, k=3)
-    assert words.skipped == "evidence below the floor", words.skipped
+    assert words.skipped == "low_evidence", words.skipped
     assert got.block(Budget()) is None, got.block(Budget())
 
 

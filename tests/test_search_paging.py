@@ -15,7 +15,7 @@ import pytest
 
 from runtime.home import Home
 from runtime.memory import search as sr
-from runtime.memory.search import BOOKKEEPING, CursorError, search
+from runtime.memory.search import BOOKKEEPING, CursorError, CursorRefusal, search
 from runtime.memory.tokens import query_words
 from runtime.store import Event, Store
 from runtime.store import events as ev
@@ -137,13 +137,16 @@ def test_bad_cursors_are_refused_with_what_to_do(paged_home: Home):
     with Store.open(paged_home.db_path, readonly=True) as store:
         cursor = search(store, "parser", 3).next_cursor
         assert cursor
-        with pytest.raises(CursorError, match="another query"):
+        with pytest.raises(CursorError, match="another query") as other:
             search(store, "gateway", 3, after=cursor)
+        assert other.value.code == CursorRefusal.OTHER_QUERY
         for bad in ("xyz", cursor[:-6], "s1.!!!!", cursor.replace(".", "x", 1)):
-            with pytest.raises(CursorError, match="not a search cursor"):
+            with pytest.raises(CursorError, match="not a search cursor") as wrong:
                 search(store, "parser", 3, after=bad)
-        with pytest.raises(CursorError, match="--exhaustive"):
+            assert wrong.value.code == "not_a_cursor"
+        with pytest.raises(CursorError, match="--exhaustive") as both:
             search(store, "parser", 3, after=cursor, exhaustive=True)
+        assert both.value.code == "exhaustive_takes_no_cursor"
     r = coworker("search", "parser", "--after", "nonsense")
     assert r.returncode == 2 and r.stderr.startswith("error:"), r
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -748,7 +748,7 @@ def test_a_query_with_no_words_is_refused_without_asking_the_embedder(
     with Store.open(offline_home.db_path) as store:
         got = walk_result(store, query, semantic=em.SemanticCache().for_query(store, cfg, query))
     assert got.refused and got.entry is None, got
-    assert "no words to match" in (got.reason or ""), got.reason
+    assert got.code == "no_words" and got.why is not None and got.why.probe is None, got.why
     assert len(embed_server.requests) == before, "the walk embedded a query with no words"
 
 

@@ -22,6 +22,7 @@ from runtime.memory.embed import Matrix, SemanticCache
 from runtime.memory.recall import recall_hybrid
 from runtime.memory.search import search
 from runtime.memory.walk import walk_result
+from runtime.render import walk_reason
 from runtime.store import Store
 from runtime.tools import ToolContext, default_registry
 
@@ -73,7 +74,7 @@ def test_the_walk_enters_by_meaning_when_no_words_match(sem_home):
         lexical = walk_result(store, PARAPHRASE)
         got = walk_result(store, PARAPHRASE, semantic=_semantic(home, store, PARAPHRASE, calls))
     assert lexical.refused, "the paraphrase must share no word with the history"
-    assert not got.refused, got.reason
+    assert not got.refused, got.why
     assert got.entry == "semantic" and got.confidence >= 0.5, (got.entry, got.confidence)
     assert [f.event.id for f in got.events][:1] == [ids[1]], [f.event.id for f in got.events]
     assert ids[0] not in [f.event.id for f in got.events], "Dana's event is not about the car"
@@ -100,7 +101,8 @@ def test_an_ambiguous_probe_is_a_refusal_that_quotes_it(sem_home):
     with Store.open(home.db_path, readonly=True) as store:
         got = walk_result(store, AMBIGUOUS, semantic=_semantic(home, store, AMBIGUOUS, calls))
     assert got.refused, f"an ambiguous probe entered: {got.as_dict()}"
-    assert got.entry is None and "semantic match" in (got.reason or ""), got.reason
+    assert got.entry is None and got.why is not None and got.why.probe is not None, got.why
+    assert got.code == "below_threshold" and "semantic match" in (walk_reason(got) or "")
     assert got.confidence < 0.5
     assert calls == [AMBIGUOUS]
 
@@ -138,7 +140,8 @@ def test_hybrid_recall_injects_nothing_when_neither_side_is_sure(sem_home):
     assert sure.skipped is None and sure.channel == "hybrid", sure.skipped
     from runtime.memory.recall import Budget
 
-    assert unsure.skipped and "semantic" in unsure.skipped, unsure.skipped
+    assert unsure.skipped == "low_evidence_semantic", unsure.skipped
+    assert unsure.skip_confidence is not None and unsure.skip_confidence < 0.5
     assert unsure.block(Budget()) is None, "noise: a block for a turn neither side is sure of"
     assert unsure.semantic is not None and unsure.semantic["confidence"] < 0.5
     assert unsure.as_meta(Budget())["semantic"]["confidence"] < 0.5
@@ -181,7 +184,7 @@ def test_a_dead_embedding_server_leaves_the_walk_lexical_with_a_warning(sem_home
     with Store.open(home.db_path, readonly=True) as store, caplog.at_level("WARNING"):
         got = walk_result(store, PARAPHRASE, semantic=SemanticCache().for_query(
             store, home.settings().semantic, PARAPHRASE))
-    assert got.refused and "semantic" not in (got.reason or "")
+    assert got.refused and got.why is not None and got.why.probe is None, got.why
     assert any("semantic channel unavailable" in r.getMessage() for r in caplog.records)
 
 

@@ -48,9 +48,10 @@ def test_a_query_naming_what_no_event_holds_is_not_entered_by_meaning(sem_home):
                               k=3).block(Budget())
         unnamed_block = recall_hybrid(store, PARAPHRASE, embedder=embedder, matrix=matrix,
                                       gate=0.6, k=3).block(Budget())
-    assert not plain.refused and plain.entry == "semantic", plain.reason
+    assert not plain.refused and plain.entry == "semantic", plain.why
     assert named.refused, [f.event.body for f in named.events]
-    assert "names Lisbon, which no event holds, so below 0.95 no confidence" in named.reason
+    assert named.why is not None and named.why.probe is not None, named.why
+    assert named.why.probe.unseen == ("Lisbon",), named.why
     assert block is None, block
     assert unnamed_block is not None and f"[event {ids[1]} " in unnamed_block
 

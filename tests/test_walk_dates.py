@@ -23,6 +23,7 @@ from runtime.memory import dates
 from runtime.memory.embed import Matrix
 from runtime.memory.recall import recall, told_about
 from runtime.memory.walk import Caps, walk, walk_result
+from runtime.render import walk_reason
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import rollups as rl
@@ -107,8 +108,8 @@ def test_nothing_said_on_the_day_is_a_refusal_not_another_days_answer(days_home)
         nothing = walk_result(store, "parser crash on 20 March 2025")  # a day with no events
     for r, day in ((got, "2025-03-05"), (nothing, "2025-03-20")):
         assert r.refused and r.events == () and r.dates == (day,)
-        assert r.reason.startswith(f"no confident entry point on {day}: "), r.reason
-        assert r.reason.endswith("what was said then holds none of its words"), r.reason
+        assert r.code == "not_said_then" and r.matched_tokens == (), r.why
+        assert "holds none of its words" in (walk_reason(r) or ""), r.why
 
 
 def test_days_named_from_today_weeks_and_months(days_home):
@@ -182,7 +183,7 @@ def test_any_query_naming_days_walks_or_refuses_and_never_answers_from_another_d
     with Store.open(home.db_path, readonly=True) as store:
         got = walk_result(store, " ".join(words) + tail, today=today)
         ts = {e.id: e.ts for e in ev.span(store, 1, 10**6)}
-    assert got.refused == (got.reason is not None)
+    assert got.refused == (got.why is not None)
     if got.dates and not got.refused:
         assert got.events, "entered with nothing to show"
     for f in got.events:
@@ -196,8 +197,8 @@ def test_each_rung_prefers_the_nodes_that_reach_into_the_day(days_home):
         tenth = walk_result(store, "parser crash on 10 March 2025", caps=one)
         fourth = walk_result(store, "parser crash on 4 March 2025", caps=one)
         plain = walk_result(store, "parser crash", caps=one)
-    assert _ids(tenth) == [ids["10.0"]], tenth.reason  # the second week's node, not the first's
-    assert _ids(fourth) == [ids["4.0"]], fourth.reason  # the 4th's episode, not the 3rd's
+    assert _ids(tenth) == [ids["10.0"]], tenth.why  # the second week's node, not the first's
+    assert _ids(fourth) == [ids["4.0"]], fourth.why  # the 4th's episode, not the 3rd's
     assert ids["4.0"] not in _ids(plain)  # without a day, the first of the best stands
 
 
@@ -210,12 +211,12 @@ def test_the_semantic_entry_is_narrowed_to_the_day_too(sem_home):
             got[day] = walk_result(store, query,
                                    semantic=semantic_entry._semantic(home, store, query, []))
     on, off = got["1 May 2024"], got["2 May 2024"]
-    assert not on.refused and on.entry == "semantic" and _ids(on)[:1] == [ids[1]], on.reason
+    assert not on.refused and on.entry == "semantic" and _ids(on)[:1] == [ids[1]], on.why
     assert on.dates == ("2024-05-01",)
     assert off.refused and off.events == () and off.dates == ("2024-05-02",)
-    assert off.reason.startswith("no confident entry point: best lexical match"), off.reason
-    assert off.reason.endswith(", but none of its nearest events was said on or about "
-                               "2024-05-02"), off.reason
+    assert off.code == "below_threshold" and off.why is not None and off.why.probe_off_day
+    assert "none of its nearest events was said on or about 2024-05-02" in (
+        walk_reason(off) or ""), off.why
 
 
 def test_what_was_said_on_the_day_must_hold_the_query_not_only_the_entry(days_home):
@@ -227,9 +228,8 @@ def test_what_was_said_on_the_day_must_hold_the_query_not_only_the_entry(days_ho
         fine = walk_result(store, "parser crash on 4 March 2025")
     assert got.refused and got.events == () and got.confidence < 0.5, got
     assert got.matched_tokens == ("dana",) and got.dates == ("2025-03-05",)
-    assert got.reason.startswith("no confident entry point on 2025-03-05: the walk entered on "
-                                 "parser, crash, dana (3/3), but what was said then holds at "
-                                 "most dana (1/3)"), got.reason
+    assert got.code == "not_said_then" and got.why is not None, got.why
+    assert got.why.entered == ("parser", "crash", "dana") and not got.why.enough, got.why
     assert not fine.refused and fine.matched_tokens == ("parser", "crash")
 
 
@@ -259,7 +259,7 @@ def test_a_finer_rung_that_reaches_the_day_is_entered_rather_than_a_coarser_one(
                     title=title, body=title, terms="", method="extractive", child_ids=[kid])
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, "parser crash on 10 March 2025")
-    assert not got.refused and _ids(got) == [b], got.reason
+    assert not got.refused and _ids(got) == [b], got.why
     assert got.trace[0].level == 1 and got.trace[0].id == second
 
 
@@ -320,7 +320,7 @@ def test_any_of_the_days_events_that_holds_the_query_answers_it(offline_home: Ho
         got = walk_result(store, "zeta alpha beta on 5 March 2025")
     # the first of the day's events holds 2 of 3 words but little of their weight; the second
     # holds 2 of 3 with the rare one: it answers
-    assert not got.refused, got.reason
+    assert not got.refused, got.why
     assert got.matched_tokens == ("zeta", "alpha") and got.confidence == pytest.approx(0.6667)
     assert any("Zeta" in f.body for f in got.events)
 
@@ -350,12 +350,14 @@ def test_a_coarse_node_of_the_day_holding_only_the_common_word_passes_to_a_finer
         got = walk_result(store, "billing fix on 3 March 2025")
         none = walk_result(store, "billing fix on 1 March 2025")
         empty = walk_result(store, "billing fix on 20 March 2025")  # nothing said that day
-    assert not got.refused, got.reason
+    assert not got.refused, got.why
     assert got.trace[0].level == 1 and got.trace[0].id == day, got.trace[0]
     assert [f.body for f in got.events][:1] == ["Billing fix merged by Dana."]
     assert none.refused
-    assert "said on or about 2025-03-01, fix (1/2), holding" in none.reason, none.reason
-    assert empty.refused and "said on or about" not in (empty.reason or ""), empty.reason
+    assert none.code == "low_weight" and none.why is not None and none.why.of_day, none.why
+    assert none.why.entered == ("fix",), none.why
+    assert "said on or about 2025-03-01, fix (1/2), holding" in (walk_reason(none) or "")
+    assert empty.refused and empty.why is not None and not empty.why.of_day, empty.why
 
 
 def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):
@@ -372,7 +374,7 @@ def test_the_days_episode_is_found_where_an_import_put_it(offline_home: Home):
         _episode(store, said, "imported 5 March")  # the 5th's ids now span every episode
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, "parser crash on 5 March 2025")
-    assert not got.refused, got.reason
+    assert not got.refused, got.why
     assert [f.body for f in got.events] == ["The parser crash in the importer was a null byte."]
 
 
@@ -410,7 +412,7 @@ def test_nodes_whose_times_cover_the_day_but_hold_none_of_it_do_not_crowd_it_out
         _episode(store, said, "imported 5 March")
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, "parser crash on 5 March 2025")
-    assert not got.refused, got.reason
+    assert not got.refused, got.why
     assert [f.body for f in got.events] == ["The parser crash in the importer was a null byte."]
 
 
@@ -426,7 +428,8 @@ def test_a_refusal_on_weight_quotes_the_days_weightiest_event(offline_home: Home
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, "zeta gamma alpha beta on 5 March 2025")
     assert got.refused and got.matched_tokens == ("gamma", "alpha"), got
-    assert "but what was said then holds gamma, alpha (2/4), only 0." in got.reason, got.reason
+    assert got.code == "not_said_then" and got.why is not None and got.why.enough, got.why
+    assert got.why.weight is not None and got.why.weight < 0.5, got.why
 
 
 def test_the_read_of_a_days_nodes_jumps_over_ids_no_node_holds(offline_home: Home):
@@ -469,7 +472,7 @@ def test_what_was_said_about_the_day_in_the_week_after_answers_for_it(offline_ho
         fifth = walk_result(store, "parser crash on 5 March 2025")
         sixth = walk_result(store, "parser crash on 6 March 2025")
         told = walk(store, "parser crash yesterday", today=date(2025, 3, 6))
-    assert not fifth.refused and _ids(fifth) == [ids["6.0"]], fifth.reason
+    assert not fifth.refused and _ids(fifth) == [ids["6.0"]], fifth.why
     assert fifth.dates == ("2025-03-05",) and fifth.confidence == 1.0
     # said on the 6th, it is the 6th's too: what was said that day, about any day
     assert sorted(_ids(sixth)) == [ids["6.0"], ids["6.1"]]
@@ -532,7 +535,7 @@ def test_a_later_text_answers_for_the_day_when_its_sentence_names_only_that(
                                       author_kind="agent", ts="2025-03-06T09:00:00.000Z"))
     with Store.open(offline_home.db_path, readonly=True) as store:
         got = walk_result(store, f"parser crash {asked}")
-    assert (not got.refused and _ids(got) == [told]) if answers else got.refused, got.reason
+    assert (not got.refused and _ids(got) == [told]) if answers else got.refused, got.why
 
 
 def test_a_long_later_text_is_read_in_part_for_its_days_and_returned_whole(offline_home: Home):
@@ -586,6 +589,5 @@ def test_the_turns_own_input_is_not_found_even_once_sealed(offline_home: Home):
     assert not every.refused and set(_ids(every)) == {ask, more}
     for got in (undated, dated):
         assert got.refused and got.events == (), _ids(got)
-    assert undated.reason == ("no confident entry point: the walk entered on parser, crash "
-                              "(2/2), but no event it reached holds them"), undated.reason
-    assert dated.reason.startswith("no confident entry point on 2025-03-05"), dated.reason
+    assert undated.code == "no_event_holds" and undated.matched_tokens == ("parser", "crash")
+    assert dated.code == "not_said_then" and dated.dates == ("2025-03-05",), dated.why

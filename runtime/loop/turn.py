@@ -112,14 +112,14 @@ async def take(tc: TurnContext, perception: ctx.Perception, resume: turns.Attemp
 
 def _record_tick(tc: TurnContext, perception: ctx.Perception, resume: turns.Attempt | None,
                  digest: str) -> int:
+    extra: dict[str, Any] = {"watch_only": True} if watch_only(perception) else {}
     return record(
         tc.store, "tick", f"tick: {len(perception.inputs)} message(s), "
         f"{len(perception.due_promises)} promise(s) due, {len(perception.rituals)} ritual(s)"
         + (f"; takes up tick {resume.tick_id} again" if resume else ""),
         perception=digest, inputs=perception.input_ids,
         resumes=resume.tick_id if resume else None,
-        rituals=[n for n, _ in perception.rituals],
-        **({"watch_only": True} if watch_only(perception) else {}))
+        rituals=[n for n, _ in perception.rituals], **extra)
 
 
 def watch_only(p: ctx.Perception) -> bool:
@@ -324,62 +324,62 @@ class Turn:
                replayed_from=self.resume.tick_id if replayed and self.resume else None)
 
     def recall(self) -> str | None:
-        """The recall reflex: what memory says about this tick's input, within the budget.
-        A failure is logged at WARNING and the turn goes on without it."""
-        from ..memory.recall import Budget, recall, recall_hybrid
-
-        tc, p = self.tc, self.perception
-        cfg = tc.settings.recall
+        """The recall reflex: what memory says about this tick's input, within the budget
+        (`memory.service.Memory`, hybrid when the channel is on). A failure is logged at
+        WARNING and the turn goes on without it."""
+        cfg = self.tc.settings.recall
         if cfg.mode == "off" or cfg.max_items == 0:
             return None
-        quiet = {c.name for c in tc.settings.rituals.custom if not c.recall}
-        text = "\n".join([*(e.body for e in p.inputs), *(e.body for e in p.due_promises),
-                          *(prompt for name, prompt in p.rituals if name not in quiet)])
-        if not text.strip() and any(name in quiet for name, _ in p.rituals):
-            # decided before retrieving: a ritual that asks for no memory gets none
-            names = ", ".join(sorted(name for name, _ in p.rituals if name in quiet))
-            record(tc.store, "recall", f"recalled nothing (not injected: ritual {names} asks "
-                   "for no recall)", tick_id=self.tick_id, injected=False, mode=cfg.mode,
+        text, quiet = self._recall_text()
+        if not text.strip() and quiet:  # decided before retrieving: a ritual that asks for
+            # no memory gets none
+            names = ", ".join(quiet)
+            record(self.tc.store, "recall", f"recalled nothing (not injected: ritual {names} "
+                   "asks for no recall)", tick_id=self.tick_id, injected=False, mode=cfg.mode,
                    chars=0, decision=f"none: ritual {names} asks for no recall", items=[])
             return None
-        budget = Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
         try:
-            before = self.first_input or self.tick_id
-            tz = tc.settings.coworker.zone  # "on 3 March" is the owner's day
-            found = None
-            try:  # the semantic channel's own failure leaves lexical recall standing
-                semantic = tc.semantic.get(tc.store, tc.settings.semantic)
-                if semantic is not None:
-                    found = recall_hybrid(tc.store, text, embedder=semantic[0],
-                                          matrix=semantic[1],
-                                          before_id=before, k=cfg.max_items,
-                                          tz=tz)
-            except Exception as e:
-                log.warning("semantic recall failed (%s: %s); recall goes on lexical only",
-                            type(e).__name__, e, exc_info=True)
-            if found is None:
-                found = recall(tc.store, text, before_id=before, k=cfg.max_items,
-                               tz=tz)
-            block = found.block(budget)
-            inject = cfg.mode == "on" and block is not None
-            ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"
-            why = "dry-run" if cfg.mode == "dry-run" else (found.skipped or "nothing found")
-            record(tc.store, "recall", f"recalled {ids}" + ("" if inject else
-                   f" (not injected: {why})"),
-                   tick_id=self.tick_id, injected=inject, mode=cfg.mode,
-                   chars=len(block or ""), block=block if cfg.mode == "dry-run" else None,
-                   **found.as_meta(budget))
-            try:  # a figure lost is no reason to take back the block the event says was given
-                telemetry.record(tc.store, "recall", {"ms": round(found.ms, 3),
-                                                      "items": len(found.hits),
-                                                      "injected": inject})
-            except Exception as e:
-                log.warning("recall's telemetry was not recorded (%s: %s)", type(e).__name__, e)
-            return block if inject else None
+            return self._recalled(text)
         except Exception as e:
             log.warning("recall failed (%s: %s); the turn goes on without it",
                         type(e).__name__, e, exc_info=True)
             return None
+
+    def _recall_text(self) -> tuple[str, list[str]]:
+        """What recall reads (the inputs, the promises due, the rituals' prompts that ask for
+        memory) and the rituals due that ask for none."""
+        p = self.perception
+        quiet = {c.name for c in self.tc.settings.rituals.custom if not c.recall}
+        text = "\n".join([*(e.body for e in p.inputs), *(e.body for e in p.due_promises),
+                          *(prompt for name, prompt in p.rituals if name not in quiet)])
+        return text, sorted(name for name, _ in p.rituals if name in quiet)
+
+    def _recalled(self, text: str) -> str | None:
+        """Recall `text`, record the `recall` event (and its telemetry), and return the block
+        when it is injected."""
+        from ..memory.service import Memory
+        from ..render import recall_decision, recall_skip
+
+        tc, cfg = self.tc, self.tc.settings.recall
+        memory = Memory(tc.store, tc.settings, tc.semantic)
+        budget = memory.budget()
+        found = memory.recall(text, before_id=self.first_input or self.tick_id)
+        block = found.block(budget)
+        inject = cfg.mode == "on" and block is not None
+        ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"
+        why = "dry-run" if cfg.mode == "dry-run" else (recall_skip(found) or "nothing found")
+        record(tc.store, "recall", f"recalled {ids}" + ("" if inject else
+               f" (not injected: {why})"),
+               tick_id=self.tick_id, injected=inject, mode=cfg.mode,
+               chars=len(block or ""), block=block if cfg.mode == "dry-run" else None,
+               decision=recall_decision(found), **found.as_meta(budget))
+        try:  # a figure lost is no reason to take back the block the event says was given
+            telemetry.record(tc.store, "recall", {"ms": round(found.ms, 3),
+                                                  "items": len(found.hits),
+                                                  "injected": inject})
+        except Exception as e:
+            log.warning("recall's telemetry was not recorded (%s: %s)", type(e).__name__, e)
+        return block if inject else None
 
     async def call_tool(self, use: dict[str, Any], done: dict[str, tuple[str, bool]] | None = None,
                         reason: str | None = None) -> dict[str, Any]:

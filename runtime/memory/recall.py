@@ -28,9 +28,10 @@ imported or not.
 Before retrieving it decides whether the turn needs memory (ADR-0019): no informative term
 left after stopwords and courtesy words ("Thanks!") means no retrieval; a best hit whose own
 words hold less than `EVIDENCE_FLOOR` of the query's idf means no block (the hits stay in the
-result, for the eval's ranking and the `recall` event). The reason is `Recall.skipped`, and
-`as_meta` records it as `decision`. The top k are chosen by rank with near-duplicates of a hit
-already taken pushed down (`diversify`); the block shows them in time order, dated, and marks a
+result, for the eval's ranking and the `recall` event). The reason is `Recall.skipped`, a code
+(`Skip`, never a sentence; the doors' words are `render.recall_skip`), and `as_meta` records it
+as `reason_code`. The top k are chosen by rank with near-duplicates of a hit already taken
+pushed down (`diversify`); the block shows them in time order, dated, and marks a
 superseded decision "stale: superseded by decision N", the words of search and walk, and the
 record of an entry the owner struck from MEMORY.md as struck, never a fact (`STRUCK_NOTE`). When the
 query names one person who said a line among the candidates and the best hit is theirs, their
@@ -61,6 +62,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, tzinfo
+from enum import StrEnum
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -198,6 +200,13 @@ class Hit:
     stale_by: str | None = None  # a superseded decision: the one that replaced it, named
 
 
+class Skip(StrEnum):
+    """Why a turn gets no block although it asked: a code (the words: `render.recall_skip`)."""
+    NO_TERMS = "no_terms"  # no informative term left after stopwords and courtesy words
+    LOW_EVIDENCE = "low_evidence"  # the best hit's own words hold less than EVIDENCE_FLOOR
+    LOW_EVIDENCE_SEMANTIC = "low_evidence_semantic"  # ... and the probe is below SEMANTIC_FLOOR
+
+
 @dataclass
 class Recall:
     terms: list[str]
@@ -207,7 +216,8 @@ class Recall:
     coverage: float | None = None
     query_truncated: bool = False  # the text was longer than MAX_QUERY_CHARS; its head was read
     evidence: float | None = None  # share of the query's idf the best hit's own words hold
-    skipped: str | None = None  # why this turn gets no block although it was asked
+    skipped: Skip | None = None  # why this turn gets no block although it was asked
+    skip_confidence: float | None = None  # LOW_EVIDENCE_SEMANTIC: the probe's confidence
     semantic: dict[str, Any] | None = None  # the semantic probe's figures, when it was asked
     dates: list[str] = field(default_factory=list)  # the days (months) the text names, read
     tz: tzinfo | None = None  # the owner's: the block's times are in it, as the days read are
@@ -253,8 +263,9 @@ class Recall:
                           if h.stale_by is not None else {}),
                        **({"struck": True} if struck_record(h.event) else {})}
                       for h, _ in self.chosen(budget)],  # what the block holds, in its order
-            "evidence": None if self.evidence is None else round(self.evidence, 4),
-            "decision": f"none: {self.skipped}" if self.skipped else "inject"}
+            "evidence": None if self.evidence is None else round(self.evidence, 4)}
+        if self.skipped is not None:  # the door adds the `decision` in words
+            meta["reason_code"] = self.skipped.value
         if self.semantic is not None:
             meta["semantic"] = self.semantic
         if self.dates:
@@ -521,7 +532,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     result = Recall(terms, query_truncated=cut, tz=tz)
     match = ev.fts_query(terms)
     if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
-        result.skipped = "no informative terms"
+        result.skipped = Skip.NO_TERMS
     if match is None or result.skipped:  # a date with no topic reads nothing either
         result.ms = (time.perf_counter() - t0) * 1000
         return result
@@ -579,7 +590,7 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
         bags[i] = set(bags[i]) | set(bags[i - 1])  # a reply holds its question's words too
     result.evidence = evidence(result.hits, bags, idf)
     if result.hits and result.evidence < EVIDENCE_FLOOR:
-        result.skipped = "evidence below the floor"
+        result.skipped = Skip.LOW_EVIDENCE
     result.ms = (time.perf_counter() - t0) * 1000
     return result
 
@@ -875,13 +886,13 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
         lex.ms = (time.perf_counter() - t0) * 1000
         return lex
 
-    if lex.skipped == "no informative terms":  # decided before retrieving: no channel asked
+    if lex.skipped is Skip.NO_TERMS:  # decided before retrieving: no channel asked
         return done()
     if embedder is None or matrix is None:
         return done("lexical")
     if not len(matrix.ids):  # nothing to compare (the cache said so): no embedding to pay for
         return done("lexical (no vectors yet)")
-    weak = lex.skipped == "evidence below the floor" or not lex.hits
+    weak = lex.skipped is Skip.LOW_EVIDENCE or not lex.hits
     person = None  # a person named: only to widen what the words found, never to replace it
     if not weak:
         person = named_person_or_none(store, text, matrix)
@@ -922,8 +933,8 @@ def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: o
     lex.hits = _fused_theirs_first(pool, person, k)
     lex.skipped = None
     if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
-        lex.skipped = ("evidence below the floor, lexical and semantic (confidence "
-                       f"{pr.confidence if pr else 0.0:.2f} < {SEMANTIC_FLOOR})")
+        lex.skipped = Skip.LOW_EVIDENCE_SEMANTIC
+        lex.skip_confidence = pr.confidence if pr else 0.0
     return done("hybrid")
 
 

@@ -28,6 +28,9 @@ rides in the cursor), then every other match, events then rollups, newest first.
 yields every match up to the frozen ids exactly once; events written after the first page are
 not in it (search again). If the candidates differ from the first page's (a redaction or a
 new tag changed what matches), the cursor is refused with a line that says to search again.
+A refused cursor is a `CursorError` whose `code` (`CursorRefusal`) says why; its line is the
+constant `CURSOR_WORDS` gives the code, not a sentence built in the logic (ADR-0040). What a
+door says of the days a query named is its own (`render.days_line`).
 Only the first page is fused with the semantic channel; later pages are lexical.
 
 Days. A day, week or month the query names (`memory.dates`, read as recall reads it, in the
@@ -49,6 +52,7 @@ from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, tzinfo
+from enum import StrEnum
 from typing import Any
 
 from ..errors import UsageError
@@ -101,16 +105,6 @@ class Hits(list):
     day_matches: int = 0
 
 
-def days_line(hits: Hits) -> str | None:
-    """What a door says of the days the query named (None: it named none)."""
-    if not hits.dates:
-        return None
-    days = ", ".join(hits.dates)
-    if hits.day_matches:
-        return f"said on or about {days}: those matches come first"
-    return f"none of these was said on or about {days}"
-
-
 def _on_page(hits: list[Hit], windows: tuple[tuple[str, str, str], ...],
              told: set[int]) -> int:
     """How many of a page's events were said on a day the query named (by their own times),
@@ -119,8 +113,35 @@ def _on_page(hits: list[Hit], windows: tuple[tuple[str, str, str], ...],
         h.id in told or any(a <= (h.ts or "") < b for a, b, _ in windows)))
 
 
+class CursorRefusal(StrEnum):
+    """Why a search refuses a cursor: a code (`CursorError.code`)."""
+    NOT_A_CURSOR = "not_a_cursor"  # not one a search printed, or cut, or tampered with
+    OTHER_QUERY = "other_query"  # other words, or other days, or another time zone
+    STALE = "stale_cursor"  # the candidates changed under it (a redaction, a new tag)
+    EXHAUSTIVE = "exhaustive_takes_no_cursor"  # --exhaustive ranks every match in one page
+
+
+# The one line a door prints for each (a usage error: the CLI exits 2, MCP returns it).
+CURSOR_WORDS = {
+    CursorRefusal.NOT_A_CURSOR: "{cursor!r} is not a search cursor: pass the next_cursor a "
+                                "search printed, with the same words",
+    CursorRefusal.OTHER_QUERY: "this cursor belongs to another query (other words, or for a "
+                               "dated query other days or another time zone): page on with "
+                               "the same words, or search again without it",
+    CursorRefusal.STALE: "the history changed under this cursor (a redaction or new search "
+                         "words): search again without it",
+    CursorRefusal.EXHAUSTIVE: "--exhaustive ranks every match in one page and takes no cursor; "
+                              "drop --after, or drop --exhaustive to page on",
+}
+
+
 class CursorError(UsageError):
-    """A cursor that is not one, belongs to another query, or no longer fits the history."""
+    """A cursor that is not one, belongs to another query, or no longer fits the history:
+    `code` says which; its message is `CURSOR_WORDS`' line for it."""
+
+    def __init__(self, code: CursorRefusal, cursor: str = "") -> None:
+        super().__init__(CURSOR_WORDS[code].format(cursor=cursor[:40]))
+        self.code = code
 
 
 ROLLUP_WEIGHT = 1.0  # the nearest rollups' ranking beside the nearest events' (weights of RRF)
@@ -152,6 +173,32 @@ class Plan:
     asked: int = 0  # the fingerprint of the query's words, and of those its dates leave
 
 
+@dataclass(frozen=True)
+class _Query:
+    """A search's query as read: its words (those its dates leave, unless a date is all it
+    is), their FTS phrases, the days it names, and the fingerprint a cursor must match."""
+    text: str
+    words: list[str]
+    phrases: list[str]
+    windows: tuple[tuple[str, str, str], ...]
+    asked: int
+
+
+def _read_query(query: str, today: date | None, tz: tzinfo | None) -> _Query:
+    text = cap_query(query)[0]
+    found, topic = dates.windows(text, today, tz, dates.QUERY_WINDOWS)
+    words = query_words(topic)
+    if not ev.fts_terms(words):  # a date alone: its own words are what there is to match
+        words = query_words(text)
+    windows = tuple((w.start, w.end, w.name) for w in found)
+    # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
+    # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
+    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
+                          *ev.fts_terms(query_words(topic)),
+                          *(("\x1e", _zone_name(tz)) if windows else ())])
+    return _Query(text, words, ev.fts_terms(words), windows, asked)
+
+
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
            gate: float = SEMANTIC_GATE, after: str | None = None, exhaustive: bool = False,
            today: date | None = None, tz: tzinfo | None = None) -> Hits:
@@ -168,53 +215,59 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     2025", "yesterday", "last week"; a day without its year placed by `today`, the owner's
     days in `tz`, default UTC) is not searched for as words: the matches said on it come first,
     then every other match as before. A written-out date's words leave the query; a query that
-    is nothing but a date keeps them. The days are frozen in the cursor."""
-    text = cap_query(query)[0]
-    found, topic = dates.windows(text, today, tz, dates.QUERY_WINDOWS)
-    words = query_words(topic)
-    if not ev.fts_terms(words):  # a date alone: its own words are what there is to match
-        words = query_words(text)
-    phrases = ev.fts_terms(words)
-    windows = tuple((w.start, w.end, w.name) for w in found)
-    # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
-    # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
-    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
-                          *ev.fts_terms(query_words(topic)),
-                          *(("\x1e", _zone_name(tz)) if windows else ())])
+    is nothing but a date keeps them. The days are frozen in the cursor. A cursor refused is a
+    `CursorError` whose `code` says why."""
+    q = _read_query(query, today, tz)
     if exhaustive:
         if after is not None:
-            raise CursorError("--exhaustive ranks every match in one page and takes no cursor; "
-                              "drop --after, or drop --exhaustive to page on")
-        return _exhaustive(store, words, ev.fts_query(phrases), limit, semantic, gate, windows,
-                           tz, query)
-    if not phrases:  # nothing to match, so nothing to look for by meaning either ("?!" and
+            raise CursorError(CursorRefusal.EXHAUSTIVE)
+        return _exhaustive(store, q.words, ev.fts_query(q.phrases), limit, semantic, gate,
+                           q.windows, tz, query)
+    if not q.phrases:  # nothing to match, so nothing to look for by meaning either ("?!" and
         # "the and of" embed as near some line as any question does): no hits, as the walk
         if after is not None:
-            raise CursorError("this cursor belongs to another query: search again without it")
-        return _exhaustive(store, words, None, limit, None, gate, (), query=query)
+            raise CursorError(CursorRefusal.OTHER_QUERY)
+        return _exhaustive(store, q.words, None, limit, None, gate, (), query=query)
+    page = _open_page(store, q, after, tz)
+    if after is None and semantic is not None:
+        fused = _fused_page(store, page, q.words, limit, gate, query, semantic)
+        if fused is not None:
+            return fused
+    taken = [h.hit for h in page.take(limit)]
+    return page.finish(taken, done=len(taken) < limit)
+
+
+def _open_page(store: Store, q: _Query, after: str | None, tz: tzinfo | None) -> _Page:
+    """The page a first search, or the cursor `after`, starts from (a stale cursor refused)."""
     if after is None:
-        plan, shown, phase, membership = _plan(store, phrases, windows, asked), None, (0, 0), None
+        plan, shown, phase, membership = _plan(store, q.phrases, q.windows, q.asked), None, (
+            0, 0), None
     else:
-        plan, shown, phase, membership = _read_cursor(after, phrases, asked)
+        plan, shown, phase, membership = _read_cursor(after, q.phrases, q.asked)
     cands, on_day = _candidates(store, plan, tz)
     if membership is not None and membership != _membership(sorted(cands)):
         raise _stale_cursor()
-    page = _Page(store, plan, cands, on_day, shown, phase)
-    if after is None and semantic is not None:
-        lexical = page.first(limit)
-        coverage = covered(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
-        if coverage < gate:
-            got = semantic()
-            fused = None if got is None else _fused(
-                store, [h.hit for h in lexical],
-                {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
-                got, limit, page.stale, coverage / gate if gate else 1.0,
-                [h.hit for h in lexical if h.key in page.on_day], query, semantic)
-            if fused is not None:
-                page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
-                return page.finish(fused, done=False)
-    taken = [h.hit for h in page.take(limit)]
-    return page.finish(taken, done=len(taken) < limit)
+    return _Page(store, plan, cands, on_day, shown, phase)
+
+
+def _fused_page(store: Store, page: _Page, words: list[str], limit: int, gate: float,
+                query: str, semantic: Semantic) -> Hits | None:
+    """A first page fused with the semantic channel, when the lexical hits cover less than
+    `gate` of the query's words (None: the lexical page stands)."""
+    lexical = page.first(limit)
+    coverage = covered(words, [h.excerpt_body for h in lexical if h.hit.kind == "event"][:3])
+    if coverage >= gate:
+        return None
+    got = semantic()
+    fused = None if got is None else _fused(
+        store, [h.hit for h in lexical],
+        {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
+        got, limit, page.stale, coverage / gate if gate else 1.0,
+        [h.hit for h in lexical if h.key in page.on_day], query, semantic)
+    if fused is None:
+        return None
+    page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
+    return page.finish(fused, done=False)
 
 
 # -- the plan and its candidates -----------------------------------------------------------------
@@ -497,8 +550,7 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
                  ) -> tuple[Plan, bytes | None, tuple[int, int], int]:
     """The plan, shown-bitmap, phase and candidates' checksum a cursor carries (CursorError
     for anything else)."""
-    bad = CursorError(f"{cursor[:40]!r} is not a search cursor: pass the next_cursor a search "
-                      "printed, with the same words")
+    bad = CursorError(CursorRefusal.NOT_A_CURSOR, cursor)
     if not cursor.startswith(CURSOR_PREFIX):
         raise bad
     try:
@@ -525,17 +577,14 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
             zlib.error, binascii.Error):
         raise bad from None
     if fingerprint != asked:
-        raise CursorError("this cursor belongs to another query (other words, or for a dated "
-                          "query other days or another time zone): page on with the same "
-                          "words, or search again without it")
+        raise CursorError(CursorRefusal.OTHER_QUERY)
     if phase[0] not in (0, 1, 2, 3) or len(plan.windows) > dates.QUERY_WINDOWS:
         raise bad
     return plan, shown, phase, membership
 
 
 def _stale_cursor() -> CursorError:
-    return CursorError("the history changed under this cursor (a redaction or new search "
-                       "words): search again without it")
+    return CursorError(CursorRefusal.STALE)
 
 
 # -- the flat ranking, the labels, the hybrid path ------------------------------------------------
@@ -548,25 +597,9 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     """Every match ranked (bm25 over both indexes, the top `limit` of each, best first; the
     matches said on a day the query names first), fused as the first page is when lexical
     coverage falls short."""
-    hits: list[Hit] = []
     stale = dec.stale_events(store)
-    bodies: dict[int, str] = {}
-    on_day: set[int] = set()
-    if match is not None:
-        for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
-            hits.append(_event_hit(event, stale, snip, score))
-            bodies[int(event.id or 0)] = event.body
-        for rollup, score in rl.fts_search(store, match, limit):
-            hits.append(_rollup_hit(rollup, score))
-        scored = dict(_on_days(store, match, windows, ev.fts_top_id(store), tz))
-        if scored:  # they come first: only the best `limit` of them can be shown
-            on_day.update(scored)
-            new = sorted((i for i in scored if i not in bodies), key=lambda i: (scored[i], i))
-            new = new[:limit]
-            events, snips = ev.history_of(store, new), ev.fts_snippets(store, match, new)
-            for i, e in ((i, events[i]) for i in new if i in events):
-                hits.append(_event_hit(e, stale, snips.get(i), scored[i]))
-                bodies[i] = e.body
+    hits, bodies, on_day = (_flat(store, match, limit, windows, tz, stale) if match is not None
+                            else ([], {}, set()))
     hits.sort(key=lambda h: (not (h.kind == "event" and h.id in on_day), h.score,
                              h.kind != "rollup", h.id))
     coverage = covered(words, [bodies[h.id] for h in hits if h.kind == "event"][:3])
@@ -581,6 +614,28 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     out.dates = tuple(name for _, _, name in windows)
     out.day_matches = _on_page(out, windows, on_day)
     return out
+
+
+def _flat(store: Store, match: str, limit: int, windows: tuple[tuple[str, str, str], ...],
+          tz: tzinfo | None, stale: dict[int, str]
+          ) -> tuple[list[Hit], dict[int, str], set[int]]:
+    """The flat ranking's hits (unsorted), the events' whole texts, and the ids said on or
+    about a day the query names (only the best `limit` of those can be shown)."""
+    hits: list[Hit] = []
+    bodies: dict[int, str] = {}
+    for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
+        hits.append(_event_hit(event, stale, snip, score))
+        bodies[int(event.id or 0)] = event.body
+    for rollup, score in rl.fts_search(store, match, limit):
+        hits.append(_rollup_hit(rollup, score))
+    scored = dict(_on_days(store, match, windows, ev.fts_top_id(store), tz))
+    new = sorted((i for i in scored if i not in bodies), key=lambda i: (scored[i], i))[:limit]
+    if new:
+        events, snips = ev.history_of(store, new), ev.fts_snippets(store, match, new)
+        for i, e in ((i, events[i]) for i in new if i in events):
+            hits.append(_event_hit(e, stale, snips.get(i), scored[i]))
+            bodies[i] = e.body
+    return hits, bodies, set(scored)
 
 
 def _event_hit(e: Event, stale: dict[int, str], snippet: str | None, score: float,
@@ -628,37 +683,53 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
     which keep their places at the top (ADR-0028). None, with a WARNING, when the vectors
     cannot be read against the query's (the model changed): the caller keeps its lexical
     page."""
-    vector, matrix = got
     try:
-        near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
-        rollups = getattr(matrix, "rollups", None)
-        near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
-                        if rollups is not None and len(rollups.ids) else [])
-        named = (named_person_or_none(store, query, matrix) if query and hasattr(matrix, "people")
-                 else None)
-        person: list[tuple[str, int]] = []
-        if named is not None:
-            theirs = semantic(named.asked) if semantic is not None else None
-            person = [("event", i) for i in matrix.nearest(
-                vector if theirs is None else theirs[0], max(limit, 20), among=named.mask)]
+        near, near_rollups, person = _nearest(store, got, limit, query, semantic)
     except EmbedError as e:
         log.warning("semantic channel unusable (%s); search goes on lexical only", e)
         return None
-    key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
-           for h in hits}
     fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups, person,
                 weights=(lexical_weight, 1.0, ROLLUP_WEIGHT, 1.0))
-    out: list[Hit] = []
-    spans: list[tuple[int, int]] = []  # the spans of the rollups taken
     said: set[str] = set()  # the texts of the events taken
     score_of = dict(fused)
-    for h in (first or [])[:limit]:
-        if not _said_again(bodies.get(h.id, ""), said):
-            out.append(replace(h, score=round(score_of.get((h.kind, h.id), 0.0), 6)))
+    out = [replace(h, score=round(score_of.get((h.kind, h.id), 0.0), 6))
+           for h in (first or [])[:limit] if not _said_again(bodies.get(h.id, ""), said)]
+    key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
+           for h in hits}
+    _take_fused(store, fused, key, out, said, stale, limit)
+    return out
+
+
+def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str,
+             semantic: Semantic | None
+             ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[tuple[str, int]]]:
+    """The nearest events, the nearest rollups, and the named person's nearest events to the
+    query in their own words (empty when it names no one who speaks)."""
+    vector, matrix = got
+    near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
+    rollups = getattr(matrix, "rollups", None)
+    near_rollups = ([("rollup", i) for i in rollups.nearest(vector, max(limit, 10))]
+                    if rollups is not None and len(rollups.ids) else [])
+    named = (named_person_or_none(store, query, matrix) if query and hasattr(matrix, "people")
+             else None)
+    if named is None:
+        return near, near_rollups, []
+    theirs = semantic(named.asked) if semantic is not None else None
+    person = [("event", i) for i in matrix.nearest(
+        vector if theirs is None else theirs[0], max(limit, 20), among=named.mask)]
+    return near, near_rollups, person
+
+
+def _take_fused(store: Store, fused: list[tuple[Any, float]],
+                key: dict[tuple[str, int], tuple[Hit, str]], out: list[Hit], said: set[str],
+                stale: dict[int, str], limit: int) -> None:
+    """Fill `out` up to `limit` from the fused ranking: a lexical hit as it was, an item only
+    the vectors found as a semantic hit, neither repeated nor folded into one taken."""
     taken = {(h.kind, h.id) for h in out}
+    spans: list[tuple[int, int]] = []  # the spans of the rollups taken
     for item, score in fused:
         if len(out) >= limit:
-            break
+            return
         found = key.get(item) or _semantic_hit(store, item, stale)
         if found is None or item in taken:
             continue
@@ -666,9 +737,6 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
         if _folded(store, h, out, spans) or _said_again(body, said):
             continue
         out.append(replace(h, score=round(score, 6)))
-        if len(out) == limit:
-            break
-    return out
 
 
 def _said_again(body: str, said: set[str]) -> bool:

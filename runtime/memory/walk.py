@@ -11,7 +11,9 @@ reason to refuse.
 An entry must also hold the threshold's share of the query's weight (each word weighed by its
 idf over the whole history, a word the history never uses weighing most), so a question whose
 telling words appear nowhere is not answered by its common ones. Below the threshold it refuses
-and runs no query past the entry scan: a refusal is a return value, never an exception. With
+and runs no query past the entry scan: a refusal is a return value, never an exception, and a
+code with its figures (`Refusal`, `Why`), never a sentence: the doors' words are
+`render.walk_reason` (ADR-0040). With
 the semantic channel on, a door may hand it the query's vector for a semantic entry when the
 lexical one falls short (`memory.nearest`, ADR-0020). `walk` never writes; `walk_recorded` is
 the door that runs it and then records one telemetry row through a read-write store the caller
@@ -19,7 +21,9 @@ hands it.
 
 Three steps: enter (`_enter`: the entry scan of the ladder and of fresh history), descend
 (`_descend`) and gather (`_gather`), returning a typed `WalkResult` (`walk_result`); its
-`as_dict()` is the JSON contract every door returns (`walk` and `walk_recorded` return it).
+`as_dict()` (`walk` returns it) is the JSON contract every door returns but the refusal's
+words, which the door adds from the code (`render.walk_json`); `walk_recorded` returns the
+`WalkResult`.
 Query words are those of `memory.tokens`, the one tokenizer (Unicode words, as FTS5 splits them).
 
 A query longer than `cards.MAX_QUERY_CHARS` (2,000 characters) is truncated to it, never
@@ -35,8 +39,9 @@ import math
 import re
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, tzinfo
+from enum import StrEnum
 from typing import Any
 
 from ..store import Event, Store, telemetry
@@ -100,6 +105,30 @@ class Found:
         return row
 
 
+class Refusal(StrEnum):
+    """Why a walk refused: a code, never a sentence (the doors' words: `render.walk_reason`)."""
+    NO_WORDS = "no_words"  # only stopwords or punctuation: nothing to match, nor to embed
+    BELOW_THRESHOLD = "below_threshold"  # the best match holds too few of the query's words
+    LOW_WEIGHT = "low_weight"  # enough words, too little of their weight (the rarer ones missing)
+    NO_EVENT_HOLDS = "no_event_holds"  # it entered, and no event it reached holds the words
+    NOT_SAID_THEN = "not_said_then"  # it entered, and what was said on the days named does not
+
+
+@dataclass(frozen=True)
+class Why:
+    """A refusal's code and its figures; `WalkResult.matched_tokens` holds the best match the
+    code speaks of (the best seen, the entry's, or the named days' best)."""
+    code: Refusal
+    threshold: float
+    entered: tuple[str, ...] = ()  # the entry's words, when it entered (or fell short on weight
+    # though not the best match seen)
+    weight: float | None = None  # the share of the query's weight held, floored to 2 places
+    of_day: bool = False  # low_weight: the entry is a node said on or about a named day
+    enough: bool = False  # not_said_then: the days' best holds enough words, not their weight
+    probe: Probe | None = None  # the semantic probe, when it was asked
+    probe_off_day: bool = False  # the probe was confident, but not of the days named
+
+
 @dataclass(frozen=True)
 class WalkResult:
     """What a walk returns: a way down (trace and events) or a refusal with its reason."""
@@ -110,19 +139,23 @@ class WalkResult:
     trace: tuple[Step, ...] = ()
     events: tuple[Found, ...] = ()
     truncated: bool = False
-    reason: str | None = None  # set exactly when refused
+    why: Why | None = None  # set exactly when refused
     query_truncated: bool = False
     entry: str | None = None  # "lexical" or "semantic"; None when refused
     dates: tuple[str, ...] = ()  # the days the query named ("2025-03-12"), which narrow it
 
+    @property
+    def code(self) -> Refusal | None:
+        return self.why.code if self.why is not None else None
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool; its keys
-        in this order (`reason` only on a refusal, `entry` only when it entered,
+        """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool, but its
+        English `reason` (which a door adds from the code, `render.walk_json`); its keys in
+        this order (`reason_code` only on a refusal, `entry` only when it entered,
         `query_truncated` only when true, `dates` only when the query named days)."""
         out: dict[str, Any] = {"refused": self.refused}
-        if self.refused:
-            out["reason"] = self.reason
+        if self.why is not None:
+            out["reason_code"] = self.why.code.value
         else:
             out["entry"] = self.entry
         out.update({"confidence": self.confidence, "query_tokens": list(self.query_tokens),
@@ -240,17 +273,41 @@ def _confidence(matched: Sequence[str], n: int) -> float:
     return round(len(matched) / n, 4) if n else 0.0
 
 
-def _refusal(reason: str, tokens: list[str], best: list[str], n: int, cut: bool,
-             pr: Probe | None = None, days: tuple[str, ...] = (),
-             weight: float | None = None) -> WalkResult:
-    conf = _confidence(best, n)
-    if weight is not None:  # enough words, too little of their weight: the weight is the figure
-        conf = min(conf, weight)
-    if pr is not None:  # the better of the two entries' confidences, both below the threshold
-        conf = max(conf, pr.confidence)
-    return WalkResult(refused=True, reason=reason, confidence=conf,
-                      query_tokens=tuple(tokens), matched_tokens=tuple(best),
-                      query_truncated=cut, dates=days)
+@dataclass(frozen=True)
+class _Ask:
+    """A walk's question as read: the capped query, its words, the days it names, the caps."""
+    query: str
+    cut: bool
+    tokens: list[str]
+    days: tuple[str, ...]
+    sc: _Scorer | None  # None: no words to match
+    threshold: float
+    caps: Caps
+
+
+def _ask(store: Store, query: str, threshold: float, caps: Caps, before_id: int | None,
+         today: date | None, tz: tzinfo | None) -> _Ask:
+    query, cut = cap_query(query)
+    windows, topic = dates.windows(query, today, tz, dates.QUERY_WINDOWS,
+                                   words_of_relative=False)  # "yesterday" is a day, not a word
+    tokens = query_tokens(topic) or query_tokens(query)  # a date alone keeps its words
+    sc = _Scorer(tokens, windows, before_id=before_id, tz=tz) if tokens else None
+    if sc is not None and windows:
+        sc.told = sc.told_of(store, sc.worded)
+        sc.day_ids = sorted({i for w in windows
+                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)
+                             if before_id is None or i < before_id} | sc.told)
+    return _Ask(query, cut, tokens, tuple(w.name for w in windows), sc, threshold, caps)
+
+
+def _refusal(ask: _Ask, why: Why, matched: Sequence[str]) -> WalkResult:
+    conf = _confidence(matched, len(ask.tokens))
+    if why.code is Refusal.LOW_WEIGHT and why.weight is not None:  # the weight is the figure
+        conf = min(conf, why.weight)
+    if why.probe is not None:  # the better of the two entries' confidences, both below it
+        conf = max(conf, why.probe.confidence)
+    return WalkResult(refused=True, why=why, confidence=conf, query_tokens=tuple(ask.tokens),
+                      matched_tokens=tuple(matched), query_truncated=ask.cut, dates=ask.days)
 
 
 def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
@@ -272,129 +329,138 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
     lexical entry reaches the threshold (so a door pays for a model only then); the walk may
     then enter through the episode those vectors point at, if the probe's calibrated
-    confidence reaches the threshold (`memory.nearest`). The walk itself embeds nothing."""
-    query, cut = cap_query(query)
-    caps = caps or Caps()
-    windows, topic = dates.windows(query, today, tz, dates.QUERY_WINDOWS,
-                                   words_of_relative=False)  # "yesterday" is a day, not a word
-    tokens = query_tokens(topic) or query_tokens(query)  # a date alone keeps its words
-    days = tuple(w.name for w in windows)
-    n = len(tokens)
-    sc = _Scorer(tokens, windows, before_id=before_id, tz=tz) if n else None
-    if sc and windows:
-        sc.told = sc.told_of(store, sc.worded)
-        sc.day_ids = sorted({i for w in windows
-                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)
-                             if before_id is None or i < before_id} | sc.told)
-    entry = _enter(store, sc, threshold, caps, before_id) if sc else None
-    weight = _weighted(store, sc, entry.best) if sc and entry else 0.0
-    if sc and entry and sc.share(entry.best) >= threshold and weight >= threshold:
-        trace, frontier, cut_depth = _descend(store, sc, entry, caps)
-        steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, caps)
-        unlinked = any(s.unlinked for s in trace)  # shown as such, never a reason to refuse
-        if not found and not cut_depth and not days and not unlinked:  # in no event reached
-            return _refusal(f"no confident entry point: the walk entered on "
-                            f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but no event "
-                            "it reached holds them", tokens, list(entry.best), n, cut)
-        if not days:
-            return WalkResult(refused=False, confidence=_confidence(entry.best, n),
-                              query_tokens=tuple(tokens), matched_tokens=tuple(entry.best),
-                              trace=(*trace, *steps), events=tuple(found),
-                              truncated=cut_depth or cut_gather, query_truncated=cut,
-                              entry="lexical")
-        # a day named: what was said on it must hold the query as the entry did (the entry's
-        # own words may have been said on another day): the first of the day's events that
-        # holds the threshold's share of the words and of their weight
-        lists = list(dict.fromkeys(map(tuple, held)))  # most words first
-        enough = [m for m in lists if sc.share(m) >= threshold]
-        weights = {m: _weighted(store, sc, m) for m in enough}
-        ok = next((m for m in enough if weights[m] >= threshold), None)
-        if ok is not None:
-            return WalkResult(refused=False, confidence=_confidence(ok, n),
-                              query_tokens=tuple(tokens), matched_tokens=tuple(ok),
-                              trace=(*trace, *steps), events=tuple(found),
-                              truncated=cut_depth or cut_gather, query_truncated=cut,
-                              entry="lexical", dates=days)
-        # quoted: the day's best by weight among those with the words, else its first
-        best = max(enough, key=lambda m: weights[m]) if enough else (lists[0] if lists else ())
-        said = ("holds none of its words" if not best else
-                f"holds at most {', '.join(best)} ({sc.ratio(best)})" if not enough
-                else f"holds {', '.join(best)} ({sc.ratio(best)}), only "
-                     f"{math.floor(weights[best] * 100) / 100:.2f} of the query's weight")
-        return _refusal(f"no confident entry point on {sc.names()}: the walk entered on "
-                        f"{', '.join(entry.best)} ({sc.ratio(entry.best)}), but what was said "
-                        f"then {said}", tokens, list(best), n, cut, days=days)
-    seen = entry.best_seen if entry else []
-    lexical = (f"best lexical match {len(seen)}/{n} ({len(seen) / n:.2f})" if n else
-               "the query has no words to match (only stopwords or punctuation); best lexical "
-               "match 0/0 (0.00)")
-    short: float | None = None  # the entry's weight, when it alone fell short
-    if sc and entry and sc.share(entry.best) >= threshold:  # enough words, not the telling ones
-        short = math.floor(weight * 100) / 100  # never "0.50 is below 0.5"
-        if len(entry.best) < len(seen):  # the entry is not the best match seen
-            of_day = bool(sc.days and entry.nodes and sc.holds_day(entry.nodes[0][0]))
-            lexical = (f"the best lexical {'match said on or about ' + sc.names() if of_day else 'entry'}"
-                       f", {', '.join(entry.best)} ({sc.ratio(entry.best)}), holding {short:.2f} "
-                       "of the query's weight (its rarer words "
-                       f"{'were not said then' if of_day else 'are missing'}),")
-        else:
-            lexical += (f" holding {short:.2f} of the query's weight (its rarer words are "
-                        "missing)")
-    # a query with no words to match has nothing to look for by meaning either ("?" embeds
-    # as near some line as any question does)
-    got = semantic() if semantic is not None and n else None
-    pr = probe(store, got[0], got[1], before_id, text=query) if got is not None else None
-    if pr is not None and pr.confidence >= threshold:
-        got_sem = _semantic(store, pr, tokens, seen, lexical, caps, cut, sc)
-        if got_sem is not None:
-            return got_sem
-    semantic = f"; {pr.why()}" if pr is not None else ""
-    if pr is not None and pr.confidence >= threshold:  # confident, but not of the day
-        semantic += (f", but none of its nearest events was said on or about {sc.names()}"
-                     if sc is not None else "")
-    # refuse: no query runs past the entry scan
-    return _refusal(f"no confident entry point: {lexical} is below the {threshold} threshold"
-                    f"{semantic}", tokens, seen, n, cut, pr, days, short)
+    confidence reaches the threshold (`memory.nearest`). The walk itself embeds nothing.
+    A refusal is `WalkResult.why`: a `Refusal` code and its figures, never a sentence."""
+    ask = _ask(store, query, threshold, caps or Caps(), before_id, today, tz)
+    if ask.sc is None:  # nothing to match, nor to look for by meaning ("?" embeds as near
+        # some line as any question does)
+        return _refusal(ask, Why(Refusal.NO_WORDS, threshold), [])
+    entry = _enter(store, ask.sc, threshold, ask.caps, before_id)
+    weight = _weighted(store, ask.sc, entry.best)
+    if ask.sc.share(entry.best) >= threshold and weight >= threshold:
+        return _entered(store, ask, ask.sc, entry)
+    return _unentered(store, ask, ask.sc, entry, weight, semantic)
 
 
-def _semantic(store: Store, pr: Probe, tokens: list[str], seen: list[str], lexical: str,
-              caps: Caps, cut: bool, sc: _Scorer | None) -> WalkResult | None:
+def _entered(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry) -> WalkResult:
+    """Descend and gather from a confident entry; refuse when no event it reached holds the
+    words (a node shown unlinked is never a reason: ADR-0008), or, for named days, when what
+    was said then does not hold the query as an entry would."""
+    trace, frontier, cut_depth = _descend(store, sc, entry, ask.caps)
+    steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, ask.caps)
+    unlinked = any(s.unlinked for s in trace)
+    matched: Sequence[str] = entry.best
+    if not found and not cut_depth and not ask.days and not unlinked:  # in no event reached
+        return _refusal(ask, Why(Refusal.NO_EVENT_HOLDS, ask.threshold,
+                                 entered=tuple(entry.best)), entry.best)
+    if ask.days:
+        ok, why, best = _of_days(store, ask, sc, entry, held)
+        if why is not None:
+            return _refusal(ask, why, best)
+        matched = ok
+    return WalkResult(refused=False, confidence=_confidence(matched, len(ask.tokens)),
+                      query_tokens=tuple(ask.tokens), matched_tokens=tuple(matched),
+                      trace=(*trace, *steps), events=tuple(found),
+                      truncated=cut_depth or cut_gather, query_truncated=ask.cut,
+                      entry="lexical", dates=ask.days)
+
+
+def _of_days(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry, held: list[list[str]]
+             ) -> tuple[tuple[str, ...], Why | None, tuple[str, ...]]:
+    """A day named: what was said on it must hold the query as the entry did (the entry's own
+    words may have been said on another day): the first of the day's events that holds the
+    threshold's share of the words and of their weight; else the refusal, quoting the day's
+    best by weight among those with the words, else its first."""
+    lists = list(dict.fromkeys(map(tuple, held)))  # most words first
+    enough = [m for m in lists if sc.share(m) >= ask.threshold]
+    weights = {m: _weighted(store, sc, m) for m in enough}
+    ok = next((m for m in enough if weights[m] >= ask.threshold), None)
+    if ok is not None:
+        return ok, None, ok
+    best = max(enough, key=lambda m: weights[m]) if enough else (lists[0] if lists else ())
+    weight = math.floor(weights[best] * 100) / 100 if enough else None
+    return (), Why(Refusal.NOT_SAID_THEN, ask.threshold, entered=tuple(entry.best),
+                   weight=weight, enough=bool(enough)), best
+
+
+def _unentered(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry, weight: float,
+               semantic: Semantic | None) -> WalkResult:
+    """No confident lexical entry: the semantic one, when the channel is on and its probe is
+    confident (of the days named, when the query names some), else a refusal. No query runs
+    past the entry scan."""
+    seen = entry.best_seen
+    why = Why(Refusal.BELOW_THRESHOLD, ask.threshold)
+    if sc.share(entry.best) >= ask.threshold:  # enough words, not the telling ones
+        of_day = bool(sc.days and entry.nodes and sc.holds_day(entry.nodes[0][0]))
+        why = Why(Refusal.LOW_WEIGHT, ask.threshold,
+                  entered=tuple(entry.best) if len(entry.best) < len(seen) else (),
+                  weight=math.floor(weight * 100) / 100,  # never "0.50 is below 0.5"
+                  of_day=of_day)
+    got = semantic() if semantic is not None else None
+    pr = probe(store, got[0], got[1], sc.before_id, text=ask.query) if got is not None else None
+    confident = pr is not None and pr.confidence >= ask.threshold
+    if pr is not None and confident:
+        found = _semantic(store, pr, ask, seen, sc)
+        if found is not None:
+            return found
+    return _refusal(ask, replace(why, probe=pr, probe_off_day=confident), seen)
+
+
+def _semantic(store: Store, pr: Probe, ask: _Ask, seen: list[str], sc: _Scorer
+              ) -> WalkResult | None:
     """The walk entered by the vectors: the entry episode and its nearest events (only those
     said on a day the query names, when it names one; None when that leaves none)."""
     trace: list[Step] = []
-    entry = f"entry: {pr.why()}; {lexical} was below the threshold"
+    n = len(ask.tokens)
+    entry = (f"entry: {pr.why()}; best lexical match {len(seen)}/{n} ({len(seen) / n:.2f}) "
+             "was below the threshold")
     span = f"{entry}: event not yet under a rollup"  # no episode: the first event is the entry
     if pr.episode is not None:
         node = rl.get(store, pr.episode)
         span = f"event in span {node.source_range}" if node is not None else "event"
         trace.append(Step(1, pr.episode, entry))
-    stale = dec.stale_events(store)
-    rows: list[Found] = []
-    truncated = False
-    if sc is not None and sc.days:  # by meaning: what was said about the day, worded or not
+    if sc.days:  # by meaning: what was said about the day, worded or not
         near = {eid for eid, _ in pr.events}
         sc.told |= sc.told_of(store, lambda _: near, by_words=False)
+    rows, steps, truncated = _nearest_rows(store, pr, ask.caps, sc, span)
+    if not rows and sc.days:
+        return None
+    return WalkResult(refused=False, confidence=pr.confidence, query_tokens=tuple(ask.tokens),
+                      matched_tokens=tuple(seen), trace=(*trace, *steps), events=tuple(rows),
+                      truncated=truncated, query_truncated=ask.cut, entry="semantic",
+                      dates=ask.days)
+
+
+def _nearest_rows(store: Store, pr: Probe, caps: Caps, sc: _Scorer, span: str
+                  ) -> tuple[list[Found], list[Step], bool]:
+    """The probe's nearest events (of the days named, when the query names some), their trace
+    lines, and whether a body was cut."""
+    stale = dec.stale_events(store)
+    rows: list[Found] = []
+    steps: list[Step] = []
+    truncated = False
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
-        if e is None or (sc is not None and sc.days and not sc.about_day(e)):
+        if e is None or (sc.days and not sc.about_day(e)):
             continue
-        trace.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
-        body = e.body
-        if len(body) > caps.payload_chars:
-            body, truncated = body[: caps.payload_chars - 1] + "…", True
+        steps.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
+        body, cut = _cut(e.body, caps.payload_chars)
+        truncated = truncated or cut
         rows.append(Found(e, body, stale.get(eid)))
-    if not rows and sc is not None and sc.days:
-        return None
-    return WalkResult(refused=False, confidence=pr.confidence, query_tokens=tuple(tokens),
-                      matched_tokens=tuple(seen), trace=tuple(trace), events=tuple(rows),
-                      truncated=truncated, query_truncated=cut, entry="semantic",
-                      dates=tuple(w.name for w in sc.days) if sc is not None else ())
+    return rows, steps, truncated
+
+
+def _cut(body: str, chars: int) -> tuple[str, bool]:
+    """A body within the payload cap, and whether it was cut."""
+    if len(body) > chars:
+        return body[: chars - 1] + "…", True
+    return body, False
 
 
 def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
          before_id: int | None = None, semantic: Semantic | None = None,
          today: date | None = None, tz: tzinfo | None = None) -> dict[str, Any]:
-    """`walk_result` as the JSON-ready dict every door returns."""
+    """`walk_result` as a JSON-ready dict (`WalkResult.as_dict`: the code, not the words)."""
     return walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
                        semantic=semantic, today=today, tz=tz).as_dict()
 
@@ -423,8 +489,11 @@ def _enter(store: Store, sc: _Scorer, threshold: float, caps: Caps,
     return _Entry(nodes, level, fresh, best, best_seen)
 
 
+_Nodes = list[tuple[rl.Rollup, list[str]]]
+
+
 def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
-                  ) -> tuple[list[tuple[rl.Rollup, list[str]]], int, list[str]]:
+                  ) -> tuple[_Nodes, int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
     and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`).
     When the query names days, the coarsest rung with a confident node holding one whose
@@ -433,20 +502,11 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
     reads the nodes holding the days' events."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
-    fallback: tuple[list[tuple[rl.Rollup, list[str]]], int] | None = None
+    fallback: tuple[_Nodes, int] | None = None
     for level in range(rl.top_level(store), 0, -1):
-        scored = [(r, sc.matched(_node_text(r)), s)
-                  for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
-        seen = {r.id for r, _, _ in scored}
-        # the nodes holding the days' events, whatever their bm25 rank (scored as the worst)
-        for r in rl.holding(store, level, sc.day_ids, caps.scan) if sc.day_ids else ():
-            if r.id not in seen:
-                seen.add(r.id)
-                scored.append((r, sc.matched(_node_text(r)), 0.0))
-        scored = [t for t in scored if t[1]]
+        scored = _rung(store, sc, words, level, caps)
         if not scored:
             continue
-        scored.sort(key=lambda t: (-len(t[1]), t[2], t[0].id))
         if len(scored[0][1]) > len(best_seen):
             best_seen = scored[0][1]
         confident = [(r, m) for r, m, _ in scored if sc.share(m) >= threshold]
@@ -454,18 +514,39 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
             continue
         if not sc.days:
             return confident[: caps.per_level], level, best_seen
-        # the nodes holding a named day first, if their words carry the query's weight: one
-        # that holds only the commoner words ("fix" of "billing fix": a coarse node's card is
-        # not its whole vocabulary) passes the rung to a finer one, as a rung without one does
-        day = {r.id for r, m in confident
-               if sc.holds_day(r) and _weighted(store, sc, m) >= threshold}
-        confident.sort(key=lambda t: (t[0].id not in day, not sc.holds_day(t[0])))  # stable
-        if day:
+        if _days_first(store, sc, confident, threshold):
             return confident[: caps.per_level], level, best_seen
         fallback = fallback or (confident[: caps.per_level], level)
     if fallback is not None:
         return fallback[0], fallback[1], best_seen
     return [], 0, best_seen
+
+
+def _rung(store: Store, sc: _Scorer, words: list[str], level: int, caps: Caps
+          ) -> list[tuple[rl.Rollup, list[str], float]]:
+    """One rung's scan: its best bm25 nodes and the nodes holding the days' events (whatever
+    their bm25 rank, scored as the worst), those holding a query word, most words first."""
+    scored = [(r, sc.matched(_node_text(r)), s)
+              for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
+    seen = {r.id for r, _, _ in scored}
+    for r in rl.holding(store, level, sc.day_ids, caps.scan) if sc.day_ids else ():
+        if r.id not in seen:
+            seen.add(r.id)
+            scored.append((r, sc.matched(_node_text(r)), 0.0))
+    scored = [t for t in scored if t[1]]
+    scored.sort(key=lambda t: (-len(t[1]), t[2], t[0].id))
+    return scored
+
+
+def _days_first(store: Store, sc: _Scorer, confident: _Nodes, threshold: float) -> bool:
+    """Put the nodes holding a named day first (stable), and say whether one of them has words
+    that carry the query's weight: one that holds only the commoner words ("fix" of "billing
+    fix": a coarse node's card is not its whole vocabulary) passes the rung to a finer one, as
+    a rung without one does."""
+    day = {r.id for r, m in confident
+           if sc.holds_day(r) and _weighted(store, sc, m) >= threshold}
+    confident.sort(key=lambda t: (t[0].id not in day, not sc.holds_day(t[0])))
+    return bool(day)
 
 
 def _enter_fresh(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps,
@@ -542,15 +623,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
             ) -> tuple[list[Step], list[Found], bool, list[list[str]]]:
     """The events' trace lines, the events (capped, bodies cut), whether a cap cut them, and
     the query words each of them holds, in their order."""
-    found: list[tuple[Event, list[str], str]] = []
-    for r in frontier:
-        first, last = _span(r) or (0, 0)  # the frontier holds linked nodes only
-        for e in ev.span(store, first, last):
-            if sc.before_id is not None and (e.id or 0) >= sc.before_id:
-                continue  # the turn's own input, sealed already: a question never finds itself
-            m = sc.matched(head(e.body))
-            if m:
-                found.append((e, m, f"event in span {r.source_range}"))
+    found = _reached(store, sc, frontier)
     found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
     if sc.days:  # only what was said on a day the query names
         found = [t for t in found if sc.about_day(t[0])]
@@ -562,23 +635,38 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
     truncated = len(unique) > caps.events
     unique = unique[: caps.events]
     stale = dec.stale_events(store) if unique else {}
-    held = [list(m) for _, m, _ in unique]
     steps, rows = [], []
     for e, m, why in unique:
         steps.append(Step(0, int(e.id or 0), f"{why}: {sc.ratio(m)} tokens"))
-        body = e.body
-        if len(body) > caps.payload_chars:
-            body, truncated = body[: caps.payload_chars - 1] + "…", True
+        body, cut = _cut(e.body, caps.payload_chars)
+        truncated = truncated or cut
         rows.append(Found(e, body, stale.get(int(e.id or 0))))
-    return steps, rows, truncated, held
+    return steps, rows, truncated, [list(m) for _, m, _ in unique]
+
+
+def _reached(store: Store, sc: _Scorer, frontier: list[rl.Rollup]
+             ) -> list[tuple[Event, list[str], str]]:
+    """The events of the level-1 spans reached that hold a query word (the turn's own input,
+    sealed already, left out: a question never finds itself)."""
+    found: list[tuple[Event, list[str], str]] = []
+    for r in frontier:
+        first, last = _span(r) or (0, 0)  # the frontier holds linked nodes only
+        for e in ev.span(store, first, last):
+            if sc.before_id is not None and (e.id or 0) >= sc.before_id:
+                continue
+            m = sc.matched(head(e.body))
+            if m:
+                found.append((e, m, f"event in span {r.source_range}"))
+    return found
 
 
 def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
                   caps: Caps | None = None, log_to: Store | None = None,
                   before_id: int | None = None, semantic: Semantic | None = None,
-                  tz: tzinfo | None = None) -> dict[str, Any]:
-    """Run the walk and record it in telemetry (tokens, confidence, refused, entry, nodes,
-    events, milliseconds). A telemetry failure is logged loudly and never breaks the walk."""
+                  tz: tzinfo | None = None) -> WalkResult:
+    """Run the walk and record it in telemetry (tokens, confidence, refused and its code,
+    entry, nodes, events, milliseconds). A telemetry failure is logged loudly and never breaks
+    the walk."""
     t0 = time.perf_counter()
     result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
                          semantic=semantic, tz=tz)
@@ -588,9 +676,10 @@ def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = 
             "door": door, "query_tokens": list(result.query_tokens),
             "confidence": result.confidence, "refused": result.refused, "entry": result.entry,
             "nodes": len(result.trace), "events": len(result.events), "ms": round(ms, 3),
+            **({"reason_code": result.code.value} if result.code is not None else {}),
             **({"query_truncated": True} if result.query_truncated else {}),
             **({"dates": list(result.dates)} if result.dates else {})})
     except Exception as e:
         log.warning("walk telemetry not recorded (%s: %s); the walk result stands",
                     type(e).__name__, e)
-    return result.as_dict()
+    return result

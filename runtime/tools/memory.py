@@ -6,7 +6,9 @@ the decision; it may name the MEMORY.md entry it supersedes, ADR-0018, and one t
 entry is an error result the model can correct). Search, read and walk only read memory; no tool
 here writes MEMORY.md itself (only the gate may) or calls a chat model. With the semantic
 channel on, search and walk may embed the query, and only when lexical falls short (the
-loop's `SemanticCache` keeps the embedder and vectors between ticks).
+loop's `SemanticCache` keeps the embedder and vectors between ticks). All three go through the
+memory service (`memory.service.Memory`); a walk's refusal is a code that `render.walk_json`
+puts in words.
 
 A query longer than `cards.MAX_QUERY_CHARS` is not refused: only its first MAX_QUERY_CHARS
 characters are read, and the result says so (`"query_truncated": true` in a walk; a first line
@@ -16,16 +18,16 @@ in a search's answer). An event id past SQLite's 64-bit range is a schema error.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from ..errors import CoworkerError
 from ..memory import dates
-from ..memory import walk as walker
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
 from ..memory.recall import authority_note, event_header, event_mark, header_field
-from ..memory.search import days_line, search
+from ..memory.service import Memory
+from ..render import days_line, walk_json
 from ..store import decisions as dec
 from ..store import events as ev
 from .registry import Tool, ToolContext
@@ -45,9 +47,7 @@ class SearchInput(BaseModel):
 
 def _search(ctx: ToolContext, p: SearchInput) -> str:
     query, cut = cap_query(p.query)
-    semantic = _semantic(ctx, query) if p.after is None else None
-    hits = search(ctx.store, query, p.limit, semantic=semantic, after=p.after,
-                  tz=ctx.settings.coworker.zone)
+    hits = _memory(ctx).search(query, p.limit, after=p.after)
     note = [QUERY_NOTE] if cut else []
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
@@ -71,20 +71,14 @@ class WalkInput(BaseModel):
                        f"(at most {MAX_QUERY_CHARS} characters are read)")
 
 
-def _semantic(ctx: ToolContext, query: str) -> Any:
-    """The semantic channel for this query, when it is on (embedded only if lexical falls
-    short)."""
-    if ctx.semantic is None:
-        return None
-    return ctx.semantic.for_query(ctx.store, ctx.settings.semantic, cap_query(query)[0])
+def _memory(ctx: ToolContext) -> Memory:
+    """The memory service over the tick's store, with the loop's semantic channel."""
+    return Memory(ctx.store, ctx.settings, ctx.semantic)
 
 
 def _walk(ctx: ToolContext, p: WalkInput) -> str:
-    result = walker.walk_recorded(ctx.store, p.query, ctx.settings.memory.walk_threshold,
-                                  door="tool", before_id=ctx.first_input_id or ctx.tick_id,
-                                  semantic=_semantic(ctx, p.query),
-                                  tz=ctx.settings.coworker.zone)
-    return json.dumps(result, ensure_ascii=False)
+    result = _memory(ctx).walk(p.query, door="tool", before_id=ctx.first_input_id or ctx.tick_id)
+    return json.dumps(walk_json(result), ensure_ascii=False)
 
 
 # An id as SQLite can hold it (a 64-bit integer); one past that range is a schema error the
