@@ -114,7 +114,7 @@ def test_reads_go_through_every_door(stocked: Home) -> None:
     for door in Door:
         actions = Actions(stocked, door)
         assert actions.search("parser")[0].kind == "event"
-        assert actions.walk("parser unicode")["events"]
+        assert actions.walk("parser unicode").events  # a WalkResult (ADR-0040)
         assert [p.text for p in actions.pins()] == ["Keep the changelog short"]
         assert "parser" in actions.recall("what about the parser crash?")["terms"]
 
