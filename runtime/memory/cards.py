@@ -2,8 +2,9 @@
 
 Owns tf-idf against the whole log: term frequencies from the span, document frequencies read
 from the FTS index itself (the `events_vocab` table, porter stems), so a card costs a few
-indexed look-ups and no pass over the log. A parent's card weighs its children's card words by
-how few rollups of their rung hold them (`rung_card`, ADR-0035), so a word a whole rung holds
+indexed look-ups and no pass over the log (the store reads them: no SQL here). A parent's card
+weighs its children's card words by how few rollups of their rung hold them (`rung_card`,
+ADR-0035, `store.fts.card_holders`), so a word a whole rung holds
 (small talk said every day) loses to the words that tell this span from its siblings. A card
 never holds an id or a hash (`looks_like_id`: `7711b75`) nor a word of SMALL_TALK, though the
 episode's vocabulary, which recall and the walk read, keeps every word. Cards are surface
@@ -28,7 +29,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ..store import Store
+from ..store import Store, fts
+from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS  # noqa: F401 - re-exported, see below
 from . import docfreq
 from .tokens import STOPWORDS, stem, words
@@ -140,10 +142,7 @@ class Distinctive:
         if key not in self._rung:
             if len(self._rung) >= RUNG_CACHED:
                 self._rung.clear()
-            match = 'terms : "' + word.replace('"', '""') + '"'
-            self._rung[key] = int(self.store.scalar(  # a join would probe FTS once a rollup
-                "SELECT COUNT(*) FROM rollups WHERE level = ? AND id IN "
-                "(SELECT rowid FROM rollups_fts WHERE rollups_fts MATCH ?)", (level, match)) or 0)
+            self._rung[key] = fts.card_holders(self.store, level, word)
         return self._rung[key]
 
     def rung_card(self, level: int, cards: Sequence[Sequence[str]], k: int = 8) -> list[str]:
@@ -159,8 +158,7 @@ class Distinctive:
                     weights[w] += k - rank
                     holders[w] += 1
         if level not in self._rung_size:  # a run seals a rung's parents once it is whole
-            self._rung_size[level] = int(self.store.scalar(
-                "SELECT COUNT(*) FROM rollups WHERE level = ?", (level,)) or 0)
+            self._rung_size[level] = rl.counts_per_level(self.store).get(level, 0)
         others = max(0, self._rung_size[level] - len(cards))
         score = {w: weight * (math.log((others + 1) / (max(0, self.rung_df(level, w)
                                                                 - holders[w]) + 1)) + 1)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store import Store
+from ..store import Store, episode_cover
 from ..store import events as ev
 from . import dates
 from .cards import cap_query
@@ -109,23 +109,32 @@ def unseen_names(store: Store, text: str) -> tuple[str, ...]:
     text = cap_query(text)[0]  # what the vector was made of; a name past the cut is unread
     if not any(c.islower() for c in text):
         return ()
-    names: list[tuple[str, tuple[str, ...]]] = []
-    for m in _WORD.finditer(text):
-        word = re.sub(r"['’]s$", "", m.group()).strip(".'’-")
-        before = text[:m.start()].rstrip()
-        if not before or _opens_sentence(before) or not any(c.isupper() for c in word):
-            continue  # the first word of the text or of a sentence is capitalised anyway
-        parts = tuple(p for p in re.split(r"[^\w]+|_", word) if p)
-        if (not parts or parts[0] == "I" or word.lower() in _CALENDAR
-                or word.lower() in _TITLES or _TITLE.search(m.group())):
-            continue  # "I'm", "May", "Dr", "U.S.": no name of a thing
-        names.append((word, parts))
+    names = [n for m in _WORD.finditer(text) if (n := _name_at(text, m)) is not None]
     if not names:
         return ()
     stems = {p: stem(p) for _, parts in names for p in parts}
     seen = ev.doc_freqs(store, sorted(set(stems.values())))
     return tuple(dict.fromkeys(w for w, parts in names
                                if not all(seen.get(stems[p]) for p in parts)))
+
+
+def _name_at(text: str, m: re.Match[str]) -> tuple[str, tuple[str, ...]] | None:
+    """The name the query writes at `m`, with its parts as the index reads them, or None
+    (the rules of `unseen_names`)."""
+    word = re.sub(r"['’]s$", "", m.group()).strip(".'’-")
+    before = text[:m.start()].rstrip()
+    if not before or _opens_sentence(before) or not any(c.isupper() for c in word):
+        return None  # the first word of the text or of a sentence is capitalised anyway
+    parts = tuple(p for p in re.split(r"[^\w]+|_", word) if p)
+    if not parts or parts[0] == "I" or _no_name(word, m.group()):
+        return None  # "I'm", "May", "Dr", "U.S.": no name of a thing
+    return word, parts
+
+
+def _no_name(word: str, written: str) -> bool:
+    """A month or weekday, a title ("Dr", "Mrs."), or a capital and a full stop ("U.S.")."""
+    low = word.lower()
+    return low in _CALENDAR or low in _TITLES or _TITLE.search(written) is not None
 
 
 # A query naming what no event holds ("the holiday party in Lisbon") finds neighbours about the
@@ -190,23 +199,15 @@ def confidence(best: float, margin: float, cal: dict[str, float] | None = None) 
 
 def _group(store: Store, ids: np.ndarray) -> list[int | None]:
     """The level-1 episode covering each event id (None: no episode covers it yet), one
-    indexed look-up per id (episodes' spans never overlap), so a probe costs what it reads,
-    not the number of episodes in the history."""
-    out: list[int | None] = []
-    for i in ids:
-        row = store.query("SELECT id, first_event FROM rollups WHERE level = 1 AND "
-                          "last_event >= ? AND first_event IS NOT NULL ORDER BY last_event "
-                          "LIMIT 1", (int(i),))
-        out.append(int(row[0][0]) if row and int(row[0][1]) <= int(i) else None)
-    return out
+    indexed look-up per id (`store.episode_cover`), so a probe costs what it reads, not the
+    number of episodes in the history."""
+    return [episode_cover.covering(store, int(i)) for i in ids]
 
 
-def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None = None,
-          cal: dict[str, float] | None = None, text: str | None = None) -> Probe | None:
-    """The semantic probe for `vector` over `matrix` (ids below `before_id` only); None when
-    there is nothing to compare (no vectors, or none before `before_id`). `cal`: the
-    coefficients (default: those of the matrix's model). `text`, the query as written: when
-    it names something no event holds (`unseen_names`), the probe has no confidence."""
+def _nearest(vector: np.ndarray, matrix: Any, before_id: int | None
+             ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """(each row's cosine, the READ nearest rows below `before_id`, best first, and whether
+    rows below the last of them remain unread); None when the matrix cannot be compared."""
     ids, rows = matrix.ids, matrix.rows
     if not len(ids) or rows.shape[1] != vector.shape[0]:
         return None
@@ -217,27 +218,53 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     top = np.argpartition(-sims, k - 1)[:k]
     top = top[np.argsort(-sims[top], kind="stable")]
     top = top[np.isfinite(sims[top])]
-    unread = k < len(ids) and len(top) == k  # events below the last one read may remain
+    return sims, top, k < len(ids) and len(top) == k
+
+
+def _bound(sims: np.ndarray, top: np.ndarray, kept: int, floor: float, unread: bool) -> float:
+    """The best another episode may have when none is among the events looked at: below the
+    last of them (a bound, so the margin is never overstated); 0.0 when every event was."""
+    if kept > SCAN:
+        return float(sims[top[-1]])
+    return floor if unread else 0.0
+
+
+def _entry_events(sims: np.ndarray, top: np.ndarray, top_ids: np.ndarray, keys: list[int]
+                  ) -> tuple[tuple[int, float], ...]:
+    """(id, cosine) of the entry episode's events (`keys[0]`'s) within NEAR of the best, best
+    first, at most RETURNED."""
+    best = float(sims[top[0]])
+    return tuple((int(i), round(float(sims[j]), 4))
+                 for j, i, key in zip(top, top_ids, keys, strict=True)
+                 if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
+
+
+def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None = None,
+          cal: dict[str, float] | None = None, text: str | None = None) -> Probe | None:
+    """The semantic probe for `vector` over `matrix` (ids below `before_id` only); None when
+    there is nothing to compare (no vectors, or none before `before_id`). `cal`: the
+    coefficients (default: those of the matrix's model). `text`, the query as written: when
+    it names something no event holds (`unseen_names`), the probe has no confidence."""
+    got = _nearest(vector, matrix, before_id)
+    if got is None:
+        return None
+    sims, top, unread = got
     floor = float(sims[top[-1]]) if len(top) else 0.0
-    set_aside = routine(np.asarray(rows)[top])
+    set_aside = routine(np.asarray(matrix.rows)[top])
     behind = bool(len(set_aside) and set_aside[0])
     kept = top[~set_aside]
     top = kept[:SCAN]
     if not len(top):
         return None
-    # with no other episode among the events looked at, its best lies below the last of them
-    # (a bound, so the margin is never overstated); 0.0 when every event was looked at
-    bound = float(sims[top[-1]]) if len(kept) > SCAN else floor if unread else 0.0
-    top_ids = ids[top]
+    bound = _bound(sims, top, len(kept), floor, unread)
+    top_ids = matrix.ids[top]
     groups = _group(store, top_ids)
     # an event no episode covers is its own group: two near-equal fresh events are ambiguous
     keys = [g if g is not None else -int(i) for g, i in zip(groups, top_ids, strict=True)]
     best = float(sims[top[0]])
     other = next((float(sims[j]) for j, key in zip(top, keys, strict=True) if key != keys[0]),
                  bound)
-    events = tuple((int(i), round(float(sims[j]), 4))
-                   for j, i, key in zip(top, top_ids, keys, strict=True)
-                   if key == keys[0] and sims[j] >= best - NEAR)[:RETURNED]
+    events = _entry_events(sims, top, top_ids, keys)
     # a line set aside above the entry may be the answer said thrice: the entry does not stand
     # out from it, so it has no margin and no confidence, however near it is (a rule, not a
     # measure: the calibration is fitted without such probes)
