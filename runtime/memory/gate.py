@@ -176,30 +176,51 @@ def clauses(body: str) -> list[Clause]:
     whose words follow ("Ops-bot says: ...", "according to the vendor, ..."). Linear in the
     body."""
     out: list[Clause] = []
-    pos, n, quoted = 0, 0, False  # quoted: a double quote is open (sentence ends hold none)
+    pos, quoted = 0, False  # quoted: a double quote is open (sentence ends hold none)
     ends = [(m.start(), m.end(), m.group(0)) for m in SENTENCE_END.finditer(body)]
-    for start, stop, mark in [*ends, (len(body), len(body), "")]:
-        sentence = body[pos:start]
+    for n, (start, stop, mark) in enumerate([*ends, (len(body), len(body), "")]):
         asked = any(q in mark for q in QUESTION_MARKS)
-        reported, at = False, 0
-        for m in [*CLAUSE_END.finditer(sentence), None]:
-            part = sentence[at:m.start() if m else len(sentence)]
-            inside = quoted or bool(QUOTES.search(part)) or bool(
-                SINGLE_QUOTED.match(part.strip()))
-            quoted ^= bool(len(QUOTES.findall(part)) % 2)
-            if norm := _norm(part):
-                why = ("a question you asked" if asked else "words you quoted" if inside
-                       else "words you reported someone saying" if reported else None)
-                out.append(Clause(n, norm, " ".join(part.split()), why))
-                mark_after = m.group(0) if m is not None else ""
-                own = OWN_LEAD.match(norm) is not None  # "that said, ...", "as I said, ..."
-                reported = reported or norm.startswith(("according to ", "per ")) or (
-                    not own and mark_after in (":", ",") and bool(SAYING.search(norm))) or (
-                    not own and mark_after == ":" and bool(REPORTING.search(norm)))
-            if m is not None:
-                at = m.end()
-        pos, n = stop, n + 1
+        quoted = _sentence_clauses(body[pos:start], n, asked, quoted, out)
+        pos = stop
     return out
+
+
+def _sentence_clauses(sentence: str, n: int, asked: bool, quoted: bool,
+                      out: list[Clause]) -> bool:
+    """Append the clauses of sentence number `n` to `out`; whether a double quote is still
+    open after it (`quoted`: one was open before it)."""
+    reported, at = False, 0
+    for m in [*CLAUSE_END.finditer(sentence), None]:
+        part = sentence[at:m.start() if m else len(sentence)]
+        inside = quoted or bool(QUOTES.search(part)) or bool(SINGLE_QUOTED.match(part.strip()))
+        quoted ^= bool(len(QUOTES.findall(part)) % 2)
+        if norm := _norm(part):
+            out.append(Clause(n, norm, " ".join(part.split()), _not_said(asked, inside, reported)))
+            reported = reported or _reports(norm, m.group(0) if m is not None else "")
+        if m is not None:
+            at = m.end()
+    return quoted
+
+
+def _not_said(asked: bool, inside: bool, reported: bool) -> str | None:
+    """Why a clause is not the owner's own statement, or None."""
+    if asked:
+        return "a question you asked"
+    if inside:
+        return "words you quoted"
+    return "words you reported someone saying" if reported else None
+
+
+def _reports(norm: str, mark_after: str) -> bool:
+    """Whether this clause (normalised), followed by `mark_after`, says whose words follow it
+    in its sentence ("according to ...", "ops-bot says:"); the owner's own lead-ins ("that
+    said, ...", "as I said, ...") report no one."""
+    if norm.startswith(("according to ", "per ")):
+        return True
+    if OWN_LEAD.match(norm) is not None:
+        return False
+    return (mark_after in (":", ",") and SAYING.search(norm) is not None) or (
+        mark_after == ":" and REPORTING.search(norm) is not None)
 
 
 def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
@@ -214,34 +235,49 @@ def verbatim_problem(text: str, owner_bodies: list[str]) -> str | None:
     for body in owner_bodies:
         if want not in _norm(body):  # every run is a stretch of the normalised body
             continue
-        cs = clauses(body)
-        starts, ends, bad, at = [], {}, [0], 0
-        for k, c in enumerate(cs):
-            starts.append(at)
-            ends[at + len(c.norm)] = k
-            bad.append(bad[-1] + (c.not_said is not None))
-            at += len(c.norm) + 1
-        joined = " ".join(c.norm for c in cs)
-        for i, c in enumerate(cs):
-            if not want.startswith(c.norm) or not joined.startswith(want, starts[i]):
-                continue
-            j = ends.get(starts[i] + len(want))
-            if j is None or j < i:
-                continue  # it ends inside a clause
-            if bad[j + 1] > bad[i]:  # a clause of the run was asked, quoted or reported
-                not_said = not_said or next(x.not_said for x in cs[i:j + 1] if x.not_said)
-                continue
-            beside = [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
-                      and cs[k].sentence in (cs[i].sentence, cs[j].sentence)
-                      and QUALIFIER.match(cs[k].norm)]
-            if not beside:
-                return None
-            dropped = dropped or cs[beside[0]].written
+        found, left_out, unsaid = _runs_in(want, clauses(body))
+        if found:
+            return None
+        dropped, not_said = dropped or left_out, not_said or unsaid
     if dropped is not None:
         return f"leaves out {dropped!r}, which you said with it in the same sentence"
     if not_said is not None:
         return f"{NOT_VERBATIM}: {not_said}, not a statement of yours"
     return NOT_VERBATIM
+
+
+def _runs_in(want: str, cs: list[Clause]) -> tuple[bool, str | None, str | None]:
+    """Whether `want` (normalised) is a run of the clauses `cs`, each the owner's statement,
+    with no qualifier of its sentence beside it; else (False, the first qualifier a run leaves
+    out, the first reason a clause of a run was not said), None where there is none."""
+    starts, ends, bad, at = [], {}, [0], 0
+    for k, c in enumerate(cs):
+        starts.append(at)
+        ends[at + len(c.norm)] = k
+        bad.append(bad[-1] + (c.not_said is not None))
+        at += len(c.norm) + 1
+    joined = " ".join(c.norm for c in cs)
+    dropped = not_said = None
+    for i, c in enumerate(cs):
+        j = ends.get(starts[i] + len(want)) if (
+            want.startswith(c.norm) and joined.startswith(want, starts[i])) else None
+        if j is None or j < i:
+            continue  # no run starts here, or it ends inside a clause
+        if bad[j + 1] > bad[i]:  # a clause of the run was asked, quoted or reported
+            not_said = not_said or next(x.not_said for x in cs[i:j + 1] if x.not_said)
+            continue
+        beside = _qualifiers_beside(cs, i, j)
+        if not beside:
+            return True, None, None
+        dropped = dropped or cs[beside[0]].written
+    return False, dropped, not_said
+
+
+def _qualifiers_beside(cs: list[Clause], i: int, j: int) -> list[int]:
+    """The clauses just before and after the run i..j, in its sentences, that qualify it."""
+    return [k for k in (i - 1, j + 1) if 0 <= k < len(cs)
+            and cs[k].sentence in (cs[i].sentence, cs[j].sentence)
+            and QUALIFIER.match(cs[k].norm)]
 
 
 # What makes a whole message more than a plain statement, for the one change a model may not
@@ -339,57 +375,98 @@ def consider(store: Store, home: Home, settings: Settings, cand: Candidate) -> V
     mode = settings.memory.memory_promotions
     if mode == "off":
         return Verdict(VerdictStatus.OFF, 'memory_promotions is "off": nothing is proposed')
-    text = " ".join(cand.text.split())
-    ids = sorted(set(cand.source_events))
     old = None if cand.supersedes is None else \
         entry_to_supersede(load_memory(store, home), cand.supersedes)
-    would = [] if old is None else [f"would supersede {quoted(old)}"]
-
-    def record(status: VerdictStatus, reasons: list[str], entry_id: str | None = None) -> Verdict:
-        reason = "; ".join(reasons)
-        row = pr.add(store, text, ids or None, cand.confidence, status, reason, cand.origin,
-                     entry_id, None if old is None else old.id)
-        log.log(logging.INFO if status == VerdictStatus.APPLIED else logging.WARNING,
-                "promotion %d %s: %s (%s)", row.id, status, text[:80], reason)
-        return Verdict(status, reason, row.id, entry_id)
-
-    if (long := _too_long(text, settings)) is not None:  # before any word is read
-        refused, _ = _provenance(store, text, ids)
-        return record(VerdictStatus.REFUSED if refused else VerdictStatus.QUEUED,
-                      [refused or long, *would])
-    refused, sources = _refusal(store, text, ids)
-    if refused is not None:
-        return record(VerdictStatus.REFUSED, [refused, *would])
+    case = _Case(store, cand, " ".join(cand.text.split()), sorted(set(cand.source_events)), old)
+    verdict, sources = _unread_verdict(case, settings)
+    if verdict is not None:
+        return verdict
     memory = load_memory(store, home)
-    if (left := _left_by(store, memory, text, ids, None if old is None else old.id)) is not None:
-        return record(VerdictStatus.APPLIED, ["applied before: MEMORY.md holds it, written by an "
-                                              "earlier attempt whose record was lost", *would],
-                      left)
-    if (duplicate := _duplicate(text, memory, old)) is not None:
-        return record(VerdictStatus.REFUSED, [duplicate, *would])
+    if (verdict := _already_verdict(case, memory)) is not None:
+        return verdict
     mine = vouches.vouched_lines(store, sources)  # imported lines the owner vouched for
-    doubts = _doubts(cand, text, sources, mine) + _supersession_doubts(text, old)
-    after, entry = (memory.with_entry(text, ids) if old is None
-                    else memory.superseding(str(old.id), text, ids))
+    doubts = _doubts(cand, case.text, sources, mine) + _supersession_doubts(case.text, old)
+    after, entry = (memory.with_entry(case.text, case.ids) if old is None
+                    else memory.superseding(str(old.id), case.text, case.ids))
     if (problem := _budget_problem(memory.render() if home.memory_md.exists() else "",
                                    after.render(), settings)) is not None:
         doubts.append(problem)
     if doubts:
-        return record(VerdictStatus.QUEUED, [*doubts, *would])
+        return case.record(VerdictStatus.QUEUED, [*doubts, *case.would])
     if mode == "gated":
-        return record(VerdictStatus.QUEUED,
-                      ['memory_promotions is "gated": every promotion waits for you', *would])
+        return case.record(VerdictStatus.QUEUED,
+                           ['memory_promotions is "gated": every promotion waits for you',
+                            *case.would])
+    return _apply(case, home, after, entry, mine)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One candidate as the gate reads it: its text (whitespace collapsed), its sorted source
+    ids and the entry it would supersede."""
+
+    store: Store
+    cand: Candidate
+    text: str
+    ids: list[int]
+    old: Entry | None
+
+    @property
+    def would(self) -> list[str]:
+        return [] if self.old is None else [f"would supersede {quoted(self.old)}"]
+
+    def record(self, status: VerdictStatus, reasons: list[str],
+               entry_id: str | None = None) -> Verdict:
+        reason = "; ".join(reasons)
+        row = pr.add(self.store, self.text, self.ids or None, self.cand.confidence, status,
+                     reason, self.cand.origin, entry_id, None if self.old is None else self.old.id)
+        log.log(logging.INFO if status == VerdictStatus.APPLIED else logging.WARNING,
+                "promotion %d %s: %s (%s)", row.id, status, self.text[:80], reason)
+        return Verdict(status, reason, row.id, entry_id)
+
+
+def _unread_verdict(case: _Case, settings: Settings) -> tuple[Verdict | None, list[Event]]:
+    """The verdict before MEMORY.md is read (too long to check word by word, or refused for
+    what it cites: `_refusal`), or None; and the candidate's source events."""
+    if (long := _too_long(case.text, settings)) is not None:  # before any word is read
+        refused, _ = _provenance(case.store, case.text, case.ids)
+        return case.record(VerdictStatus.REFUSED if refused else VerdictStatus.QUEUED,
+                           [refused or long, *case.would]), []
+    refused, sources = _refusal(case.store, case.text, case.ids)
+    if refused is not None:
+        return case.record(VerdictStatus.REFUSED, [refused, *case.would]), sources
+    return None, sources
+
+
+def _already_verdict(case: _Case, memory: MemoryFile) -> Verdict | None:
+    """The verdict when MEMORY.md already holds the candidate: applied by an earlier attempt
+    whose record was lost, or a duplicate of another entry (refused); else None."""
+    left = _left_by(case.store, memory, case.text, case.ids,
+                    None if case.old is None else case.old.id)
+    if left is not None:
+        return case.record(VerdictStatus.APPLIED,
+                           ["applied before: MEMORY.md holds it, written by an earlier attempt "
+                            "whose record was lost", *case.would], left)
+    if (duplicate := _duplicate(case.text, memory, case.old)) is not None:
+        return case.record(VerdictStatus.REFUSED, [duplicate, *case.would])
+    return None
+
+
+def _apply(case: _Case, home: Home, after: MemoryFile, entry: Entry,
+           mine: dict[int, str]) -> Verdict:
+    """Apply a confident candidate: one write, the row, then the file, then the commit (a file
+    that cannot be written leaves no row; a commit that fails after it leaves the entry for
+    the retry to recognise, `_left_by`). An entry replaced is kept in a snapshot first, as the
+    owner's own supersede keeps it."""
     applied = ["confident: the owner's own words, cited and checked",
                *[f"source #{i} is your imported line, vouched for (import batch {b})"
                  for i, b in sorted(mine.items())],
-               *([] if old is None else [f"supersedes {quoted(old)}"])]
-    # one write: the row, then the file, then the commit (a file that cannot be written leaves
-    # no row; a commit that fails after it leaves the entry for the retry to recognise below).
-    # An entry replaced is kept in a snapshot first, as the owner's own supersede keeps it.
-    with store.transaction():
-        if old is not None:
-            snapshot(home.memory_md, home.snapshots, f"before [{entry.id}] superseded [{old.id}]")
-        verdict = record(VerdictStatus.APPLIED, applied, entry.id)
+               *([] if case.old is None else [f"supersedes {quoted(case.old)}"])]
+    with case.store.transaction():
+        if case.old is not None:
+            snapshot(home.memory_md, home.snapshots,
+                     f"before [{entry.id}] superseded [{case.old.id}]")
+        verdict = case.record(VerdictStatus.APPLIED, applied, entry.id)
         after.save()
     return verdict
 
@@ -504,15 +581,23 @@ def _doubts(cand: Candidate, text: str, sources: list[Event],
     doubts += [d for s in sources if (d := _source_doubt(cand, s, s.id in mine)) is not None]
     if cand.origin != "owner" and (extra := details_not_in(text, sources)):
         doubts.append(f"holds details its cited sources do not: {', '.join(extra[:4])}")
-    owner_bodies = [s.body for s in sources if s.owners_words or s.id in mine]
-    if cand.origin in MODEL_ORIGINS and owner_bodies and (
-            problem := verbatim_problem(text, owner_bodies)) is not None:
-        doubts.append(problem)
-    if cand.origin in MODEL_ORIGINS and cand.supersedes is not None:
-        doubts += [f"it would replace an entry, and the message of yours it cites {why}"
-                   for body in owner_bodies if (why := not_plain(body)) is not None]
+    doubts += _model_doubts(cand, text, [s.body for s in sources
+                                         if s.owners_words or s.id in mine])
     if (phrase := reads_as_instruction(text)) is not None:
         doubts.append(f"reads as an instruction to the agent ({phrase!r})")
+    return doubts
+
+
+def _model_doubts(cand: Candidate, text: str, owner_bodies: list[str]) -> list[str]:
+    """A model's or reflect's proposal that cites the owner's messages (`owner_bodies`): not a
+    verbatim run of their clauses (`verbatim_problem`), or replacing an entry on the word of a
+    message that is not a plain statement (`not_plain`)."""
+    if cand.origin not in MODEL_ORIGINS or not owner_bodies:
+        return []
+    doubts = [] if (problem := verbatim_problem(text, owner_bodies)) is None else [problem]
+    if cand.supersedes is not None:
+        doubts += [f"it would replace an entry, and the message of yours it cites {why}"
+                   for body in owner_bodies if (why := not_plain(body)) is not None]
     return doubts
 
 
