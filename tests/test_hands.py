@@ -260,6 +260,7 @@ def test_git_and_time_tools_are_listed_classified_called_and_stable(tmp_path):
     run(go())
 
 
+@pytest.mark.slow
 def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(caplog):
     sleeper = Sleeper(free=2)
 
@@ -292,6 +293,7 @@ def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(caplog):
                for r in caplog.records)
 
 
+@pytest.mark.slow
 def test_backoff_doubles_up_to_the_cap(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(server_mod, "RESTART_INITIAL_S", 1)
     monkeypatch.setattr(server_mod, "RESTART_MAX_S", 2)
@@ -309,6 +311,7 @@ def test_backoff_doubles_up_to_the_cap(monkeypatch: pytest.MonkeyPatch):
     assert sleeper.delays == [1, 2, 2]
 
 
+@pytest.mark.slow
 def test_a_start_slower_than_a_call_may_take_is_bounded_by_start_timeout_s():
     """A busy machine starts a server slower than a call should take: `timeout_s` bounds the
     calls, `start_timeout_s` the start; a start past it is a restart with the reason."""
@@ -323,6 +326,7 @@ def test_a_start_slower_than_a_call_may_take_is_bounded_by_start_timeout_s():
     assert status is not CallStatus.OK
 
 
+@pytest.mark.slow
 def test_a_hang_hits_the_timeout_and_the_server_stays_usable():
     async def go():
         async with Hands(McpSection(servers=[faulty(timeout_s=1)]), sleep=Sleeper()) as hands:
@@ -364,6 +368,7 @@ def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_ar
     run(go())
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_start_is_a_warning_and_a_reason_and_the_rest_work(caplog):
     section = McpSection(servers=[
         McpServer(name="ghost", command="/nonexistent/bin/mcp-ghost"),
@@ -390,6 +395,7 @@ def test_a_server_that_cannot_start_is_a_warning_and_a_reason_and_the_rest_work(
     assert any("mcp server bad" in m and "refusing to start" in m for m in warned)
 
 
+@pytest.mark.slow
 def test_a_planted_secret_never_reaches_logs_results_or_reasons(caplog):
     env = {"PLAIN_VAR": SECRET, "FAULTY_ECHO_ENV": "PLAIN_VAR"}
     section = McpSection(servers=[
@@ -416,6 +422,7 @@ def test_a_planted_secret_never_reaches_logs_results_or_reasons(caplog):
     assert seen and not [s for s in seen if SECRET in s]
 
 
+@pytest.mark.slow
 def test_reconcile_adds_removes_and_restarts_only_what_changed():
     sleeper = Sleeper()
     first = McpSection(servers=[faulty("keep"), faulty("drop"), faulty("change", timeout_s=10)])

@@ -293,7 +293,7 @@ _RARE = ["key", "sk", "x1", "secret", "é", "value", "a", "i\u0307", "i\u0307k",
 @given(body=st.lists(_BITS, max_size=12).map("".join),
        rare=st.lists(st.sampled_from(_RARE), max_size=3),
        text=st.lists(_BITS, max_size=24).map("".join))
-@settings(max_examples=1500)
+@settings(max_examples=500)
 def test_scrubber_equals_one_alternation_of_every_copy_and_word(body: str, rare: list[str],
                                                                  text: str):
     assert redaction.scrubber(body, rare)(text) == _reference(body, rare)(text)

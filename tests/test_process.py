@@ -26,6 +26,9 @@ from runtime.store import events as ev
 from .conftest import coworker, coworker_process, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, text, tool_use
 
+# Every test here starts, signals or kills real `coworker` processes: the slow part.
+pytestmark = pytest.mark.slow
+
 
 def wait_for(pred, timeout: float = 60.0, step: float = 0.02):
     deadline = time.monotonic() + timeout

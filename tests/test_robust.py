@@ -239,7 +239,7 @@ def test_fuzz_import_lines_are_imported_or_one_bad_line(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "state" / "coworker.db")
     seen = {"imported": 0, "bad": 0, "skipped": 0}
 
-    @settings(derandomize=True, max_examples=examples(250), deadline=None, database=None,
+    @settings(derandomize=True, max_examples=examples(120), deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(LINE, min_size=1, max_size=3))
     def run(lines: list[bytes]) -> None:
@@ -409,7 +409,7 @@ def test_fuzz_config_values_give_settings_or_one_config_error_line(
     path = isolated_home / "config.toml"
     seen = {"ok": 0, "error": 0}
 
-    @settings(derandomize=True, max_examples=examples(400), deadline=None, database=None,
+    @settings(derandomize=True, max_examples=examples(150), deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(configs())
     def run(cfg: dict[str, dict[str, Any]]) -> None:
@@ -429,7 +429,7 @@ def test_fuzz_config_bytes_and_environment_values(isolated_home: Path) -> None:
     env_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
                                               blacklist_characters="\x00"), max_size=30)
 
-    @settings(derandomize=True, max_examples=examples(300), deadline=None, database=None,
+    @settings(derandomize=True, max_examples=examples(120), deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(st.binary(max_size=80) | configs().map(lambda c: _render(c).encode()),
            st.dictionaries(st.sampled_from(env_names),

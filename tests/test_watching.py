@@ -173,6 +173,7 @@ def test_status_says_an_invalid_edit_left_the_last_good_config_running(
     assert not process.config_rejected(offline_home, run)
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_first_second_is_no_traceback(offline_home: Home):
     """Interrupt `coworker run` at several moments of its start: never a traceback."""
     checked = 0
@@ -219,6 +220,7 @@ sys.exit(main())
 
 @pytest.mark.parametrize("module, args", [("runtime.cli", ["--version"]),
                                           ("runtime.loop", ["run", "--help"])])
+@pytest.mark.slow
 def test_ctrl_c_where_a_library_cannot_raise_it_still_stops_the_start(module: str,
                                                                        args: list[str]):
     """A Ctrl-C that lands while the CLI's modules import (or the loop's, for `run`), inside

@@ -4,8 +4,9 @@ These tests check that the benchmark runs end to end and that its figures are co
 unanswerable query refused, a ladder with rungs about ten apart, the whole history archived);
 they print the timings for docs/benchmarks.md and never assert on them (the insert rates
 included: only that they are there and their ratios add up). The bench runs
-in-process (`coworker(...)`); the 100k run is slow (about 40 s quiet, several minutes under
-load) and has its own timeout: `./run-tests --all` or `--slow-only` runs it.
+in-process (`coworker(...)`). The whole file is the slow part (10k events take about 8 s
+quiet; the 100k run about 40 s quiet, several minutes under load, with its own timeout):
+`./run-tests --all` or `--slow-only` runs it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from runtime import synth
 from runtime.lab.bench import bare_insert_rates, insert_line, start_for
 
 from ..conftest import coworker
+
+# The whole bench is the slow part: end to end at 10k events and more.
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("n", [10_000, pytest.param(
