@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from runtime.lab import work_set
 from runtime.lab.paraphrase_set import Unanswerable
 from runtime.lab.work_set import FACTS, HALVES, UNANSWERABLE, WorkFact
@@ -97,3 +99,102 @@ def test_the_stem_check_catches_a_question_in_the_facts_own_words():
 
 def test_nothing_in_the_history_answers_the_unanswerable_questions():
     check_unanswerable(UNANSWERABLE, HISTORY)
+
+
+# --- the ablation's switches and verdict ----------------------------------------------------------
+
+def test_a_switched_rule_is_restored_however_the_block_is_left():
+    from runtime.lab.ablation import RULES, switched
+    from runtime.memory import recall, search, walk
+
+    rule = next(r for r in RULES if r.key == "dates")
+    real = (recall.dates, search.dates, walk.dates, recall.told_about, recall.DATE_WEIGHT)
+    try:
+        with switched(rule):
+            assert recall.dates.windows("on 3 March 2025", None, None, 3) == (
+                [], "on 3 March 2025")
+            assert recall.told_about() == [] and recall.DATE_WEIGHT == 0.0
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert (recall.dates, search.dates, walk.dates, recall.told_about,
+            recall.DATE_WEIGHT) == real
+
+
+def test_every_rule_switches_attributes_the_product_has():
+    """A rule whose module attribute was renamed must fail here, not measure nothing."""
+    import importlib
+
+    from runtime.lab.ablation import RULES
+
+    missing = [(r.key, p.module, p.attr) for r in RULES for p in r.patches
+               if not hasattr(importlib.import_module(p.module), p.attr)]
+    assert not missing
+
+
+def test_a_missing_attribute_is_refused_and_nothing_stays_switched():
+    from runtime.lab.ablation import Patch, Rule, RuleMissing, switched
+    from runtime.memory import recall
+
+    real = recall.ANSWER_WEIGHT
+    rule = Rule("x", "x", (Patch("runtime.memory.recall", "ANSWER_WEIGHT", lambda _r: 0.0),
+                           Patch("runtime.memory.recall", "NO_SUCH_RULE", lambda _r: 0.0)))
+    with pytest.raises(RuleMissing), switched(rule):
+        pass
+    assert recall.ANSWER_WEIGHT == real
+
+
+def test_the_verdict_follows_the_issues_rule():
+    from runtime.lab.ablation import DELETE, STAYS, Figures, Measured, verdict
+
+    def m(work: Figures, locomo: float) -> Measured:
+        base = {"tuning": Figures(5, 5, 5, 0, 1, 10), "held": Figures(5, 5, 5, 0, 1, 10)}
+        return Measured({"paraphrase": base, "work": {"tuning": work, "held": base["held"]}},
+                        (locomo, 0.5))
+
+    same, better = Figures(5, 5, 5, 0, 1, 10), Figures(6, 5, 5, 0, 1, 10)
+    wrong, noisy = Figures(6, 6, 6, 1, 1, 10), Figures(5, 5, 5, 0, 2, 10)
+    assert verdict(m(better, 0.70), m(same, 0.70)) == STAYS  # improves a work-shaped set
+    assert verdict(m(same, 0.70), m(same, 0.70)) == DELETE  # changes nothing
+    assert verdict(m(same, 0.71), m(same, 0.70)) == STAYS  # +0.01 on LoCoMo, no set lower
+    assert verdict(m(same, 0.709), m(same, 0.70)) == DELETE  # less than 0.01
+    assert verdict(m(noisy, 0.75), m(same, 0.70)) == DELETE  # LoCoMo, but a set is noisier
+    assert verdict(m(wrong, 0.70), m(same, 0.70)) == DELETE  # answers more, one of them wrong
+
+
+def test_an_unknown_rule_or_a_calibration_without_hybrid_is_one_line_and_exit_2(isolated_home):
+    from .conftest import coworker
+
+    for args in (("eval", "ablate", "--rule", "no-such-rule"),
+                 ("eval", "work", "--calibrate"),
+                 ("eval", "ablate", "--locomo", str(isolated_home / "absent.json"))):
+        got = coworker(*args)
+        assert got.returncode == 2, (args, got.stderr)
+        assert len(got.stderr.strip().splitlines()) == 1 and "Traceback" not in got.stderr
+
+
+# --- the command --------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_report_counts_every_held_question_once(tmp_path):
+    """One run of `coworker eval work` on the held half, lexical, as JSON (several seconds)."""
+    import json
+    import os
+
+    from .conftest import coworker
+
+    env = {"PATH": os.environ.get("PATH", ""), "COWORKER_HOME": str(tmp_path)}
+    got = coworker("eval", "work", "--half", "held", "--json", cwd=tmp_path, env=env)
+    assert got.returncode == 0, got.stderr
+    r = json.loads(got.stdout)
+    facts = [f for f in FACTS if f.half == "held"]
+    assert (r["half"], r["facts"], r["events"]) == ("held", len(facts), len(HISTORY))
+    assert sorted(q["id"] for q in r["questions"]) == sorted(
+        [f"{f.id}:{k}" for f in facts for k in ("exact", "paraphrase")]
+        + [u.id for u in UNANSWERABLE if u.half == "held"])
+    for kind in ("exact", "paraphrase"):
+        agg = r["kinds"][kind]
+        walked = sum(agg[m]["hits"] for m in ("walk_found", "walk_refused", "walk_wrong"))
+        assert agg["questions"] == walked == len(facts)
+    # the history's own words find their fact: an exact question search misses is a broken set
+    assert all(q["search_top5"] for q in r["questions"] if q["kind"] == "exact")

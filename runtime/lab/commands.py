@@ -10,7 +10,9 @@ as for every other command.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -161,27 +163,40 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
               f"p95 {report.latency_ms.get('p95')} ms")
 
 
+def _set_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options of a work-shaped set's command (`eval paraphrase`, `eval work`)."""
+    options = [
+        click.option("--channels", type=click.Choice(CHANNELS), default="lexical",
+                     show_default=True,
+                     help="lexical: search, the loop's recall and the walk; hybrid: recall fused "
+                     "with the semantic channel (the packaged offline MiniLM unless this home's "
+                     "[semantic] names one); bm25: plain FTS5 bm25 over the events for search "
+                     "and recall (the baseline)."),
+        click.option("--half", type=click.Choice(PARAPHRASE_HALVES), default="held",
+                     show_default=True, help="tuning: the questions tuning may look at; held: "
+                     "the half kept apart; all."),
+        click.option("--json", "as_json", is_flag=True, help="Print the report, every question "
+                     "included, as JSON."),
+        click.option("--calibrate", is_flag=True, help="With --channels hybrid --half all: "
+                     "refit the semantic entry's confidence on the tuning half and report how "
+                     "it holds on the held half (the coefficients to put in "
+                     "runtime/memory/nearest.py)."),
+        click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
+                     help="With --channels hybrid: embed in process with this packaged local "
+                     "model (all-mpnet: the semantic-large extra), whatever this home's "
+                     "[semantic] says.")]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @eval_group.command(name="paraphrase")
-@click.option("--channels", type=click.Choice(CHANNELS), default="lexical", show_default=True,
-              help="lexical: search, the loop's recall and the walk; hybrid: recall fused with "
-              "the semantic channel (the packaged offline MiniLM unless this home's [semantic] "
-              "names one); bm25: plain FTS5 bm25 over the events for search and recall (the "
-              "baseline).")
-@click.option("--half", type=click.Choice(PARAPHRASE_HALVES), default="held", show_default=True,
-              help="tuning: the questions tuning may look at; held: the half kept apart; all.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report, every question "
-              "included, as JSON.")
-@click.option("--calibrate", is_flag=True, help="With --channels hybrid --half all: refit the "
-              "semantic entry's confidence on the tuning half and report how it holds on the "
-              "held half (the coefficients to put in runtime/memory/nearest.py).")
-@click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
-              help="With --channels hybrid: embed in process with this packaged local model "
-              "(all-mpnet: the semantic-large extra), whatever this home's [semantic] says.")
+@_set_options
 def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
                     model: str | None) -> None:
     """The hand-written paraphrase set: facts asked in the history's words and in other words.
 
-    A fresh temporary home holds a synthetic six-week coworker history (runtime/evalsets),
+    A fresh temporary home holds a synthetic six-week coworker history (lab/data),
     reflected offline. Every question of the half is asked: search top 5, recall top 5, the
     recall block, and the walk (found, refused, answered wrongly); questions nothing answers
     measure the walk's refusals and the recall block's noise.
@@ -193,10 +208,15 @@ def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
     """
     from .eval_paraphrase import run_paraphrase
 
+    _set_run(run_paraphrase, "paraphrase set", channels, half, as_json, calibrate, model)
+
+
+def _set_run(run: Callable[..., Any], title: str, channels: str, half: str, as_json: bool,
+             calibrate: bool, model: str | None) -> None:
+    """Run a work-shaped set (`eval paraphrase`, `eval work`) and print its figures."""
     if calibrate and (channels != "hybrid" or half != "all"):
         raise UsageError("--calibrate needs --channels hybrid --half all")
-    report = run_paraphrase(channels, half, progress=lambda s: err.print(f"  {s} ..."),
-                            model=model)
+    report = run(channels, half, progress=lambda s: err.print(f"  {s} ..."), model=model)
     if calibrate:
         from .eval_paraphrase import refit
 
@@ -204,7 +224,7 @@ def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
     if as_json:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
         return
-    out.print(f"paraphrase set, channels {channels}, half {half}: {report.events} events, "
+    out.print(f"{title}, channels {channels}, half {half}: {report.events} events, "
               f"{report.facts} facts")
     out.print(render.table(
         ["questions", "measure", "count", "rate"],
@@ -216,6 +236,64 @@ def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
                                       for what, ms in report.latency_ms.items()))
     if report.calibration:
         out.print("semantic entry calibration: " + json.dumps(report.calibration))
+
+
+@eval_group.command(name="work")
+@_set_options
+def eval_work(channels: str, half: str, as_json: bool, calibrate: bool,
+              model: str | None) -> None:
+    """The work set: a payments team's six weeks, asked about decisions, owners, dates, reasons.
+
+    A fresh temporary home holds the history of runtime/lab/data/work.json (the owner, the
+    coworker's own turns, imported chat, tickets, commits, CI), reflected offline. Every
+    question of the half is asked in the history's words and in other words: search top 5,
+    recall top 5, the recall block, and the walk (found, refused, answered wrongly); questions
+    nothing answers measure the walk's refusals and the recall block's noise.
+
+    \b
+    Example:
+      coworker eval work --half held
+      coworker eval work --half all --channels hybrid --calibrate
+    """
+    from .eval_work import run_work
+
+    _set_run(run_work, "work set", channels, half, as_json, calibrate, model)
+
+
+@eval_group.command(name="ablate")
+@click.option("--channels", type=click.Choice(CHANNELS[:2]), default="lexical",
+              show_default=True, help="lexical; hybrid adds the rules that act only with the "
+              "semantic channel (LoCoMo is measured lexical only).")
+@click.option("--locomo", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="LoCoMo's development set, measured with and without each rule (about "
+              "25 s a run); left out when not given.")
+@click.option("--rule", "keys", multiple=True, help="Only this rule (repeat for more); "
+              "all when not given.")
+@click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
+              help="With --channels hybrid: embed in process with this packaged local model.")
+@click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
+def eval_ablate(channels: str, locomo: Path | None, keys: tuple[str, ...], model: str | None,
+                as_json: bool) -> None:
+    """Every ranking rule measured with and without it, and issue 39's verdict.
+
+    The work set and the paraphrase set (halves apart) and, with --locomo, LoCoMo's turn
+    recall@10 and MRR@10, each asked as shipped and with one rule switched at a time (patched
+    in the lab while it runs, restored after). A rule STAYS only if it improves a work-shaped
+    set, or adds 0.01 of LoCoMo turn recall@10 without lowering either; else DELETE. Prints a
+    Markdown table.
+
+    \b
+    Example:
+      coworker eval ablate --locomo locomo-dev.json
+      coworker eval ablate --channels hybrid --rule person --rule unseen-names
+    """
+    from .ablation import markdown, run
+
+    result = run(channels, locomo, keys, model, progress=lambda s: err.print(f"  {s} ..."))
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), sort_keys=True))
+        return
+    click.echo(markdown(result))
 
 
 def register(group: click.Group) -> None:

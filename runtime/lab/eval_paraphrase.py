@@ -13,20 +13,23 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..home import Home
 from ..memory.cards import Distinctive
 from ..memory.dates import day_of
-from ..store import Event, Store
+from ..store import Event, Store, lab_queries
 from ..store import events as ev
 from . import PARAPHRASE_HALVES
 from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, checked_model, eval_embedder
+
+if TYPE_CHECKING:
+    from ..memory.embed import Embedder
 
 # --- `coworker eval paraphrase`: the hand-written paraphrase set (issue 14) -------------------
 #
@@ -47,31 +50,36 @@ class Question:
     fact: str | None  # the fact it asks about; None when nothing answers it
 
 
-def paraphrase_questions(half: str = "all") -> list[Question]:
-    from .paraphrase_set import FACTS, UNANSWERABLE
-
+def set_questions(facts: Sequence[Any], unanswerable: Sequence[Any], half: str
+                  ) -> list[Question]:
+    """A set's questions of `half`: each fact's exact and paraphrase, then the unanswerable."""
     if half not in HALVES:
         raise UsageError(f"unknown half {half!r}: use one of {', '.join(HALVES)}")
     qs = [Question(f"{f.id}:{kind}", kind, f.half, getattr(f, kind), f.id)
-          for f in FACTS for kind in ("exact", "paraphrase")]
-    qs += [Question(u.id, "unanswerable", u.half, u.question, None) for u in UNANSWERABLE]
+          for f in facts for kind in ("exact", "paraphrase")]
+    qs += [Question(u.id, "unanswerable", u.half, u.question, None) for u in unanswerable]
     return [q for q in qs if half == "all" or q.half == half]
 
 
-def build_paraphrase_home(root: Path, embedder: object | None = None
-                          ) -> tuple[Home, dict[str, set[int]], int]:
-    """A fresh home holding the synthetic history, written in order and reflected offline (and
-    embedded, for hybrid); the event ids of every fact, and how many events there are."""
-    from rituals.reflect import reflect
+def paraphrase_questions(half: str = "all") -> list[Question]:
+    from .paraphrase_set import FACTS, UNANSWERABLE
 
-    from .history import events as history_events
+    return set_questions(FACTS, UNANSWERABLE, half)
+
+
+def build_history_home(root: Path, rows: list[dict[str, Any]], tag: str,
+                       embedder: Embedder | None = None
+                       ) -> tuple[Home, dict[str, set[int]], int]:
+    """A fresh home holding `rows` (a set's history), written in order and reflected offline
+    (and embedded, for hybrid); the event ids of each value of `meta[tag]`, and how many events
+    there are."""
+    from rituals.reflect import reflect
 
     home = Home(root)
     home.init()
     cfg = home.config_path.read_text(encoding="utf-8")
     home.config_path.write_text(cfg.replace('provider = "anthropic"', 'provider = "none"'),
                                 encoding="utf-8")
-    rows = history_events()
     with Store.open(home.db_path) as store:
         # Appended as the loop would have written them (the importer refuses `tick_end`, the
         # loop's own bookkeeping), in order, with their timestamps.
@@ -83,13 +91,22 @@ def build_paraphrase_home(root: Path, embedder: object | None = None
         if embedder is not None:
             from ..memory.embed import backfill, backfill_rollups
 
-            backfill(store, embedder)  # type: ignore[arg-type]
-            backfill_rollups(store, embedder)  # type: ignore[arg-type]
-    facts: dict[str, set[int]] = {}
+            backfill(store, embedder)
+            backfill_rollups(store, embedder)
+    tagged: dict[str, set[int]] = {}
     for r, i in zip(rows, ids, strict=True):
-        if "fact" in r["meta"]:
-            facts.setdefault(r["meta"]["fact"], set()).add(int(i))
-    return home, facts, len(rows)
+        if tag in r["meta"]:
+            tagged.setdefault(r["meta"][tag], set()).add(int(i))
+    return home, tagged, len(rows)
+
+
+def build_paraphrase_home(root: Path, embedder: Embedder | None = None
+                          ) -> tuple[Home, dict[str, set[int]], int]:
+    """A fresh home holding the synthetic history of `lab.history`; the event ids of every
+    fact, and how many events there are."""
+    from .history import events as history_events
+
+    return build_history_home(root, history_events(), "fact", embedder)
 
 
 def _share(hits: int, of: int) -> dict[str, Any]:
@@ -104,7 +121,7 @@ class ParaphraseReport:
     facts: int = 0
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
     questions: list[dict[str, Any]] = field(default_factory=list)
-    latency_ms: dict[str, float] = field(default_factory=dict)
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -114,14 +131,14 @@ class ParaphraseReport:
 class _Asker:
     """The doors a question goes through, on one read-only store."""
 
-    def __init__(self, store: Store, home: Home, channels: str, embedder: object | None,
+    def __init__(self, store: Store, home: Home, channels: str, embedder: Embedder | None,
                  gate: float) -> None:
         from ..memory.recall import Budget
 
         self.store, self.channels = store, channels
         # asked the day after the history ends, as its owner would have: "on March 12" is
         # that March's, not this year's
-        last = str(store.scalar("SELECT max(ts) FROM history"))
+        last = str(lab_queries.history_span(store)[1])
         self.today = day_of(last, UTC) + timedelta(days=1)
         self.cfg = home.settings().recall
         self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
@@ -133,7 +150,7 @@ class _Asker:
         if embedder is not None:
             from ..memory.embed import Matrix
 
-            self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
+            self.matrix = Matrix.load(store, embedder.name)
         self.ms: dict[str, list[float]] = {"search": [], "recall": [], "walk": [], "embed": []}
         self._vectors: dict[str, Any] = {}
 
@@ -182,9 +199,9 @@ class _Asker:
 
     def vector(self, text: str) -> Any:
         """The query's vector, embedded once per question (and timed as the query's cost)."""
-        if text not in self._vectors:
-            self._vectors[text] = self._timed(
-                "embed", lambda: self.embedder.embed([text])[0])  # type: ignore[attr-defined]
+        embedder = self.embedder
+        if text not in self._vectors and embedder is not None:
+            self._vectors[text] = self._timed("embed", lambda: embedder.embed([text])[0])
         return self._vectors[text]
 
     def walk(self, text: str) -> tuple[bool, set[int], str | None]:
@@ -255,31 +272,47 @@ def _percentiles(xs: list[float]) -> dict[str, float]:
             "p95": round(xs[min(len(xs) - 1, int(0.95 * (len(xs) - 1) + 0.5))], 3)}
 
 
-def run_paraphrase(channels: str = "lexical", half: str = "all",
-                   progress: Callable[[str], None] | None = None,
-                   model: str | None = None) -> ParaphraseReport:
-    """Ask the paraphrase set's questions of `half` through `channels` (see the section note);
-    `model`: with hybrid, the packaged local model to embed with (`eval_embedder`)."""
-    checked_model(channels, model)
-    questions = paraphrase_questions(half)
-    embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
-    report = ParaphraseReport(channels, half)
-    with tempfile.TemporaryDirectory() as tmp:
-        if progress:
-            progress("building the history's home (import, reflect"
-                     + (", embed)" if embedder is not None else ")"))
-        home, facts, report.events = build_paraphrase_home(Path(tmp) / "home", embedder)
-        report.facts = len({q.fact for q in questions if q.fact})
-        with Store.open(home.db_path, readonly=True) as store:
-            asker = _Asker(store, home, channels, embedder, gate)
-            report.questions = [asker.ask(q, facts) for q in questions]
+Build = Callable[[Path, "Embedder | None"], tuple[Home, dict[str, set[int]], int]]
+
+
+def ask_all(report: ParaphraseReport, home: Home, answers: dict[str, set[int]],
+            questions: list[Question], embedder: Embedder | None, gate: float) -> None:
+    """Ask every question of a built home through the report's channels; fill the report."""
+    with Store.open(home.db_path, readonly=True) as store:
+        asker = _Asker(store, home, report.channels, embedder, gate)
+        report.questions = [asker.ask(q, answers) for q in questions]
     report.kinds = {k: _summary(report.questions, k)
                     for k in ("exact", "paraphrase", "unanswerable")}
     report.latency_ms = {what: _percentiles(xs) for what, xs in asker.ms.items() if xs}
     if embedder is not None:
         report.calibration = calibration(report.questions,
                                          str(getattr(embedder, "name", "")))
+
+
+def run_set(questions: list[Question], build: Build, channels: str, half: str,
+            progress: Callable[[str], None] | None, model: str | None) -> ParaphraseReport:
+    """Ask `questions` of the home `build` makes, through `channels` (see the section note)."""
+    checked_model(channels, model)
+    embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
+    report = ParaphraseReport(channels, half)
+    with tempfile.TemporaryDirectory() as tmp:
+        if progress:
+            progress("building the history's home (import, reflect"
+                     + (", embed)" if embedder is not None else ")"))
+        home, answers, report.events = build(Path(tmp) / "home", embedder)
+        report.facts = len({q.fact for q in questions if q.fact})
+        ask_all(report, home, answers, questions, embedder, gate)
     return report
+
+
+def run_paraphrase(channels: str = "lexical", half: str = "all",
+                   progress: Callable[[str], None] | None = None,
+                   model: str | None = None) -> ParaphraseReport:
+    """Ask the paraphrase set's questions of `half` through `channels` (see the section note);
+    `model`: with hybrid, the packaged local model to embed with (`eval_embedder`)."""
+    checked_model(channels, model)
+    return run_set(paraphrase_questions(half), build_paraphrase_home, channels, half, progress,
+                   model)
 
 
 # --- the semantic entry's calibration (ADR-0020) ----------------------------------------------

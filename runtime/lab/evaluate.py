@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CoworkerError, UsageError
 from ..home import Home
@@ -49,6 +49,9 @@ from ..memory.recall import MAX_TERMS, recall
 from ..memory.walk import query_tokens
 from ..store import Event, Store
 from ..store import events as ev
+
+if TYPE_CHECKING:
+    from ..memory.embed import Embedder
 
 CATEGORIES = (1, 2, 3, 4)
 ADVERSARIAL = 5  # asked for the noise figures only
@@ -182,13 +185,13 @@ def _lexical_ranker(store: Store, today: date | None = None
     return rank
 
 
-def _hybrid_ranker(store: Store, embedder: object, gate: float, today: date | None = None
+def _hybrid_ranker(store: Store, embedder: Embedder, gate: float, today: date | None = None
                    ) -> Callable[[str, int], list[Event]]:
     from ..memory.embed import Matrix
     from ..memory.recall import recall_hybrid
 
     scorer = Distinctive(store)
-    matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
+    matrix = Matrix.load(store, embedder.name)
 
     def rank(question: str, n: int) -> list[Event]:
         return [h.event for h in recall_hybrid(store, question, embedder=embedder,
@@ -197,7 +200,9 @@ def _hybrid_ranker(store: Store, embedder: object, gate: float, today: date | No
     return rank
 
 
-RANKERS = {"lexical": _lexical_ranker, "bm25": _bm25_ranker, "hybrid": _hybrid_ranker}
+Ranker = Callable[[str, int], list[Event]]
+RANKERS: dict[str, Callable[..., Ranker]] = {
+    "lexical": _lexical_ranker, "bm25": _bm25_ranker, "hybrid": _hybrid_ranker}
 
 
 class Reflex:
@@ -206,7 +211,7 @@ class Reflex:
 
     _ITEM = re.compile(r"^- \[event (\d+) ·", re.M)
 
-    def __init__(self, store: Store, home: Home, embedder: object | None, gate: float) -> None:
+    def __init__(self, store: Store, home: Home, embedder: Embedder | None, gate: float) -> None:
         from ..memory.recall import Budget
 
         self.store, self.embedder, self.gate = store, embedder, gate
@@ -217,7 +222,7 @@ class Reflex:
         if embedder is not None:
             from ..memory.embed import Matrix
 
-            self.matrix = Matrix.load(store, embedder.name)  # type: ignore[attr-defined]
+            self.matrix = Matrix.load(store, embedder.name)
 
     def settings(self) -> dict[str, Any]:
         return {"mode": self.cfg.mode, "max_items": self.cfg.max_items,
@@ -252,7 +257,7 @@ class Reflex:
                 "noise": shown is not None and not shown & set(evidence)}
 
 
-def eval_embedder(model: str | None = None) -> tuple[object, float]:
+def eval_embedder(model: str | None = None) -> tuple[Embedder, float]:
     """The embedder for `--channels hybrid`, checked before any work (a missing model is one
     usage error): the packaged local `model` when one is named (`--model`), else the
     [semantic] settings of the coworker home in COWORKER_HOME or the current folder when it
@@ -260,7 +265,7 @@ def eval_embedder(model: str | None = None) -> tuple[object, float]:
     from ..memory.embed import EmbedError, LocalEmbedder, make_embedder
     from ..memory.recall import SEMANTIC_GATE
 
-    embedder: object | None = None
+    embedder: Embedder | None = None
     gate = SEMANTIC_GATE
     home = Home.locate()
     if model is None and home.is_initialised():
@@ -269,7 +274,7 @@ def eval_embedder(model: str | None = None) -> tuple[object, float]:
     if embedder is None:
         embedder = LocalEmbedder(model or "all-minilm")
     try:
-        embedder.embed(["probe"])  # type: ignore[attr-defined]
+        embedder.embed(["probe"])
     except EmbedError as e:
         raise UsageError(f"--channels hybrid needs the semantic channel: {e}") from e
     return embedder, gate
@@ -369,7 +374,7 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 def build_home(root: Path, sample: dict[str, Any],
-               embedder: object | None = None) -> tuple[Home, set[str]]:
+               embedder: Embedder | None = None) -> tuple[Home, set[str]]:
     """A fresh coworker home holding one conversation, reflected as in life (and embedded,
     for the hybrid channel)."""
     from rituals.reflect import reflect
@@ -387,7 +392,7 @@ def build_home(root: Path, sample: dict[str, Any],
         if embedder is not None:
             from ..memory.embed import backfill
 
-            backfill(store, embedder)  # type: ignore[arg-type]
+            backfill(store, embedder)
     return home, {r[0] for r in rows}
 
 
@@ -404,7 +409,7 @@ class _Tally:
 class _Conversation:
     """Asks one conversation's questions on its home's read-only store."""
 
-    def __init__(self, store: Store, home: Home, channels: str, embedder: object | None,
+    def __init__(self, store: Store, home: Home, channels: str, embedder: Embedder | None,
                  gate: float, dia_ids: set[str]) -> None:
         self.rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
                      else RANKERS[channels](store))
@@ -434,7 +439,7 @@ class _Conversation:
         ranked_events = self.rank(question, max(k, 10))
         tally.latencies.append((time.perf_counter() - t0) * 1000)
         ranked = list(dict.fromkeys(
-            e.meta.get("dia_id") for e in ranked_events if e.meta.get("dia_id")))
+            str(e.meta["dia_id"]) for e in ranked_events if e.meta.get("dia_id")))
         valid = self.evidence(qa)
         if valid is None:
             report.questions_invalid += 1
