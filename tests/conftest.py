@@ -13,6 +13,7 @@ import io
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import traceback
@@ -36,6 +37,34 @@ REPO = Path(__file__).resolve().parent.parent
 hypothesis_settings.register_profile("fixed", derandomize=True, database=None, deadline=None)
 hypothesis_settings.register_profile("explore", deadline=None)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_tls_context() -> Iterator[None]:
+    """Every tick makes an HTTP client for the model, and each client loads the system's CA
+    bundle into a new TLS context: 0.1-0.2 s of CPU each, about a quarter of the default suite.
+    The tests speak plain HTTP to 127.0.0.1, so the verified default context the library makes
+    is made once per environment (SSL_CERT_FILE, SSL_CERT_DIR) and shared, as a TLS context
+    may be; any other `verify` or `cert` goes to the library as it is."""
+    try:
+        from httpx2._transports import default as transport
+    except ImportError:  # another HTTP library under the SDK: nothing to share
+        yield
+        return
+    make = transport.create_ssl_context
+    made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    def shared(verify: object = True, cert: object = None,
+               trust_env: bool = True) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = make(verify=True, cert=None, trust_env=trust_env)
+        return made[key]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(transport, "create_ssl_context", shared)
+        yield
 
 
 @pytest.fixture(autouse=True)
