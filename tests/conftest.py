@@ -326,7 +326,9 @@ SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_b
               "tests/test_reused_tool_ids.py", "tests/test_hostile_servers.py",
               "tests/test_types.py", "tests/test_eval_work.py",
               "tests/test_hands.py", "tests/test_mcp.py", "tests/test_process.py",
-              "tests/test_watching.py", "tests/test_walk.py", "tests/test_import_bulk.py"}
+              "tests/test_watching.py", "tests/test_walk.py", "tests/test_import_bulk.py",
+              "tests/test_config_mistakes.py", "tests/test_hands_own_state.py",
+              "tests/test_approvals.py", "tests/test_user_mistakes_b.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen

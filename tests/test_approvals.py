@@ -292,6 +292,7 @@ def test_mcp_tools_lists_classes_and_names_a_server_that_cannot_start(offline_ho
     assert "Traceback" not in r.stdout + r.stderr and "retrying" not in r.stderr
 
 
+@pytest.mark.slow
 def test_mcp_tools_live_shows_what_runs_and_what_queues(offline_home: Home):
     mcp_servers(offline_home, faulty(extra='mode = "live"\n'), faulty("calm"), writes="live")
     r = coworker("mcp-tools", "--json")
@@ -306,6 +307,7 @@ def test_mcp_tools_live_shows_what_runs_and_what_queues(offline_home: Home):
     assert servers["faulty"]["state"] == "ready" and servers["faulty"]["reason"] is None
 
 
+@pytest.mark.slow
 def test_mcp_tools_never_shows_a_servers_secret(offline_home: Home):
     secret = "s3cr3t-mcp-tools-value"
     env = (f'env = {{ PLAIN_VAR = "{secret}", FAULTY_ECHO_ENV = "PLAIN_VAR" }}\n'

@@ -76,6 +76,7 @@ def test_run_with_a_missing_role_file_exits_2_before_any_tick(home: Home, api: F
     assert not {"tick", "tick_failed", "tick_end", "input_set_aside"} & set(kinds(home))
 
 
+@pytest.mark.slow
 def test_run_with_a_missing_role_file_in_a_real_process(home: Home, api: FakeMessagesAPI):
     write_config(home.root, api.url, coworker={"role": "missing.md"})
     event_id = tell(home, "hi")

@@ -204,7 +204,7 @@ def test_tool_arguments_always_come_back_as_a_tool_result(offline_home: Home):
     settings_ = offline_home.settings()
     seen: set[str] = set()
 
-    @fuzz(300)
+    @fuzz(120)
     @given(calls)
     def one(call: tuple[str, dict, bool, str | None]) -> None:
         name, raw, live, use_id = call

@@ -450,6 +450,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_streamable_http_with_headers(tmp_path):
     port = _free_port()
     proc = subprocess.Popen([PY, FAULTY, "--http", str(port)], stderr=subprocess.DEVNULL,

@@ -159,6 +159,7 @@ def test_a_tool_writing_into_the_inbox_is_refused_and_never_speaks_as_the_owner(
         assert store.query("SELECT key FROM side_effects") == []
 
 
+@pytest.mark.slow
 def test_a_path_outside_the_home_still_works(home: Home, api: FakeMessagesAPI,
                                             tmp_path: Path) -> None:
     calls = tmp_path / "calls.jsonl"
@@ -178,6 +179,7 @@ def test_a_path_outside_the_home_still_works(home: Home, api: FakeMessagesAPI,
     assert [c["tool"] for c in sent(calls)] == ["write_file", "write_file", "read_file"]
 
 
+@pytest.mark.slow
 def test_dotdot_symlink_and_read_tricks_are_refused(home: Home, api: FakeMessagesAPI,
                                                     tmp_path: Path) -> None:
     calls = tmp_path / "calls.jsonl"
@@ -219,6 +221,7 @@ def test_dotdot_symlink_and_read_tricks_are_refused(home: Home, api: FakeMessage
     assert secret not in json.dumps(api.bodies)
 
 
+@pytest.mark.slow
 def test_an_approved_action_naming_the_state_is_refused_when_it_runs(
         home: Home, api: FakeMessagesAPI, tmp_path: Path) -> None:
     calls = tmp_path / "calls.jsonl"

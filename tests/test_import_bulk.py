@@ -156,8 +156,8 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("lines", [  # 3.1 MB parsed inline, 4.7 MB forked (the slow part)
-    20_000, pytest.param(30_000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("lines", [20_000, 30_000])  # 3.1 MB parsed inline, 4.7 MB forked
+@pytest.mark.slow
 def test_an_import_killed_mid_file_leaves_nothing_and_a_rerun_imports_it_once(
         offline_home: Home, tmp_path: Path, lines: int):
     rows = history(lines)

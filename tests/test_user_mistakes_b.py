@@ -20,6 +20,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from runtime.home import Home
 from runtime.store import Store
 from runtime.store import events as ev
@@ -59,6 +61,7 @@ def test_a_damaged_snapshot_is_listed_and_its_number_never_taken_again(offline_h
     assert "B two" in offline_home.memory_md.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_two_strikes_at_once_both_hold(offline_home: Home, tmp_path: Path):
     """Each strike reads MEMORY.md under the store's write lock: two at once never save each
     other's entry back. The first one's disk is slow (three seconds after its snapshot, the
