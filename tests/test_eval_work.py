@@ -155,6 +155,7 @@ def test_the_verdict_follows_the_issues_rule():
     same, better = Figures(5, 5, 5, 0, 1, 10), Figures(6, 5, 5, 0, 1, 10)
     wrong, noisy = Figures(6, 6, 6, 1, 1, 10), Figures(5, 5, 5, 0, 2, 10)
     assert verdict(m(better, 0.70), m(same, 0.70)) == STAYS  # improves a work-shaped set
+    assert verdict(m(same, 0.70), m(noisy, 0.70)) == STAYS  # less noise, nothing lower
     assert verdict(m(same, 0.70), m(same, 0.70)) == DELETE  # changes nothing
     assert verdict(m(same, 0.71), m(same, 0.70)) == STAYS  # +0.01 on LoCoMo, no set lower
     assert verdict(m(same, 0.709), m(same, 0.70)) == DELETE  # less than 0.01

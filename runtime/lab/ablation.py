@@ -11,9 +11,9 @@ otherwise DELETE.
 
 A work-shaped set's figures, per half: how many of its questions the recall block carries the
 answer for, search's top 5 holds it, the walk finds it; the walk's wrong answers; the
-unanswerable questions where the block is noise. A rule improves a set when, over both halves,
-it answers more (block + search + walk found) with no more wrong answers and no more noise; it
-lowers a set when it answers fewer or adds a wrong answer or noise.
+unanswerable questions where the block is noise. Over both halves, a rule lowers a set when it
+answers fewer (block + search + walk found) or adds a wrong answer or noise; it improves a set
+when it lowers nothing and answers more, answers wrongly less often, or is less often noise.
 
 It never edits the product: a switched rule lives only inside `switched`, and the product's
 modules are as they were when it returns. It reads; it never calls a chat model.
@@ -211,7 +211,9 @@ def compare(with_rule: Figures, without: Figures) -> int:
     if (with_rule.answered < without.answered or with_rule.wrong > without.wrong
             or with_rule.noise > without.noise):
         return -1
-    return 1 if with_rule.answered > without.answered else 0
+    better = (with_rule.answered > without.answered or with_rule.wrong < without.wrong
+              or with_rule.noise < without.noise)
+    return 1 if better else 0
 
 
 # --- the run ------------------------------------------------------------------------------------
