@@ -19,7 +19,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -54,7 +54,7 @@ def one_tls_context() -> Iterator[None]:
     make = transport.create_ssl_context
     made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
 
-    def shared(verify: object = True, cert: object = None,
+    def shared(verify: ssl.SSLContext | str | bool = True, cert: Any = None,
                trust_env: bool = True) -> ssl.SSLContext:
         if verify is not True or cert is not None:
             return make(verify=verify, cert=cert, trust_env=trust_env)
@@ -97,15 +97,15 @@ def inbox_settle() -> float:
 
 
 @pytest.fixture
-def api() -> FakeMessagesAPI:
+def api() -> Iterator[FakeMessagesAPI]:
     server = FakeMessagesAPI().start()
     yield server
     server.stop()
 
 
-def write_config(root: Path, api_url: str | None = None, **sections: dict) -> Path:
+def write_config(root: Path, api_url: str | None = None, **sections: dict[str, Any]) -> Path:
     """A config.toml for tests: fast ticks and retries, the fake endpoint when given."""
-    cfg = {
+    cfg: dict[str, dict[str, Any]] = {
         "coworker": {"tick_seconds": 1, "max_tick_seconds": 4},
         "model": {"retry_wait_s": 0.01, "retry_max_wait_s": 0.05, "max_retries": 3,
                   "timeout_s": 5.0, "name": "fake-model"},
@@ -245,7 +245,9 @@ def coworker_process(*args: str, cwd: Path | None = None, env: dict | None = Non
 def _text(stream: io.TextIOWrapper) -> str:
     """What a subprocess's pipe gives back with text=True (universal newlines)."""
     stream.flush()
-    raw = stream.buffer.getvalue().decode("utf-8")
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)  # as _streams made it
+    raw = buffer.getvalue().decode("utf-8")
     return raw.replace("\r\n", "\n").replace("\r", "\n")
 
 

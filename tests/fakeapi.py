@@ -45,7 +45,7 @@ def message(content: list[dict[str, Any]], stop_reason: str = "end_turn",
 
 
 def text(t: str, **usage_kw: int) -> dict[str, Any]:
-    return message([{"type": "text", "text": t}], **usage_kw)
+    return message([{"type": "text", "text": t}], "end_turn", **usage_kw)
 
 
 def tool_use(name: str, input: Any, id: str = "toolu_1", say: str | None = None,
@@ -96,7 +96,7 @@ class LocalServer:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self):  # noqa: ANN201 - returns the subclass instance
         self.thread.start()
@@ -141,9 +141,9 @@ class FakeMessagesAPI(LocalServer):
                     if api.queue:
                         item = api.queue.pop(0)
                     elif api.responder is not None:
-                        item = api.responder(record)
-                        if not isinstance(item, Scripted):
-                            item = Scripted(200, item)
+                        answer = api.responder(record)
+                        item = (answer if isinstance(answer, Scripted)
+                                else Scripted(200, answer))
                     else:
                         item = Scripted(200, api.default)
                 api.got_request.set()
