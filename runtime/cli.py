@@ -39,6 +39,7 @@ from .store import events as ev
 from .store.health import DatabaseFailure
 
 if TYPE_CHECKING:  # read at type-checking time only: the CLI imports a store room when it runs
+    from .memory.search import Hits as SearchHits
     from .store.promotions import Promotion
 
 # An id or a count a user types: bounded, so a 20-digit number is a usage error, not an
@@ -480,8 +481,6 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
       coworker search parser bugs yesterday
       coworker search parser bugs -n 10 --after CURSOR
     """
-    import shlex
-
     from .memory.cards import MAX_QUERY_CHARS, cap_query
 
     if not " ".join(query).strip():
@@ -490,10 +489,7 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     text, cut = cap_query(" ".join(query))
     hits = Actions(home, Door.CLI).search(text, n, after=after, exhaustive=exhaustive)
     if as_json:
-        for h in hits:
-            render.json_line(h.as_dict())
-        if hits.next_cursor:
-            render.json_line({"next_cursor": hits.next_cursor})
+        _search_json(hits)
         return
     if cut:
         out.print(f"(only the first {MAX_QUERY_CHARS} characters of the query were read)")
@@ -507,15 +503,24 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
                            [(h.kind, h.id, render.day(h.ts, zone), h.label, h.excerpt)
                             for h in hits]))
     if hits.next_cursor:
-        words = text.split() if cut else list(query)
-        if any(w.startswith("-") for w in words):  # "-gateway" is a word, not an option
-            out.print(f"more: coworker search -n {n} --after {hits.next_cursor} -- "
-                      f"{shlex.join(words)}")
-        else:
-            out.print(f"more: coworker search {shlex.join(words)} -n {n} --after "
-                      f"{hits.next_cursor}")
+        out.print(_next_page(text.split() if cut else list(query), n, hits.next_cursor))
     elif exhaustive and len(hits) == n < 200:
         out.print(f"(--exhaustive shows the best {n}: -n up to 200 may show more)")
+
+
+def _search_json(hits: SearchHits) -> None:
+    """One JSON line a match, then the cursor of the next page when there is one."""
+    for h in hits:
+        render.json_line(h.as_dict())
+    if hits.next_cursor:
+        render.json_line({"next_cursor": hits.next_cursor})
+
+
+def _next_page(words: list[str], n: int, cursor: str) -> str:
+    """The command that shows the next page of this search."""
+    if any(w.startswith("-") for w in words):  # "-gateway" is a word, not an option
+        return f"more: coworker search -n {n} --after {cursor} -- {shlex.join(words)}"
+    return f"more: coworker search {shlex.join(words)} -n {n} --after {cursor}"
 
 
 @cli.command(name="import")
