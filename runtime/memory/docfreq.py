@@ -36,7 +36,7 @@ CHUNK = 500  # stems whose counts one query reads
 @dataclass
 class _Kept:
     top: int = 0  # the highest event id the counts include
-    stamp: tuple[int, int, int] = (0, 0, 0)  # newest tag, redaction; the file: rows rewritten
+    stamp: tuple[int, ...] = (0, 0, 0)  # newest tag, redaction; the file: rows rewritten
     docs: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 

@@ -53,21 +53,24 @@ def _inode(store: Store) -> int:
         return 0
 
 
-def _top(store: Store, table: str) -> int:
-    return int(store.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+def _tops(store: Store, *tables: str) -> tuple[int, ...]:
+    """The highest id of each table (0 for an empty one), in one statement."""
+    row = store.query("SELECT " + ", ".join(
+        f"(SELECT coalesce(max(id), 0) FROM {t})" for t in tables))[0]
+    return tuple(int(x or 0) for x in row)
 
 
-def history_stamp(store: Store) -> tuple[int, int, int]:
+def history_stamp(store: Store) -> tuple[int, ...]:
     """What moves when events_fts rows are rewritten rather than appended: the newest tag
     and redaction (their ids only grow: AUTOINCREMENT) and the file."""
-    return _top(store, "tags"), _top(store, "redactions"), _inode(store)
+    return (*_tops(store, "tags", "redactions"), _inode(store))
 
 
-def rollups_stamp(store: Store) -> tuple[int, int, int, int]:
+def rollups_stamp(store: Store) -> tuple[int, ...]:
     """What moves with every change to rollups_fts: the newest rollup (a rollup is sealed
     once and never deleted), tag and redaction (the only rewrites of a sealed rollup's words),
     and the file."""
-    return (_top(store, "rollups"), *history_stamp(store))
+    return (*_tops(store, "rollups", "tags", "redactions"), _inode(store))
 
 
 def match_count(store: Store, match: str) -> int:
