@@ -219,7 +219,7 @@ def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
     stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace",
                               write_through=True)
-    with _fresh_process(cwd, env or None), _streams(stdin, stdout, stderr):
+    with _fresh_process(cwd, env or None), _console_width(), _streams(stdin, stdout, stderr):
         try:
             code = cli.main(list(args))
         except SystemExit as e:
@@ -259,6 +259,26 @@ def _streams(stdin: IO[str], stdout: IO[str], stderr: IO[str]) -> Iterator[None]
         yield
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def _console_width() -> Iterator[None]:
+    """The width of runtime.render's consoles as a fresh process makes them: rich reads COLUMNS
+    once, when the console is made (at import), and keeps it; without COLUMNS it asks again at
+    every print. An earlier import under another COLUMNS (an xdist worker has one) is undone
+    for the run and put back after."""
+    from runtime import render
+
+    consoles = (render.out, render.err)
+    saved = [c._width for c in consoles]  # rich's own field: its public setter takes no None
+    columns = os.environ.get("COLUMNS", "")
+    try:
+        for c in consoles:
+            c._width = int(columns) if columns.isdigit() else None
+        yield
+    finally:
+        for c, width in zip(consoles, saved, strict=True):
+            c._width = width
 
 
 # Signals the loop or the CLI may take over; a run leaves them as it found them.
