@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 # An id a user types: what SQLite's INTEGER holds.
 MAX_ID = 2**63 - 1
+PINS_CHARS = 2000  # all pins together: every tick's context carries them (was [memory] pins_max_chars)
 
 # How long `tell` waits for a busy database before it saves the message in the inbox instead.
 TELL_BUSY_MS = 2000
@@ -267,8 +268,6 @@ class Actions:
         result: dict[str, Any] = {"terms": found.terms, "items": items,
                                   "block": found.block(budget),
                                   "decision": recall_decision(found)}
-        if found.dates:
-            result["dates"] = found.dates
         if found.query_truncated:
             result["query_truncated"] = True
         return result
@@ -457,20 +456,19 @@ class Actions:
         return report
 
     def pin(self, text: str) -> int:
-        """Pin text into every tick's context, within [memory] pins_max_chars; the pin's id."""
+        """Pin text into every tick's context, within PINS_CHARS in all; the pin's id."""
         from .store import pins as pins_store
 
         self._owner("pin")
         body = " ".join(text.split())
         if not body:
             raise UsageError('nothing to pin: coworker pin "text"')
-        limit = self.home.settings().memory.pins_max_chars
+        limit = PINS_CHARS
         with self._store() as store, store.transaction():  # the pin and its event: both or neither
             used = sum(len(p.text) for p in pins_store.active(store))
             if used + len(body) > limit:
                 raise Refused(f"pins would hold {used + len(body)} characters, over their budget "
-                              f"of {limit}: unpin something (`coworker pins`) or raise "
-                              "[memory] pins_max_chars")
+                              f"of {limit}: unpin something first (`coworker pins`)")
             p = pins_store.add(store, body)
             self._owner_event(store, "pin", body, pin_id=p.id)
         return p.id

@@ -142,7 +142,7 @@ def run(once: bool, ticks: int | None, live: bool, log_format: str | None,
 
     home = _home()
     settings = home.settings()
-    logs.setup(home, settings.logging.level, log_format or settings.logging.format,
+    logs.setup(home, settings.logging.level, log_format or "text",
                stderr=not detached)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module="anthropic")
     loop = Loop(home, settings, live=True if live else None)
@@ -471,14 +471,11 @@ def _since(text: str, option: str = "--since", end_of_day: bool = False) -> str:
 def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
            as_json: bool) -> None:
     """Lexical search over events, the archive and rollups (BM25, best first), a page at a
-    time: when there is more, the last line is the command for the next page. A day the query
-    names ("on 3 March 2025", "yesterday", "last week") is read as that day, in [coworker]
-    timezone: the matches said on it, or about it in the week after ("yesterday"), come first.
+    time: when there is more, the last line is the command for the next page.
 
     \b
     Example:
       coworker search parser bugs
-      coworker search parser bugs yesterday
       coworker search parser bugs -n 10 --after CURSOR
     """
     from .memory.cards import MAX_QUERY_CHARS, cap_query
@@ -496,9 +493,7 @@ def search(query: tuple[str, ...], n: int, after: str | None, exhaustive: bool,
     if not hits:
         out.print("no more matches" if after else "no matches")
         raise click.exceptions.Exit(1)
-    if hits.dates:
-        out.print(render.days_line(hits))
-    zone = home.settings().coworker.zone  # the owner's days, as the query's were read
+    zone = home.settings().coworker.zone  # the owner's days
     out.print(render.table(["what", "id", "date", "kind", "excerpt"],
                            [(h.kind, h.id, render.day(h.ts, zone), h.label, h.excerpt)
                             for h in hits]))
@@ -963,7 +958,7 @@ def restore(number: int, yes: bool) -> None:
 @cli.command()
 @click.argument("text", nargs=-1, required=True)
 def pin(text: tuple[str, ...]) -> None:
-    """Pin text the coworker keeps in mind on every tick (within [memory] pins_max_chars).
+    """Pin text the coworker keeps in mind on every tick (2,000 characters in all).
 
     \b
     Example:
@@ -1060,12 +1055,11 @@ def demo(keep: Path | None) -> None:
             out.print(f"... ({len(lines) - len(shown)} more lines"
                       + (f" in {d.home.memory_map})" if keep else
                          "; `coworker demo --keep DIR` keeps the whole map)"))
-        threshold = d.home.settings().memory.walk_threshold
         with Store.open(d.home.db_path, readonly=True) as store:
             for q in (d.found_query, d.refused_query):
                 out.print(f"\n$ coworker walk {q}")
                 render.walk(store, q, render.walk_json(
-                    walker.walk_result(store, q, threshold=threshold)))
+                    walker.walk_result(store, q)))
         out.print("\nNext: `coworker init` in a folder of your own, then `coworker run`.")
 
 

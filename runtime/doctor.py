@@ -38,6 +38,7 @@ from . import process
 from .cron import parse_cron
 from .errors import ConfigError, CoworkerError, ModelError
 from .home import Home
+from .memory.recall import BUDGET
 from .secrecy import redact, secret_values
 from .settings import ENV_PREFIX, Settings, read_toml
 
@@ -372,7 +373,7 @@ def _recall(settings: Settings | None) -> Check:
         return Check(name, False, NOT_CHECKED)
     mode = settings.recall.mode
     if mode == "on":
-        return Check(name, True, f"on: up to {settings.recall.max_items} recalled item(s) per "
+        return Check(name, True, f"on: up to {BUDGET.max_items} recalled item(s) per "
                                  "model call")
     what = ("nothing from the long memory reaches the model" if mode == "off" else
             "what it would recall is only logged, never given to the model")
@@ -406,7 +407,7 @@ def _logging(home: Home, settings: Settings | None) -> Check:
     elif home.state.exists() and not os.access(home.state, os.W_OK):
         return Check(name, False, f"cannot create {path}: {home.state} is not writable; fix its "
                                   "permissions")
-    return Check(name, True, f"level {level}, {settings.logging.format} lines to {path}")
+    return Check(name, True, f"level {level}, to {path}")
 
 
 def _mode(path: Path) -> int | None:

@@ -30,6 +30,8 @@ from .store.events import SURROGATE
 log = logging.getLogger(__name__)
 
 CACHE_MARK = {"type": "ephemeral"}
+RETRY_WAIT_S = 1.0  # the first backoff; it doubles each retry (was [model] retry_wait_s)
+RETRY_MAX_WAIT_S = 30.0  # the longest single wait, a Retry-After too (was [model] retry_max_wait_s)
 
 
 class CallDeadline(Exception):
@@ -101,14 +103,14 @@ class Model:
         await self.client.close()
 
     def _wait(self, state: RetryCallState) -> float:
-        exp = self.cfg.retry_wait_s * (2 ** (state.attempt_number - 1))
-        wait = min(exp, self.cfg.retry_max_wait_s)
+        exp = RETRY_WAIT_S * (2 ** (state.attempt_number - 1))
+        wait = min(exp, RETRY_MAX_WAIT_S)
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, anthropic.APIStatusError):
             after = exc.response.headers.get("retry-after")
             try:
                 if after is not None:
-                    wait = min(max(wait, float(after)), self.cfg.retry_max_wait_s)
+                    wait = min(max(wait, float(after)), RETRY_MAX_WAIT_S)
             except ValueError:
                 pass
         return wait

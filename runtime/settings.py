@@ -81,13 +81,21 @@ SECRETS_FILE = "secrets.toml"  # in state/, beside the database
 # (issue 39 item 6): still present in config.toml, state/secrets.toml or a COWORKER_* variable,
 # each gets one WARNING naming it (once a process) and is ignored, never an error.
 REMOVED_KEYS: dict[str, tuple[str, ...]] = {
+    # runtime/loop/turn.py MAX_STEPS_PER_TICK, runtime/loop/perception.py MAX_INPUTS_PER_TURN
+    "coworker": ("max_steps_per_tick", "max_inputs_per_turn"),
     "context": ("recent_events", "staircase_chars"),  # runtime/context.py
-    "memory": ("ladder_fanout", "summary_calls_per_run"),  # rituals/reflect.py
-    # runtime/memory/recall.py SEMANTIC_GATE, runtime/memory/embed.py BATCH_CHARS and WINDOW
-    "semantic": ("gate", "batch_chars", "window_events"),
-    "recall": ("max_terms",),  # runtime/memory/recall.py MAX_TERMS
+    "model": ("retry_wait_s", "retry_max_wait_s"),  # runtime/model.py RETRY_WAIT_S, RETRY_MAX_WAIT_S
+    # rituals/reflect.py; runtime/memory/walk.py THRESHOLD; runtime/memory/gate.py MEMORY_MD_CHARS;
+    # runtime/actions.py PINS_CHARS; offline_keywords: a rule deleted (docs/benchmarks.md)
+    "memory": ("ladder_fanout", "summary_calls_per_run", "walk_threshold", "memory_md_max_chars",
+               "pins_max_chars", "offline_keywords"),
+    # runtime/memory/recall.py SEMANTIC_GATE, runtime/memory/embed.py BATCH_CHARS, WINDOW, TIMEOUT_S
+    "semantic": ("gate", "batch_chars", "window_events", "timeout_s"),
+    # runtime/memory/recall.py MAX_TERMS and BUDGET
+    "recall": ("max_terms", "max_items", "item_chars", "total_chars"),
     # runtime/hands/server.py, runtime/hands/hands.py, runtime/loop/hands.py
-    "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars"),
+    "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars", "watch_daily_calls"),
+    "logging": ("format",),  # `coworker run --log-format json`
 }
 _warned_removed: set[str] = set()
 
@@ -113,10 +121,6 @@ class CoworkerSection(Section):
     max_tick_seconds: int = Field(
         1800, ge=1, le=604800,
         description="the interval doubles after quiet ticks up to this many seconds")
-    max_steps_per_tick: int = Field(8, ge=1, le=100, description="model calls per tick, at most")
-    max_inputs_per_turn: int = Field(
-        10, ge=1, le=1000, description="inputs (messages, due promises, rituals) one turn takes; "
-        "the rest wait for the next tick")
     timezone: str = Field("UTC", description=(
         "IANA time zone of the owner's days (recall, search, walk), rituals and imported "
         "times without an offset, e.g. Europe/Berlin"))
@@ -177,10 +181,6 @@ class ModelSection(Section):
     timeout_s: float = Field(
         60.0, gt=0, le=3600, description="seconds before a model call times out")
     max_retries: int = Field(4, ge=0, le=20, description="retries on 429, 529, 5xx, timeouts")
-    retry_wait_s: float = Field(
-        1.0, ge=0, le=3600, description="first backoff wait; doubles each retry")
-    retry_max_wait_s: float = Field(
-        30.0, ge=0, le=3600, description="longest single backoff wait")
     daily_tokens: int = Field(
         0, ge=0, le=10**12, description="input+output tokens a day (UTC), at most; then no model "
         "calls until tomorrow, inputs wait (0: no cap)")
@@ -207,25 +207,12 @@ class MemorySection(Section):
     )
     archive_after_days: int = Field(
         30, ge=1, le=36500, description="reflect moves older events to the archive")
-    walk_threshold: float = Field(
-        0.5, ge=0, le=1, description="memory.walk refuses below this share of matched query words"
-    )
-    memory_md_max_chars: int = Field(
-        4000, ge=200, le=1_000_000, description="character budget of MEMORY.md")
-    pins_max_chars: int = Field(
-        2000, ge=100, le=1_000_000, description="character budget of all pins together")
-    offline_keywords: bool = Field(
-        False, description="reflect gives episodes keywords from co-occurrence in the history")
 
 
 class RecallSection(Section):
     mode: Literal["on", "dry-run", "off"] = Field(
         "on", description='"on" injects recall; "dry-run" only logs what it would inject'
     )
-    max_items: int = Field(3, ge=0, le=20, description="recall items per model call")
-    item_chars: int = Field(600, ge=50, le=100_000, description="characters per recall item")
-    total_chars: int = Field(
-        1800, ge=50, le=1_000_000, description="characters of recall per model call")
 
 
 class SemanticSection(Section):
@@ -235,9 +222,6 @@ class SemanticSection(Section):
     url: str = Field("http://127.0.0.1:11434", description="the embedding server (provider http)")
     model: str = Field("all-minilm", description='embedding model name (http); local: '
                        '"all-minilm", "all-mpnet" or a model folder')
-    timeout_s: float = Field(
-        2.0, gt=0, le=600,
-        description="a slower answer from the embedding server falls back to lexical (http)")
 
     _url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
 
@@ -279,7 +263,6 @@ class LoggingSection(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="log level of the running loop"
     )
-    format: Literal["text", "json"] = Field("text", description='"text" or "json" log lines')
 
 
 class Settings(BaseSettings):
@@ -583,13 +566,19 @@ def _removed_env_names() -> list[str]:
     return found
 
 
+def section_fields(section: FieldInfo) -> dict[str, FieldInfo]:
+    """The keys of one section of Settings (its model's fields), typed."""
+    model = section.default_factory
+    return model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+
+
 def env_names() -> list[str]:
     """Every COWORKER_* variable that names a setting (or a whole section)."""
     names = []
     for section, field in Settings.model_fields.items():
         names.append(f"{ENV_PREFIX}{section.upper()}")
         names += [f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
-                  for key in field.default_factory.model_fields]  # type: ignore[union-attr]
+                  for key in section_fields(field)]
     return names
 
 
@@ -795,9 +784,7 @@ def _unknown_key(file_name: str, loc: tuple[Any, ...]) -> str:
         return (f"{file_name}: unknown section [{loc[0]}]: remove it or fix its spelling "
                 f"(known sections: {', '.join(Settings.model_fields)})")
     section = Settings.model_fields.get(str(loc[0]))
-    model = section.default_factory if section is not None else None
-    known = ", ".join(model.model_fields if isinstance(model, type) and issubclass(model, BaseModel)
-                      else Settings.model_fields)
+    known = ", ".join(section_fields(section) if section is not None else Settings.model_fields)
     return (f"{file_name}: unknown key {_key_name(loc)}: remove it or fix its spelling "
             f"(known here: {known})")
 
@@ -850,9 +837,8 @@ def render_default_config() -> str:
         "",
     ]
     for section_name, section_field in Settings.model_fields.items():
-        section_type = section_field.default_factory
         lines.append(f"[{section_name}]")
-        for key, field in section_type.model_fields.items():  # type: ignore[union-attr]
+        for key, field in section_fields(section_field).items():
             if field.description:
                 bounds = range_text(field)
                 lines.append(f"# {field.description}" + (f"; {bounds}" if bounds else ""))

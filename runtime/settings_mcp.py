@@ -190,9 +190,6 @@ class McpSection(BaseModel):
         description='a queued action not decided within this long expires: 30m, 72h, 7d (at most 1 year)')
     daily_live_calls: int = Field(
         50, ge=0, le=100_000, description="live side-effect calls a day (UTC), at most (0: no cap)")
-    watch_daily_calls: int = Field(
-        100, ge=1, le=100_000, description="model calls a day (UTC) that turns woken by "
-        "watches alone may spend; then a watch's change is history, not an input, until tomorrow")
 
     @property
     def approval_ttl_s(self) -> int:

@@ -80,6 +80,15 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model call retried in this process backs off for hundredths of a second, not the
+    product's seconds (`runtime.model.RETRY_WAIT_S`, `RETRY_MAX_WAIT_S`); a test of the waits
+    sets its own. A coworker run as a subprocess keeps the product's waits."""
+    monkeypatch.setattr("runtime.model.RETRY_WAIT_S", 0.01)
+    monkeypatch.setattr("runtime.model.RETRY_MAX_WAIT_S", 0.05)
+
+
+@pytest.fixture(autouse=True)
 def inbox_settled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file dropped in the inbox is read at the very next tick: the tests that drop one and
     tick at once are about what is read, not about waiting for a writer to finish. The tests
@@ -107,8 +116,7 @@ def write_config(root: Path, api_url: str | None = None, **sections: dict[str, A
     """A config.toml for tests: fast ticks and retries, the fake endpoint when given."""
     cfg: dict[str, dict[str, Any]] = {
         "coworker": {"tick_seconds": 1, "max_tick_seconds": 4},
-        "model": {"retry_wait_s": 0.01, "retry_max_wait_s": 0.05, "max_retries": 3,
-                  "timeout_s": 5.0, "name": "fake-model"},
+        "model": {"max_retries": 3, "timeout_s": 5.0, "name": "fake-model"},
     }
     if api_url:
         cfg["model"].update({"base_url": api_url, "api_key": "test-key"})

@@ -85,9 +85,6 @@ def loose_umask():
 def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
         offline_home: Home, tmp_path: Path, capsys, loose_umask):
     home = offline_home
-    # Offline, more pending inputs than one turn takes made the loop spin on quiet ticks and
-    # ignore SIGTERM (reported to runtime/loop.py); one turn takes them all here.
-    write_config(home.root, coworker={"max_inputs_per_turn": 1000})
     dest = tmp_path / "backups" / "monday"
     r = coworker("start")
     assert r.returncode == 0, r.stderr

@@ -163,12 +163,10 @@ def write_raw(root: Path, toml: str) -> None:
 @pytest.mark.parametrize(("toml", "fragments"), [
     ("[coworker]\ntick_seconds = true\n",
      ["config.toml: [coworker] tick_seconds:", "whole number", "not true or false", "got true"]),
-    ("[memory]\nwalk_threshold = true\n",
-     ["[memory] walk_threshold:", "must be a number", "got true"]),
+    ("timeout_s = true\n",  # in write_raw's [model]
+     ["[model] timeout_s:", "must be a number", "got true"]),
     ('[semantic]\nenabled = "yes"\n',
      ["[semantic] enabled:", "must be true or false", 'got "yes"']),
-    ("[memory]\noffline_keywords = 1\n",
-     ["[memory] offline_keywords:", "must be true or false", "got 1"]),
     ("[mcp]\ndaily_live_calls = false\n",
      ["[mcp] daily_live_calls:", "whole number", "got false"]),
     ('[[rituals.custom]]\nname = "standup"\ncron = "0 9 * * mon-fri"\nprompt = "p"\n'
@@ -193,12 +191,10 @@ def test_a_wrong_type_in_the_secrets_file_names_that_file(offline_home: Home):
 
 
 def test_values_of_their_own_type_still_load(isolated_home: Path):
-    write_raw(isolated_home, "[coworker]\ntick_seconds = 5\n\n[memory]\nwalk_threshold = 1\n"
-              "offline_keywords = true\n\n[semantic]\nenabled = false\ntimeout_s = 3\n")
+    write_raw(isolated_home, "timeout_s = 3\n\n[coworker]\ntick_seconds = 5\n\n"
+              "[semantic]\nenabled = true\n")  # timeout_s: in write_raw's [model]
     s = load(isolated_home / "config.toml")
-    assert (s.coworker.tick_seconds, s.memory.walk_threshold) == (5, 1.0)
-    assert (s.memory.offline_keywords, s.semantic.enabled, s.semantic.timeout_s) == (
-        True, False, 3.0)
+    assert (s.coworker.tick_seconds, s.model.timeout_s, s.semantic.enabled) == (5, 3.0, True)
 
 
 def test_environment_overrides_arrive_as_strings_and_still_work(
@@ -206,8 +202,7 @@ def test_environment_overrides_arrive_as_strings_and_still_work(
     write_raw(isolated_home, "[coworker]\ntick_seconds = true\n")  # the variable wins over it
     monkeypatch.setenv("COWORKER_COWORKER__TICK_SECONDS", "5")
     monkeypatch.setenv("COWORKER_SEMANTIC__ENABLED", "true")
-    monkeypatch.setenv("COWORKER_MEMORY__OFFLINE_KEYWORDS", "false")
-    monkeypatch.setenv("COWORKER_MEMORY__WALK_THRESHOLD", "0.25")
+    monkeypatch.setenv("COWORKER_MODEL__TIMEOUT_S", "0.25")
     s = load(isolated_home / "config.toml")
     assert s.coworker.tick_seconds == 5 and s.semantic.enabled is True
-    assert s.memory.offline_keywords is False and s.memory.walk_threshold == 0.25
+    assert s.model.timeout_s == 0.25

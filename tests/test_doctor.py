@@ -608,8 +608,7 @@ def test_the_semantic_channel_when_on_must_embed(offline_home: Home):
     dead = FakeMessagesAPI().start()
     url = dead.url
     dead.stop()
-    write_config(offline_home.root, semantic={"enabled": True, "provider": "http", "url": url,
-                                              "timeout_s": 0.5})
+    write_config(offline_home.root, semantic={"enabled": True, "provider": "http", "url": url})
     checks = doctor.run_checks(offline_home, probe_model=False)
     assert failed(checks) == ["semantic"]
     c = by_name(checks)["semantic"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.lab.evaluate import InvariantViolated, noise_counts, run
-from runtime.memory.recall import MAX_TERMS
+from runtime.memory.recall import BUDGET, MAX_TERMS, Budget
 from runtime.settings import RecallSection
 
 from .conftest import coworker
@@ -143,10 +143,10 @@ def test_recall_metrics_sit_beside_the_noise_over_the_same_n(lexical: dict):
 
 
 def test_the_block_is_the_loops_default(lexical: dict):
-    cfg = RecallSection()
     assert lexical["reflex"]["settings"] == {
-        "mode": cfg.mode, "max_items": cfg.max_items, "item_chars": cfg.item_chars,
-        "total_chars": cfg.total_chars, "max_terms": MAX_TERMS, "call": "recall"}
+        "mode": RecallSection().mode, "max_items": BUDGET.max_items,
+        "item_chars": BUDGET.item_chars, "total_chars": BUDGET.total_chars,
+        "max_terms": MAX_TERMS, "call": "recall"}
     assert "noise" in lexical["reflex"]["definition"]
 
 
@@ -164,27 +164,25 @@ def test_noise_without_a_block_is_a_bug_in_the_counting():
         noise_counts([{"injected": False, "noise": True}])
 
 
-@pytest.mark.parametrize("setting,shown", [
+@pytest.mark.parametrize("mode,budget,shown", [
     # the default: three items, all of session 1 (session 2 is 17 days later: another episode
     # since rungs are bounded in time, ADR-0035)
-    ('mode = "on"', {"D1:2", "D1:3", "D1:4"}),
-    ("max_items = 1", {"D1:2"}),  # the best hit only
-    ('mode = "dry-run"', None),  # the loop logs the block and injects nothing
-    ("max_items = 0", None),
-    ("total_chars = 1800", {"D1:2", "D1:3", "D1:4"}),
-    ("total_chars = 260", {"D1:2"}),  # room for the header and the oldest item only
+    ("on", Budget(), {"D1:2", "D1:3", "D1:4"}),
+    ("on", Budget(max_items=1), {"D1:2"}),  # the best hit only
+    ("dry-run", Budget(), None),  # the loop logs the block and injects nothing
+    ("on", Budget(max_items=0), None),
+    ("on", Budget(total_chars=260), {"D1:2"}),  # room for the header and the oldest item only
 ])
-def test_the_block_follows_the_homes_recall_settings(tmp_path: Path, setting: str, shown):
+def test_the_block_follows_the_loops_recall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            mode: str, budget: Budget, shown):
     from runtime.lab.evaluate import Reflex, build_home
     from runtime.store import Store
 
     home, _ = build_home(tmp_path / "home", {"conversation": CONVERSATION, "qa": []})
     cfg = home.config_path.read_text(encoding="utf-8")
-    key = setting.split(" = ")[0]
-    default = {"mode": 'mode = "on"', "max_items": "max_items = 3",
-               "total_chars": "total_chars = 1800"}[key]
-    assert default in cfg
-    home.config_path.write_text(cfg.replace(default, setting), encoding="utf-8")
+    assert 'mode = "on"' in cfg
+    home.config_path.write_text(cfg.replace('mode = "on"', f'mode = "{mode}"'), encoding="utf-8")
+    monkeypatch.setattr("runtime.memory.recall.BUDGET", budget)
     with Store.open(home.db_path, readonly=True) as store:
         reflex = Reflex(store, home, None, 0.0)
         # Melanie's painting turn first, then the turns around it
@@ -231,7 +229,7 @@ def test_hybrid_without_an_embedder_is_one_line_and_exit_2(tmp_path: Path, isola
     from .conftest import write_config
 
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
-                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
+                                          "url": "http://127.0.0.1:9"})
     out = tmp_path / "ranked.jsonl"
     got = coworker("eval", "locomo", str(_file(tmp_path)), "--channels", "hybrid",
                    "--out", str(out))

@@ -139,7 +139,7 @@ def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolate
     embed_server.words = True
     url = "http://127.0.0.1:9" if server == "dead" else embed_server.url
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
-                                          "url": url, "timeout_s": 0.5})
+                                          "url": url})
     try:
         got = coworker("eval", "paraphrase", "--channels", "hybrid")
     finally:
@@ -183,7 +183,7 @@ def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_hom
     from runtime.memory.recall import SEMANTIC_GATE
 
     write_config(isolated_home, semantic={"enabled": True, "provider": "http",
-                                          "url": "http://127.0.0.1:9", "timeout_s": 0.5})
+                                          "url": "http://127.0.0.1:9"})
     monkeypatch.setenv("COWORKER_HOME", str(isolated_home))
     made: list[str] = []
 

@@ -309,8 +309,7 @@ def test_faults_kills_and_restarts_lose_nothing_and_repeat_nothing(
     api.responder = model
     write_config(home.root, api.url,
                  coworker={"tick_seconds": 1, "max_tick_seconds": 2},
-                 model={"timeout_s": TIMEOUT_S, "max_retries": 1, "retry_wait_s": 0.01,
-                        "retry_max_wait_s": 0.05})
+                 model={"timeout_s": TIMEOUT_S, "max_retries": 1})
     logdir = tmp_path / "loop-logs"
     logdir.mkdir()
     loop = LoopProcess(home, logdir)
@@ -435,8 +434,7 @@ def test_faults_kills_and_restarts_lose_nothing_and_repeat_nothing(
 
 # the two server behaviours and the stop, fast and in process --------------------------------
 def _model(api: FakeMessagesAPI, **kw: Any) -> Model:
-    cfg = {"api_key": "k", "base_url": api.url, "retry_wait_s": 0.01, "retry_max_wait_s": 0.05,
-           "max_retries": 1, "timeout_s": 0.5, **kw}
+    cfg = {"api_key": "k", "base_url": api.url, "max_retries": 1, "timeout_s": 0.5, **kw}
     return Model(ModelSection(**cfg))
 
 

@@ -352,14 +352,17 @@ def _commit(repo: Path, name: str) -> None:
 
 
 def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessagesAPI,
-                                                   repo: Path, caplog) -> None:
+                                                   repo: Path, caplog,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 38, item 9: a watch that changes every interval made a model call each time. Past
-    [mcp] watch_daily_calls, a change is recorded as history, not an input: no call, no pile-up."""
+    its daily budget (loop.hands.WATCH_DAILY_CALLS), a change is recorded as history, not an
+    input: no call, no pile-up."""
     _commit(repo, "a.txt")
     watch = ('[[mcp.watch]]\nserver = "git"\ntool = "git_log"\n'
              f'arguments = {{ repo_path = {json.dumps(str(repo))}, max_count = 3 }}\n'
              'interval_s = 60\n')
-    configure(home, api, git_server(repo), watch, mcp="watch_daily_calls = 1")
+    configure(home, api, git_server(repo), watch)
+    monkeypatch.setattr("runtime.loop.hands.WATCH_DAILY_CALLS", 1)
     loop = Loop(home, home.settings())
     now = [time.time()]
 
@@ -370,7 +373,7 @@ def test_watches_spend_only_their_own_daily_budget(home: Home, api: FakeMessages
     api.default = text("noted")
     caplog.set_level(logging.INFO, logger="runtime.loop")
     ticks(loop, 5, step)
-    said = [r.levelno for r in caplog.records if "watch_daily_calls" in r.getMessage()]
+    said = [r.levelno for r in caplog.records if "watches alone may wake" in r.getMessage()]
     assert said[:1] == [logging.WARNING] and logging.WARNING not in said[1:], "once a day"
     assert len(api.bodies) == 1, "one turn spends the budget of 1 call; the rest wait"
     changes = events(home, "watch_change")

@@ -207,11 +207,12 @@ def test_a_busy_database_during_a_turn_counts_against_nothing(home: Home, api: F
     assert (row["status"], row["failures"]) == ("pending", 0)
 
 
-def test_inputs_left_for_a_later_turn_are_never_shown_as_past(home: Home,
-                                                              api: FakeMessagesAPI):
+def test_inputs_left_for_a_later_turn_are_never_shown_as_past(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
     """Four messages wait and a turn takes two: the other two are not "Your past" now (they
     would read as seen) and come as new in the next turn, once."""
-    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 2})
+    write_config(home.root, api.url)
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 2)
     ids = [tell(home, f"message number {i}") for i in range(4)]
     api.enqueue(text("ok"), text("ok too"))
     loop = make_loop(home)
@@ -353,8 +354,10 @@ def test_a_bug_in_a_turn_counts_against_its_input(home: Home, api: FakeMessagesA
     assert outcomes == ["failed"] * 3 and status(home, mid) == "set_aside"
 
 
-def test_a_turn_takes_at_most_max_inputs_and_the_rest_follow(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 2})
+def test_a_turn_takes_at_most_max_inputs_and_the_rest_follow(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url)
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 2)
     ids = [tell(home, f"message number {i}") for i in range(3)]
     api.enqueue(text("First two."), text("The third."))
     loop = make_loop(home)
@@ -364,10 +367,12 @@ def test_a_turn_takes_at_most_max_inputs_and_the_rest_follow(home: Home, api: Fa
     assert tick(loop).kind == "no_action" and status(home, ids[2]) == "consumed"
 
 
-def test_without_a_model_more_inputs_than_a_turn_takes_do_not_spin(offline_home: Home):
+def test_without_a_model_more_inputs_than_a_turn_takes_do_not_spin(
+        offline_home: Home, monkeypatch: pytest.MonkeyPatch):
     """Inputs waiting for a model must not make the loop tick again at once, for ever (it spun
     at full CPU and could not hear SIGTERM)."""
-    write_config(offline_home.root, coworker={"max_inputs_per_turn": 2})
+    write_config(offline_home.root)
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 2)
     for i in range(3):
         tell(offline_home, f"waiting {i}")
     loop = make_loop(offline_home)

@@ -165,8 +165,9 @@ def test_malformed_tool_calls_go_back_as_errors(home: Home, api: FakeMessagesAPI
     assert events_of(home, "tool_result")[0].meta["is_error"] is True
 
 
-def test_step_cap_ends_the_tick(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, coworker={"max_steps_per_tick": 3})
+def test_step_cap_ends_the_tick(home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url)
+    monkeypatch.setattr("runtime.loop.turn.MAX_STEPS_PER_TICK", 3)
     api.default = tool_use("note", {"text": "again"})
     tell(home, "loop forever")
     outcome = tick(make_loop(home))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime import cli
 from runtime.context import build_prefix
 from runtime.home import MEMORY_MD_HEADER, Home
 from runtime.memory import gate, memmap
@@ -308,9 +309,10 @@ def test_gate_positive_controls_apply_in_auto(offline_home: Home, store: Store, 
         f"- [m1] {text} (sources: #{source}; {today()})\n")
 
 
-def test_gate_over_budget_is_queued_with_that_reason_and_approve_refuses(offline_home: Home,
-                                                                        store: Store):
-    settings = configure(offline_home, memory_promotions="auto", memory_md_max_chars=200)
+def test_gate_over_budget_is_queued_with_that_reason_and_approve_refuses(
+        offline_home: Home, store: Store, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(gate, "MEMORY_MD_CHARS", 200)
+    settings = configure(offline_home, memory_promotions="auto")
     offline_home.memory_md.write_text("# M\n", encoding="utf-8")
     text = ("The parser team meets on Thursday afternoons in the small room to go over open "
             "crash reports, and Dana keeps the minutes of that meeting in the shared folder "
@@ -613,22 +615,30 @@ def test_restore_is_byte_exact_for_a_crlf_file(offline_home: Home):
 
 # --- pins ----------------------------------------------------------------------------------
 
-def test_pin_pins_unpin_and_the_budget(offline_home: Home):
-    configure(offline_home, pins_max_chars=100)
+def pin_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """`coworker pin` in this process (its budget patched): the exit code and stderr."""
+    capsys.readouterr()
+    code = cli.main(["pin", *args])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_pin_pins_unpin_and_the_budget(offline_home: Home, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setattr("runtime.actions.PINS_CHARS", 100)
     assert "no pins" in run("pins").stdout
     first, second = "Never deploy on Fridays; the parser release waits till Monday.", \
         "Dana reviews each parser change first."
     assert len(first) + len(second) == 100
     assert "pinned as 1" in run("pin", first).stdout
     assert "pinned as 2" in run("pin", *second.split()).stdout
-    line = refusal("pin", "x")
-    assert "101 characters" in line and "budget of 100" in line, line
+    code, line = pin_here(capsys, "x")
+    assert code == 1 and "101 characters" in line and "budget of 100" in line, line
     assert run("pins").stdout.splitlines() == [f"1: {first}", f"2: {second}"]
     assert "unpinned 1" in run("unpin", "1").stdout
     assert "no active pin 1" in refusal("unpin", "1")
     assert "no active pin 42" in refusal("unpin", "42")
     assert run("pins").stdout.splitlines() == [f"2: {second}"]
-    assert "pinned as 3" in run("pin", "x").stdout, "unpinning frees its budget"
+    assert pin_here(capsys, "x")[0] == 0, "unpinning frees its budget"
     refusal("pin", "   ", code=2)
     run("unpin", "one", code=2)
     assert [e["meta"]["pin_id"] for e in log_json("pin")] == [1, 2, 3]

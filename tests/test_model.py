@@ -17,8 +17,7 @@ MSG = [{"role": "user", "content": "hi"}]
 
 
 def make(api: FakeMessagesAPI, **kw) -> Model:
-    cfg = {"api_key": "k", "base_url": api.url, "retry_wait_s": 0.01, "retry_max_wait_s": 0.05,
-           "max_retries": 3, "timeout_s": 5.0, **kw}
+    cfg = {"api_key": "k", "base_url": api.url, "max_retries": 3, "timeout_s": 5.0, **kw}
     return Model(ModelSection(**cfg))
 
 
@@ -46,11 +45,12 @@ def test_429_then_529_then_success_is_retried_and_logged(api, caplog):
     assert len(attempts) == 2 and "429" in attempts[0] and "529" in attempts[1]
 
 
-def test_retry_after_header_is_honoured_up_to_the_cap(api):
+def test_retry_after_header_is_honoured_up_to_the_cap(api, monkeypatch):
     api.enqueue(error(429, headers={"retry-after": "0.3"}), text("ok"))
+    monkeypatch.setattr("runtime.model.RETRY_MAX_WAIT_S", 0.5)
     import time
     t0 = time.monotonic()
-    call(make(api, retry_max_wait_s=0.5))
+    call(make(api))
     assert time.monotonic() - t0 >= 0.3
 
 
@@ -84,7 +84,7 @@ def test_connection_refused_is_retried_then_explained():
     dead = FakeMessagesAPI().start()
     url = dead.url
     dead.stop()
-    model = Model(ModelSection(api_key="k", base_url=url, retry_wait_s=0.01, max_retries=1))
+    model = Model(ModelSection(api_key="k", base_url=url, max_retries=1))
     with pytest.raises(ModelError, match="could not connect"):
         call(model)
 

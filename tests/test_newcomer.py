@@ -46,9 +46,10 @@ def _slept(loop: Loop, timeout: float) -> bool:
 
 # --- 1. a retry storm during an outage ----------------------------------------------------
 
-def test_a_failed_tick_with_a_backlog_waits_out_its_backoff(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 1, "tick_seconds": 60,
-                                               "max_tick_seconds": 1800})
+def test_a_failed_tick_with_a_backlog_waits_out_its_backoff(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url, coworker={"tick_seconds": 60, "max_tick_seconds": 1800})
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 1)
     tell(home, "the watch changed")
     tell(home, "and here is the owner, told while the model was down")
     api.default = error(500)  # the model server is down, every time
@@ -62,9 +63,10 @@ def test_a_failed_tick_with_a_backlog_waits_out_its_backoff(home: Home, api: Fak
     assert _slept(loop, 0.5), "a failed tick with inputs behind it must not tick again at once"
 
 
-def test_the_owners_word_still_wakes_one_attempt_at_once(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 1, "tick_seconds": 60,
-                                               "max_tick_seconds": 1800})
+def test_the_owners_word_still_wakes_one_attempt_at_once(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url, coworker={"tick_seconds": 60, "max_tick_seconds": 1800})
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 1)
     tell(home, "one")
     tell(home, "two")
     api.default = error(500)
@@ -78,10 +80,10 @@ def test_the_owners_word_still_wakes_one_attempt_at_once(home: Home, api: FakeMe
     assert _slept(loop, 0.5), "and only once: then the backoff holds"
 
 
-def test_a_backlog_after_a_completed_turn_still_goes_on_at_once(home: Home,
-                                                                api: FakeMessagesAPI):
-    write_config(home.root, api.url, coworker={"max_inputs_per_turn": 1, "tick_seconds": 60,
-                                               "max_tick_seconds": 1800})
+def test_a_backlog_after_a_completed_turn_still_goes_on_at_once(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url, coworker={"tick_seconds": 60, "max_tick_seconds": 1800})
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 1)
     tell(home, "one")
     tell(home, "two")
     api.enqueue(text("Noted."))

@@ -397,7 +397,7 @@ def _load_or_one_line(path: Path, seen: dict[str, int]) -> None:
         # validation and crashed the loop: "year 33715 is out of range")
         now = datetime.now(UTC)
         for seconds in (s.coworker.tick_seconds, s.coworker.max_tick_seconds,
-                        s.model.timeout_s, s.model.retry_max_wait_s, s.semantic.timeout_s):
+                        s.model.timeout_s):
             now + timedelta(seconds=seconds)
             time.monotonic() + seconds
         now - timedelta(days=s.memory.archive_after_days)

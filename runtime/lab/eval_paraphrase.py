@@ -15,15 +15,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..home import Home
 from ..memory.cards import Distinctive
-from ..memory.dates import day_of
-from ..store import Event, Store, lab_queries
+from ..store import Event, Store
 from ..store import events as ev
 from . import PARAPHRASE_HALVES
 from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, checked_model, eval_embedder
@@ -133,18 +131,14 @@ class _Asker:
 
     def __init__(self, store: Store, home: Home, channels: str, embedder: Embedder | None,
                  gate: float) -> None:
-        from ..memory.recall import Budget
+        from ..memory.recall import BUDGET
 
         self.store, self.channels = store, channels
-        # asked the day after the history ends, as its owner would have: "on March 12" is
-        # that March's, not this year's
-        last = str(lab_queries.history_span(store)[1])
-        self.today = day_of(last, UTC) + timedelta(days=1)
         self.cfg = home.settings().recall
-        self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
+        self.budget = BUDGET
         self.scorer = Distinctive(store)
-        self.rank = (_hybrid_ranker(store, embedder, gate, self.today) if embedder is not None
-                     else RANKERS[channels](store, today=self.today))
+        self.rank = (_hybrid_ranker(store, embedder, gate) if embedder is not None
+                     else RANKERS[channels](store))
         self.embedder, self.gate = embedder, gate
         self.matrix = None
         if embedder is not None:
@@ -171,8 +165,7 @@ class _Asker:
         semantic = ((lambda other=None: (self.vector(other or text), self.matrix))
                     if self.embedder is not None else None)
         found = self._timed("search", lambda: search(self.store, text, limit=TOP,
-                                                     semantic=semantic, gate=self.gate,
-                                                     today=self.today))
+                                                     semantic=semantic, gate=self.gate))
         spans = []
         for h in found:
             r = rl.get(self.store, h.id) if h.kind == "rollup" else None
@@ -188,13 +181,12 @@ class _Asker:
         from ..memory.recall import recall, recall_hybrid
 
         if self.embedder is None:
-            found = recall(self.store, text, k=self.cfg.max_items,
-                           scorer=self.scorer, today=self.today)
+            found = recall(self.store, text, k=self.budget.max_items,
+                           scorer=self.scorer)
         else:
             found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
-                                  gate=self.gate, k=self.cfg.max_items,
-                                  scorer=self.scorer,
-                                  today=self.today)
+                                  gate=self.gate, k=self.budget.max_items,
+                                  scorer=self.scorer)
         return found.block(self.budget)
 
     def vector(self, text: str) -> Any:
@@ -209,8 +201,7 @@ class _Asker:
 
         semantic = ((lambda other=None: (self.vector(other or text), self.matrix))
                     if self.embedder is not None else None)
-        got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic,
-                                                      today=self.today))
+        got = self._timed("walk", lambda: walk_result(self.store, text, semantic=semantic))
         return got.refused, {int(f.event.id or 0) for f in got.events}, got.entry
 
     def probe(self, text: str) -> dict[str, Any] | None:
@@ -219,7 +210,7 @@ class _Asker:
 
         if self.embedder is None:
             return None
-        pr = probe(self.store, self.vector(text), self.matrix, text=text)
+        pr = probe(self.store, self.vector(text), self.matrix)
         return None if pr is None else {**pr.as_dict(), "events": [i for i, _ in pr.events]}
 
     def ask(self, q: Question, facts: dict[str, set[int]]) -> dict[str, Any]:
@@ -364,7 +355,7 @@ def recalibrated(rows: list[dict[str, Any]], cal: dict[str, float]) -> list[dict
 
     return [{**r, "probe": {**r["probe"], "confidence": ruled(
         confidence(r["probe"]["best"], r["probe"]["margin"], cal),
-        bool(r["probe"].get("behind_routine")), r["probe"].get("unseen") or ())}}
+        bool(r["probe"].get("behind_routine")))}}
             if "probe" in r else r for r in rows]
 
 

@@ -10,8 +10,8 @@ invariant hit@1 <= MRR@10 <= hit@1 + (hit@10 - hit@1)/2 checked on every run, an
 It also measures what the recall reflex would inject (issue 14), for the lexical and hybrid
 channels (the loop has no bm25 path, so `bm25` reports none). For every scored question it
 builds the block the loop itself would inject: the same `recall` / `recall_hybrid` call with
-the loop's arguments (k = `[recall] max_items`, `MAX_TERMS`), the budget from the home's
-`[recall]` settings (`Budget(max_items, item_chars, total_chars)`), and the loop's decision
+the loop's arguments (k = `BUDGET.max_items`, `MAX_TERMS`), the loop's budget
+(`recall.BUDGET`: items, characters each, characters in all), and the loop's decision
 (`mode = "on"` and a block at all; `Recall.block` is None when recall decided the turn needs no
 memory); the question comes after the whole conversation, so no `before_id` is needed. Each
 question is then exactly one of
@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,25 +167,23 @@ def noise_counts(rows: Iterable[dict[str, bool]]) -> dict[str, Any]:
 
 # --- channels ---------------------------------------------------------------------------------
 
-def _bm25_ranker(store: Store, today: date | None = None) -> Callable[[str, int], list[Event]]:
-    """The baseline: plain FTS5 bm25 over the turns, same tokenizer, same query words (it
-    reads no date, so `today` changes nothing)."""
+def _bm25_ranker(store: Store) -> Callable[[str, int], list[Event]]:
+    """The baseline: plain FTS5 bm25 over the turns, same tokenizer, same query words."""
     def rank(question: str, n: int) -> list[Event]:
         match = ev.fts_query(query_tokens(question))
         return [e for e, _, _ in ev.fts_search(store, match, n)] if match else []
     return rank
 
 
-def _lexical_ranker(store: Store, today: date | None = None
-                    ) -> Callable[[str, int], list[Event]]:
+def _lexical_ranker(store: Store) -> Callable[[str, int], list[Event]]:
     scorer = Distinctive(store)
 
     def rank(question: str, n: int) -> list[Event]:
-        return [h.event for h in recall(store, question, k=n, scorer=scorer, today=today).hits]
+        return [h.event for h in recall(store, question, k=n, scorer=scorer).hits]
     return rank
 
 
-def _hybrid_ranker(store: Store, embedder: Embedder, gate: float, today: date | None = None
+def _hybrid_ranker(store: Store, embedder: Embedder, gate: float
                    ) -> Callable[[str, int], list[Event]]:
     from ..memory.embed import Matrix
     from ..memory.recall import recall_hybrid
@@ -196,7 +194,7 @@ def _hybrid_ranker(store: Store, embedder: Embedder, gate: float, today: date | 
     def rank(question: str, n: int) -> list[Event]:
         return [h.event for h in recall_hybrid(store, question, embedder=embedder,
                                                matrix=matrix, gate=gate, k=n,
-                                               scorer=scorer, today=today).hits]
+                                               scorer=scorer).hits]
     return rank
 
 
@@ -212,11 +210,11 @@ class Reflex:
     _ITEM = re.compile(r"^- \[event (\d+) ·", re.M)
 
     def __init__(self, store: Store, home: Home, embedder: Embedder | None, gate: float) -> None:
-        from ..memory.recall import Budget
+        from ..memory.recall import BUDGET
 
         self.store, self.embedder, self.gate = store, embedder, gate
         self.cfg = home.settings().recall
-        self.budget = Budget(self.cfg.max_items, self.cfg.item_chars, self.cfg.total_chars)
+        self.budget = BUDGET
         self.scorer = Distinctive(store)
         self.matrix = None
         if embedder is not None:
@@ -225,8 +223,8 @@ class Reflex:
             self.matrix = Matrix.load(store, embedder.name)
 
     def settings(self) -> dict[str, Any]:
-        return {"mode": self.cfg.mode, "max_items": self.cfg.max_items,
-                "item_chars": self.cfg.item_chars, "total_chars": self.cfg.total_chars,
+        return {"mode": self.cfg.mode, "max_items": self.budget.max_items,
+                "item_chars": self.budget.item_chars, "total_chars": self.budget.total_chars,
                 "max_terms": MAX_TERMS,
                 "call": "recall" if self.embedder is None else "recall_hybrid"}
 
@@ -235,14 +233,14 @@ class Reflex:
         from ..memory.recall import recall_hybrid
 
         cfg = self.cfg
-        if cfg.mode != "on" or cfg.max_items == 0:  # the loop injects nothing
+        if cfg.mode != "on":  # the loop injects nothing
             return None
         if self.embedder is None:
-            found = recall(self.store, text, k=cfg.max_items,
+            found = recall(self.store, text, k=self.budget.max_items,
                            scorer=self.scorer)
         else:
             found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
-                                  gate=self.gate, k=cfg.max_items,
+                                  gate=self.gate, k=self.budget.max_items,
                                   scorer=self.scorer)
         block = found.block(self.budget)
         if block is None:

@@ -38,6 +38,7 @@ from .record import record
 
 log = logging.getLogger("runtime.loop")
 
+WATCH_DAILY_CALLS = 100  # model calls a day of turns only watches woke (was [mcp] watch_daily_calls)
 WATCH_CHARS = 4_000  # characters of what changed a watch may report (was [mcp] watch_chars)
 MCP_TOOLS = "%\\_\\_%"  # side_effects.tool LIKE: a full MCP name holds "__"
 
@@ -275,15 +276,15 @@ class Watches:
             kind="watch_change", body=f"watch {name} changed; what is new:\n"
             + what_is_new(last.text, text, WATCH_CHARS), actor=f"watch:{name}",
             author_kind="tool", meta={"watch": k, "hash": digest, "text": text})
-        if usage.watch_calls_today(store) >= section.watch_daily_calls:
+        if usage.watch_calls_today(store) >= WATCH_DAILY_CALLS:
             # the day's budget is spent: the change is history, not an input (none pile up)
-            change.meta["not_an_input"] = "watch_daily_calls"
+            change.meta["not_an_input"] = "watch_daily_calls"  # the budget's name, kept in old rows
             self._seen[k] = watches.Seen(digest, text, ev.append(store, change))
             day = usage.day_start()
             log.log(logging.INFO if self._budget_said == day else logging.WARNING,
-                    "watch %s changed; recorded, not an input: [mcp] watch_daily_calls (%d) is "
-                    "spent today (raise it in config.toml to go on now)", k,
-                    section.watch_daily_calls)
+                    "watch %s changed; recorded, not an input: the %d model calls a day that "
+                    "watches alone may wake are spent (it goes on tomorrow)", k,
+                    WATCH_DAILY_CALLS)
             self._budget_said = day  # the WARNING once a day, then INFO
             return 0
         event_id = inputs_store.add(store, change, "watch")

@@ -356,7 +356,7 @@ class Loop:
         """Wait `seconds`, less when a promise falls due sooner; a wake-up, a stop or a file
         in the inbox ends it early. No wait when more inputs wait than a turn took, unless
         the tick failed (`_after_tick`)."""
-        if self._more_pending:  # a turn takes at most max_inputs_per_turn; go on at once
+        if self._more_pending:  # a turn takes at most MAX_INPUTS_PER_TURN; go on at once
             self._more_pending = False
             await asyncio.sleep(0)  # but let a queued signal (SIGTERM) run first
             return

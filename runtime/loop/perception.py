@@ -1,7 +1,7 @@
 """Perception: what waits for this tick, and the batch one turn takes.
 
 Owns turning what fell due into inputs (promises past due, rituals the scheduler marked),
-taking the inbox in (through inbox), choosing the batch (at most max_inputs_per_turn; an
+taking the inbox in (through inbox), choosing the batch (at most MAX_INPUTS_PER_TURN; an
 unfinished attempt taken up again with exactly its inputs; after a failure its inputs caused,
 the oldest input alone), the Perception the context renders, and its fingerprint. It adds
 inputs through the store; it never calls a model, never runs a tool and never consumes an
@@ -50,7 +50,7 @@ def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) 
     """Take the inbox in, make what fell due an input, and choose this turn's batch."""
     inbox.take(home.inbox, store)
     queue_due(store, settings, rituals)
-    oldest = inputs_store.pending(store, limit=settings.coworker.max_inputs_per_turn)
+    oldest = inputs_store.pending(store, limit=MAX_INPUTS_PER_TURN)
     batch, resume = choose(store, settings, oldest)
     more = bool(batch) and inputs_store.pending_count(store) > len(batch)
     seen = _perception(batch)
@@ -58,6 +58,7 @@ def perceive(home: Home, store: Store, settings: Settings, rituals: DueRituals) 
     return Batch(seen, resume, more=more)
 
 
+MAX_INPUTS_PER_TURN = 10  # inputs one turn takes; the rest wait (was [coworker] max_inputs_per_turn)
 DONE_SHOWN = 20  # side effects of a failed attempt listed for the fresh ask, at most
 
 
@@ -122,7 +123,7 @@ def choose(store: Store, settings: Settings, oldest: list[inputs_store.Input]
             return batch, last
     if oldest[0].failures > 0:
         return [oldest[0]], None
-    return oldest[: settings.coworker.max_inputs_per_turn], None
+    return oldest[:MAX_INPUTS_PER_TURN], None
 
 
 def _perception(batch: list[inputs_store.Input]) -> ctx.Perception:

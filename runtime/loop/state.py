@@ -32,7 +32,7 @@ class Outcome(enum.StrEnum):
     NO_ACTION = "no_action"  # the model ended its turn without a tool call
     NO_MODEL = "no_model"  # inputs wait: no model is configured
     FAILED = "failed"  # a model error or a bug; the inputs stay pending
-    STEP_CAP = "step_cap"  # max_steps_per_tick model calls; the turn ends there (completed)
+    STEP_CAP = "step_cap"  # turn.MAX_STEPS_PER_TICK model calls; the turn ends there (completed)
     STOPPED = "stopped"  # a stop ended the turn at a step boundary or cancelled its call
     RITUAL = "ritual"  # built-in rituals only (reflect): no model turn
     CAPPED = "capped"  # the daily spending cap was reached mid-turn; the inputs wait

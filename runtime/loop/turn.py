@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..memory.embed import SemanticCache
 
 log = logging.getLogger("runtime.loop")  # one logger for the whole loop, as before the split
+MAX_STEPS_PER_TICK = 8  # model calls one turn makes at most (was [coworker] max_steps_per_tick)
 
 
 @dataclass
@@ -124,7 +125,7 @@ def _record_tick(tc: TurnContext, perception: ctx.Perception, resume: turns.Atte
 
 def watch_only(p: ctx.Perception) -> bool:
     """Whether only watches' changes wake this turn (their calls count against
-    [mcp] watch_daily_calls)."""
+    loop.hands.WATCH_DAILY_CALLS)."""
     return (bool(p.inputs) and not p.due_promises and not p.rituals
             and all(e.kind == "watch_change" for e in p.inputs))
 
@@ -265,7 +266,7 @@ class Turn:
                           else ([], {}))
         acted = False
         tail = self.recall()
-        cap = tc.settings.coworker.max_steps_per_tick
+        cap = MAX_STEPS_PER_TICK
         for step in range(1, cap + 1):
             if step <= len(recorded):
                 reply = Reply(content=recorded[step - 1], stop_reason="replayed",
@@ -328,7 +329,7 @@ class Turn:
         (`memory.service.Memory`, hybrid when the channel is on). A failure is logged at
         WARNING and the turn goes on without it."""
         cfg = self.tc.settings.recall
-        if cfg.mode == "off" or cfg.max_items == 0:
+        if cfg.mode == "off":
             return None
         text, quiet = self._recall_text()
         if not text.strip() and quiet:  # decided before retrieving: a ritual that asks for
@@ -366,7 +367,7 @@ class Turn:
         found = memory.recall(text, before_id=self.first_input or self.tick_id)
         block = found.block(budget)
         inject = cfg.mode == "on" and block is not None
-        ids = ", ".join(f"#{h.event.id}" for h in found.hits[: cfg.max_items]) or "nothing"
+        ids = ", ".join(f"#{h.event.id}" for h in found.hits[: budget.max_items]) or "nothing"
         why = "dry-run" if cfg.mode == "dry-run" else (recall_skip(found) or "nothing found")
         record(tc.store, "recall", f"recalled {ids}" + ("" if inject else
                f" (not injected: {why})"),

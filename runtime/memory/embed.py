@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 
 MIN_SIMILARITY = 0.2
+TIMEOUT_S = 2.0  # a slower embedding server (http) leaves the call lexical (was [semantic] timeout_s)
 QUERY_TEXTS = 4  # at most this many texts are a query's, embedded on one thread (LocalEmbedder)
 
 
@@ -282,7 +283,7 @@ def make_embedder(cfg: SemanticSection) -> Embedder | None:
     if not cfg.enabled:
         return None
     if cfg.provider == "http":
-        return HttpEmbedder(cfg.url, cfg.model, cfg.timeout_s)
+        return HttpEmbedder(cfg.url, cfg.model, TIMEOUT_S)
     return LocalEmbedder(cfg.model)
 
 
@@ -535,7 +536,7 @@ class SemanticCache:
 
     def get(self, store: Store, cfg: SemanticSection) -> tuple[Embedder, Matrix] | None:
         """(embedder, vectors) when the semantic channel is on, else None."""
-        key = (cfg.provider, cfg.url, cfg.model, cfg.timeout_s)
+        key = (cfg.provider, cfg.url, cfg.model, TIMEOUT_S)
         if not cfg.enabled:
             return None
         if key not in self._embedders:  # a local model loads once per process, not per call

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 MIN_CONFIDENCE = 0.8
 MIN_SOURCE_SHARE = 0.5
 MAX_SHRINK = 0.25
+MEMORY_MD_CHARS = 4000  # MEMORY.md's budget: every tick's context carries it whole
 DUPLICATE_OVERLAP = 0.8
 
 INSTRUCTION = re.compile(
@@ -357,10 +358,10 @@ def _overlap(a: str, b: str) -> float:
 
 
 def _budget_problem(before: str, after: str, settings: Settings) -> str | None:
-    limit = settings.memory.memory_md_max_chars
+    limit = MEMORY_MD_CHARS
     if len(after) > limit:
         return (f"MEMORY.md would be {len(after)} characters, over its budget of {limit}; "
-                "strike an entry or raise [memory] memory_md_max_chars")
+                "strike an entry first")
     if before and len(after) < (1 - MAX_SHRINK) * len(before):
         return (f"MEMORY.md would shrink from {len(before)} to {len(after)} characters, by "
                 "more than a quarter")
@@ -520,9 +521,9 @@ def _too_long(text: str, settings: Settings) -> str | None:
     (`tokens.READ_CHARS`; a 4 MB "remember ..." took 23 s to check)."""
     if len(text) <= READ_CHARS:
         return None
-    limit = settings.memory.memory_md_max_chars
-    over = (f"; MEMORY.md's whole budget is {limit}: raise [memory] memory_md_max_chars before "
-            "approving it") if len(text) > limit else ""
+    limit = MEMORY_MD_CHARS
+    over = (f"; MEMORY.md's whole budget is {limit}: it cannot be approved whole"
+            ) if len(text) > limit else ""
     return (f"{len(text)} characters, more than the {READ_CHARS} the gate checks word by word: "
             f"read it yourself{over}")
 
@@ -672,11 +673,10 @@ def _still_there(memory: MemoryFile, p: pr.Promotion) -> Entry | None:
 
 
 def _within_budget(after: MemoryFile, settings: Settings) -> None:
-    limit = settings.memory.memory_md_max_chars
+    limit = MEMORY_MD_CHARS
     if len(after.render()) > limit:
         raise ReviewError(f"MEMORY.md would be {len(after.render())} characters, over its "
-                          f"budget of {limit}: strike an entry first or raise "
-                          "[memory] memory_md_max_chars")
+                          f"budget of {limit}: strike an entry first")
 
 
 @dataclass(frozen=True)

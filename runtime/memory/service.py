@@ -4,7 +4,7 @@ Owns what a memory read needs besides its words: the store it reads, the setting
 its figures from (recall's budget and mode, the walk's threshold, the semantic channel), the
 semantic channel itself (an `embed.SemanticCache` the caller keeps for as long as it lives:
 the loop from tick to tick, the MCP server from call to call, one CLI call for itself) and
-the owner's time zone (the days a query names are the owner's). The CLI, the MCP server, the
+the owner's time zone (the times a block shows). The CLI, the MCP server, the
 loop's recall reflex and the tools the model calls all go through `Memory`, so "try the
 semantic channel, fall back to lexical" and its WARNING live here once:
 
@@ -29,7 +29,7 @@ from typing import Any
 from ..store import Store
 from .embed import SemanticCache
 from .nearest import Semantic
-from .recall import Budget, Recall, recall, recall_hybrid
+from .recall import BUDGET, Budget, Recall, recall, recall_hybrid
 from .search import Hits, search
 from .walk import WalkResult, walk_recorded
 
@@ -48,20 +48,20 @@ class Memory:
 
     @property
     def tz(self) -> tzinfo:
-        """The owner's time zone: the days a query names, and the times a block shows."""
+        """The owner's time zone: the times a block shows."""
         zone: tzinfo = self.settings.coworker.zone
         return zone
 
     def budget(self) -> Budget:
-        cfg = self.settings.recall
-        return Budget(cfg.max_items, cfg.item_chars, cfg.total_chars)
+        """The recall block's budget (recall.BUDGET: items, characters each, characters in all)."""
+        return BUDGET
 
     def recall(self, text: str, *, before_id: int | None = None, k: int | None = None
                ) -> Recall:
         """What memory says about `text` (at most `k` hits, default the recall budget's
         items), fused with the semantic channel when it is on; lexical when it is off or
         fails (a WARNING says so)."""
-        k = self.settings.recall.max_items if k is None else k
+        k = BUDGET.max_items if k is None else k
         try:
             got = (self.semantic.get(self.store, self.settings.semantic)
                    if self.semantic is not None else None)
@@ -79,15 +79,14 @@ class Memory:
         page, and only when lexical covers too little of the query."""
         semantic = self.channel(query) if after is None else None
         return search(self.store, query, limit, semantic=semantic, after=after,
-                      exhaustive=exhaustive, tz=self.tz)
+                      exhaustive=exhaustive)
 
     def walk(self, query: str, *, before_id: int | None = None, door: str = "cli",
              log_to: Store | None = None) -> WalkResult:
-        """The walk at the settings' threshold, recorded in telemetry (through `log_to` when
-        the store read is read-only) under `door`."""
-        return walk_recorded(self.store, query, self.settings.memory.walk_threshold,
-                             door=door, log_to=log_to, before_id=before_id,
-                             semantic=self.channel(query), tz=self.tz)
+        """The walk (refusing below walk.THRESHOLD), recorded in telemetry (through `log_to`
+        when the store read is read-only) under `door`."""
+        return walk_recorded(self.store, query, door=door, log_to=log_to, before_id=before_id,
+                             semantic=self.channel(query))
 
     def channel(self, query: str) -> Semantic | None:
         """The semantic channel for one query (None when it is off): it embeds the query, at
