@@ -9,8 +9,7 @@ In order:
    the gate (the week's newest LESSON_EPISODES episodes, read as such, never the whole level);
 3b. give episodes keywords kept beside their index cards (`memory.keywords`): with a model,
    one forced call per batch of episodes that have none yet, from what is left of the same
-   per-run budget as the summaries; with `offline_keywords` on, words that co-occur with
-   their card words across the history (a failure is said at WARNING; the run goes on);
+   per-run budget as the summaries (a failure is said at WARNING; the run goes on);
 4. embed the events that have no vector yet, when the semantic channel is on (a failure is
    said at WARNING and leaves recall lexical for them; the run goes on);
 5. merge the FTS index segments;
@@ -24,8 +23,7 @@ from its MAP_NODES newest rollups) and the card cache is capped (`cards.DF_CACHE
 left grows with the history's vocabulary only (the stem cache, itself capped). Measured on the
 synthetic history (`runtime.synth`): peak RSS 66 MB at 100k events, 67 MB at 300k, 72 MB at
 1M, against 63 MB for a run with nothing new (issue 15; tests/test_reflect_memory.py counts
-the rows held at once). `offline_keywords`, when on, is the exception: its co-occurrence
-counts read every episode's vocabulary.
+the rows held at once).
 
 `dry_run` reports what it would archive and seal and writes nothing. A model that fails 3
 summaries (or keyword calls) in a row is not asked again that run (no more summaries, no
@@ -158,22 +156,20 @@ def _embed(settings: Settings, store: Store) -> str:
         return f"backfill failed: {type(e).__name__}"
 
 
-def _keywords(settings: Settings, store: Store, keywords: kw.Ask | None,
-              summarizer: ladder.Summarizer, report: ReflectReport) -> None:
+def _keywords(store: Store, keywords: kw.Ask | None, summarizer: ladder.Summarizer,
+              report: ReflectReport) -> None:
     """Step 3b: keywords beside the episodes' cards; never breaks the run."""
-    said = []
+    if keywords is None:
+        report.keywords = "off: no model configured"
+        return
     try:
-        if keywords is not None:
-            got = kw.from_model(store, keywords, summarizer)
-            report.keyword_calls = got.calls
-            said.append(f"model: {got.outcome()}")
-        if settings.memory.offline_keywords:
-            said.append(f"offline: {kw.offline(store)} episodes")
+        got = kw.from_model(store, keywords, summarizer)
+        report.keyword_calls = got.calls
+        report.keywords = f"model: {got.outcome()}"
     except Exception as e:  # a memory failure is loud and never breaks the ritual
         log.warning("episode keywords failed (%s: %s); the cards stay as they are",
                     type(e).__name__, e)
-        said.append(f"failed: {type(e).__name__}")
-    report.keywords = "; ".join(said) or "off: no model configured and offline_keywords off"
+        report.keywords = f"failed: {type(e).__name__}"
 
 
 def _promote(home: Home, settings: Settings, store: Store, lessons: Lessons | None,
@@ -257,7 +253,7 @@ def reflect(home: Home, settings: Settings, store: Store, *, dry_run: bool = Fal
                                  "in a row this run, so no lessons were asked for")
         else:
             report.promotions = _promote(home, settings, store, lessons, now)
-        _keywords(settings, store, keywords, summarizer, report)
+        _keywords(store, keywords, summarizer, report)
         report.embedded = _embed(settings, store)
         t_idx = time.monotonic()
         arch.optimize_indexes(store)

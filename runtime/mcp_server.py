@@ -164,15 +164,11 @@ def build(home: Home) -> MCPServer:
         """Walk the coworker's memory for `query` (a few content words) from coarse summaries
         down to raw events, or refuse. Returns {refused, confidence, query_tokens,
         matched_tokens, trace, events, truncated} and, when refused, a `reason` (in words)
-        and a `reason_code` (no_words, below_threshold, low_weight, no_event_holds,
-        not_said_then). A refusal
-        means no part of the memory matches enough of the query words (the configured
-        walk_threshold): the memory does not hold it with confidence. A day, week or month
-        the query names ("parser crash on 4 March 2025", "yesterday") narrows the walk to what
-        was said then, in the owner's time zone, listed in `dates`; nothing said then is a
-        refusal. Deterministic; no model call. Cite the ids in `events` when you use them. At
-        most 2000 characters of the query are read; a longer one is cut and the result has
-        "query_truncated": true."""
+        and a `reason_code` (no_words, below_threshold, low_weight, no_event_holds). A refusal
+        means no part of the memory matches enough of the query words (at least half
+        of them): the memory does not hold it with confidence. Deterministic; no model call.
+        Cite the ids in `events` when you use them. At most 2000 characters of the query are
+        read; a longer one is cut and the result has "query_truncated": true."""
         return await _call(lambda: render.walk_json(_actions(home, ctx, semantic).walk(query)))
 
     @mcp.tool(annotations=READS)
@@ -182,13 +178,9 @@ def build(home: Home) -> MCPServer:
         and the summary ladder's rollups, a page at a time. Returns {"hits": [{kind ("event" or
         "rollup"), id, ts, label, excerpt, score, source}], "next_cursor"}: `next_cursor` is
         null when nothing is left, else pass it as `after` (with the same query) for the next
-        page; paging on reaches every match once. `limit`: 1 to 200. A day, week or month the
-        query names ("deploy on 8 April 2024", "parser yesterday", "last week") is read as that
-        time in the owner's time zone, not as words: the matches said then, or about it in the
-        week after ("yesterday"), come first, then every other match; `dates` lists the
-        days read and `day_matches` how many of these hits were said on or about them (0: none
-        of them). At most 2000 characters of the query are read; a longer one is
-        cut and the result has "query_truncated": true."""
+        page; paging on reaches every match once. `limit`: 1 to 200. At most 2000 characters
+        of the query are read; a longer one is cut and the result has "query_truncated":
+        true."""
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
@@ -196,9 +188,6 @@ def build(home: Home) -> MCPServer:
             hits = _actions(home, ctx, semantic).search(query, limit, after=after)
             found: dict[str, Any] = {"hits": [h.as_dict() for h in hits],
                                      "next_cursor": hits.next_cursor}
-            if hits.dates:
-                found["dates"] = list(hits.dates)
-                found["day_matches"] = hits.day_matches
             if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found
@@ -209,10 +198,9 @@ def build(home: Home) -> MCPServer:
         """What the coworker would recall for a message `text` before answering it: the
         search terms it takes from the text, the best earlier events (within the configured
         recall budget) as {id, ts, kind, actor, body, source}, and `block`, the exact recall
-        text it would put in its own context (null when nothing is recalled). A day, week or
-        month the text names ("on 8 April 2024", "yesterday", "last week") is read as that
-        time, in the owner's time zone, and listed in `dates`. At most 2000 characters of the
-        text are read; a longer one is cut and the result has "query_truncated": true."""
+        text it would put in its own context (null when nothing is recalled). At most 2000
+        characters of the text are read; a longer one is cut and the result has
+        "query_truncated": true."""
         return await _call(lambda: _actions(home, ctx, semantic).recall(text))
 
     @mcp.tool(annotations=READS)

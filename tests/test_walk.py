@@ -484,3 +484,49 @@ def test_half_the_words_are_not_enough_when_the_telling_ones_appear_nowhere(tmp_
     assert got.why is not None and got.confidence < 0.5 and got.why.weight == got.confidence
     assert f"holding {got.confidence:.2f}" in (walk_reason(got) or "")
     assert not plain.refused and plain.entry == "lexical", plain.why
+
+
+def test_the_turns_own_input_is_not_found_even_once_sealed(offline_home: Home):
+    """`before_id` (the tool door passes the turn's first input) holds inside sealed spans too;
+    a walk whose words were only there refuses rather than enter with nothing to show."""
+    with Store.open(offline_home.db_path) as store:
+        older = ev.append(store, Event(kind="note", body="Billing export ran.", actor="coworker",
+                                       author_kind="agent", ts="2025-03-05T09:00:00.000Z"))
+        ask, more = ev.append_many(store, [
+            Event(kind="message", body="Why did the parser crash?", actor="owner",
+                  author_kind="user", ts="2025-03-05T12:00:00.000Z"),
+            Event(kind="note", body="The parser crashed.", actor="coworker",
+                  author_kind="agent", ts="2025-03-05T12:01:00.000Z")])
+        rl.seal(store, level=1, first_event=older, last_event=more,
+                source_range=f"{older}-{more}", first_ts="2025-03-05T09:00:00.000Z",
+                last_ts="2025-03-05T12:01:00.000Z", title="parser crash",
+                body="Billing export ran. Why did the parser crash? The parser crashed.",
+                terms="parser crash", method="extractive")
+    with Store.open(offline_home.db_path, readonly=True) as store:
+        every = walk_result(store, "parser crash")
+        before = walk_result(store, "parser crash", before_id=ask)
+    assert not every.refused and {f.event.id for f in every.events} == {ask, more}
+    assert before.refused and before.events == ()
+    assert before.code == "no_event_holds" and before.matched_tokens == ("parser", "crash")
+
+
+def test_times_shown_are_the_owners_and_any_year_reads_as_written(monkeypatch):
+    import time
+    from zoneinfo import ZoneInfo
+
+    from runtime import render
+
+    berlin = ZoneInfo("Europe/Berlin")
+    assert render.when("2025-03-04T23:30:00.000Z", berlin) == "2025-03-05 00:30"
+    assert render.day("2025-03-04T23:30:00.000Z", berlin) == "2025-03-05"
+    assert render.when("0500-06-01T07:03:00.000Z", UTC) == "0500-06-01 07:03"
+    # no offset: UTC, as the store writes it, whatever the machine's own zone
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        assert render.when("2025-03-05T12:00:00", berlin) == "2025-03-05 13:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert render.when("not a time", berlin) == "not a time"
+    assert render.day(None, berlin) == ""

@@ -1,4 +1,4 @@
-"""`coworker eval ablate`: every ranking rule of ADR-0023..0031, measured with and without it.
+"""`coworker eval ablate`: every ranking rule that stays, measured with and without it.
 
 Owns the list of rules (`RULES`: each one the module attributes that switch it, patched at run
 time by `switched`, a context manager that restores them however it is left), the run (the
@@ -14,6 +14,10 @@ answer for, search's top 5 holds it, the walk finds it; the walk's wrong answers
 unanswerable questions where the block is noise. Over both halves, a rule lowers a set when it
 answers fewer (block + search + walk found) or adds a wrong answer or noise; it improves a set
 when it lowers nothing and answers more, answers wrongly less often, or is less often noise.
+
+The rules issue 39 measured and deleted (the date rules of ADR-0025 and ADR-0027..0029 and the
+date weight, ADR-0031's unseen names, `in_their_words`, offline keywords) have no switch here:
+their code is gone; their figures are in docs/benchmarks.md and in git.
 
 It never edits the product: a switched rule lives only inside `switched`, and the product's
 modules are as they were when it returns. It reads; it never calls a chat model.
@@ -51,17 +55,6 @@ LOCOMO_MARGIN = 0.01  # LoCoMo dev turn recall@10 a rule must add to stay on LoC
 
 # --- switching a rule --------------------------------------------------------------------------
 
-def _no_dates(real: Any) -> Any:
-    """A stand-in for `memory.dates` in one module: a text names no day (its words stay)."""
-    blind = types.SimpleNamespace(**vars(real))
-    blind.windows = lambda text, *_a, **_k: ([], text)
-    return blind
-
-
-def _nothing(_real: Any) -> Callable[..., Any]:
-    return lambda *_a, **_k: []
-
-
 def _no_one(_real: Any) -> Callable[..., Any]:
     return lambda *_a, **_k: None
 
@@ -78,26 +71,11 @@ def _zero(_real: Any) -> float:
     return 0.0
 
 
-def _as_said(_real: Any) -> Callable[..., str]:
-    return lambda text, *_a, **_k: text
-
-
 def _kept_off(real: Any) -> Any:
     """A stand-in for `memory.rung_bm25` in recall: no kept counts, FTS5's bm25 instead."""
     off = types.SimpleNamespace(**vars(real))
     off.handles = lambda *_a, **_k: False
     return off
-
-
-def _offline_keywords_on(real: Callable[..., None]) -> Callable[..., None]:
-    """reflect's keyword step with offline keywords on whatever the home's settings say."""
-    def step(settings: Any, store: Any, *rest: Any) -> None:
-        real(settings, store, *rest)
-        if not settings.memory.offline_keywords:
-            from ..memory import keywords
-
-            keywords.offline(store)
-    return step
 
 
 @dataclass(frozen=True)
@@ -118,37 +96,16 @@ class Rule:
 
 
 R, M = "runtime.memory.recall", "runtime.memory"
-_DATE_PATCHES = (
-    Patch(R, "dates", _no_dates), Patch(f"{M}.search", "dates", _no_dates),
-    Patch(f"{M}.walk", "dates", _no_dates))
-_TOLD_PATCHES = (Patch(R, "told_about", _nothing), Patch(f"{M}.search", "told_about", _nothing),
-                 Patch(f"{M}.walk", "told_about", _nothing))
 RULES: tuple[Rule, ...] = (
     Rule("kept-counts", "ADR-0023 episodes scored with kept counts",
          (Patch(R, "rung_bm25", _kept_off),)),
     Rule("embed-window", "ADR-0024 the newest events embedded",
          (Patch(f"{M}.embed", "WINDOW", lambda _r: 10**12),), at_build=True, hybrid_only=True),
-    Rule("recall-days", "ADR-0025 recall reads the days a text names", (Patch(R, "dates",
-                                                                              _no_dates),)),
     Rule("reply-inherits", "ADR-0026 a reply inherits its question's score",
          (Patch(R, "_asks", _never), Patch(R, "ANSWER_WEIGHT", _zero))),
-    Rule("told-days", "ADR-0027 an event counts for the days it names", _TOLD_PATCHES),
-    Rule("search-days", "ADR-0028 search ranks the named days first",
-         (Patch(f"{M}.search", "dates", _no_dates),)),
-    Rule("walk-days", "ADR-0029 the walk narrows to the named days",
-         (Patch(f"{M}.walk", "dates", _no_dates),)),
     Rule("person", "ADR-0030 widening to the named person (and the person channel)",
          (Patch(R, "_named_speaker", _no_names), Patch(R, "named_person_or_none", _no_one),
           Patch(f"{M}.search", "named_person_or_none", _no_one))),
-    Rule("unseen-names", "ADR-0031 names the history never holds",
-         (Patch(f"{M}.nearest", "unseen_names", _no_names),), hybrid_only=True),
-    Rule("dates", "the date rules together (0025, 0027-0029, the date weight)",
-         (*_DATE_PATCHES, *_TOLD_PATCHES, Patch(R, "DATE_WEIGHT", _zero))),
-    Rule("their-words", "in_their_words (recall.py)",
-         (Patch(R, "in_their_words", _as_said),), hybrid_only=True),
-    Rule("offline-keywords", "offline_keywords (memory/keywords.py)",
-         (Patch("rituals.reflect", "_keywords", _offline_keywords_on),), at_build=True,
-         shipped_on=False),
 )
 
 

@@ -285,7 +285,7 @@ def eval_ablate(channels: str, locomo: Path | None, keys: tuple[str, ...], model
     \b
     Example:
       coworker eval ablate --locomo locomo-dev.json
-      coworker eval ablate --channels hybrid --rule person --rule unseen-names
+      coworker eval ablate --channels hybrid --rule person --rule embed-window
     """
     from .ablation import markdown, run
 

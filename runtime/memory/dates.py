@@ -1,19 +1,17 @@
-"""Days, weeks and months a text names: outright ("on 1 February, 2023", "July 31st 2023",
-"2025-03-14", "in May 2023", "on 3 March") or from today ("yesterday", "on Monday", "last week").
+"""Dates a text writes out ("on 1 February, 2023", "July 31st 2023", "2025-03-14", "in May
+2023", "on 3 March"), and an event's time as the owner reads it.
 
-Owns reading them out of a query and the time window each one names (a day, a calendar week
-from Monday, or a calendar month, in the owner's time zone, as a half-open range of UTC
-timestamps written as an event's `ts` is, so the two compare as strings). A date written out
-is taken out of the query, so its words do not stand in for its topic ("31", "july", "2023"
-would otherwise be a query's rarest words); a relative one keeps its words (a conversation says
-"yesterday" too). A day named without its year is the latest such day on or before `today`
-("on 3 March", asked in December, is this year's); a month named without its year ("in May")
-is not read, and without a year a month counts only with its capital ("we may 3 times retry"
-names no day). Nothing after today is read: memory holds no tomorrow. An event's text is
-read the same way from the day it was said (`said`: "yesterday", said on 2 May, is 1 May;
-its first `SAID_CHARS` characters, a stored time that is not one naming nothing).
+Owns finding the dates a text writes out (`named`), so that recall's person channel does not
+read "May 2023" as the speaker May (ADR-0030), with the day or month each names (a half-open
+range of UTC timestamps in the owner's time zone, written as an event's `ts` is); the month
+names the lab's synthetic histories use (`MONTHS`); and an event's time to the minute and the
+zone's name as the doors show them (`local_minute`, `zone_name`). A day named without its year
+is the latest such day on or before `today`; a month named without its year ("in May") is no
+date, and without a year a month counts only with its capital ("we may 3 times retry").
 
-Pure: text in, windows out. It reads no store and never calls a model.
+The days a query names are not used to rank anything (the date rules of ADR-0025 and
+ADR-0027..0029 were deleted in issue 39: docs/benchmarks.md). Pure: text in, text out. It
+reads no store and never calls a model.
 """
 
 from __future__ import annotations
@@ -48,12 +46,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[int | None, int, int | None]]
 )
 
 # What every date above holds (a digit, and a month's first three letters or an ISO date's
-# dash; every relative phrase's "day", "night", ...): a text with none of them names no such
-# day, and most texts an event's days are read from name none (a plain substring test costs
-# ~1/20 of the patterns; the patterns are case-folded, so the tests below are on lower case).
+# dash): a text with none of them names no date, and most texts name none (a plain substring
+# test costs ~1/20 of the patterns; the patterns are case-folded, so the tests below are on
+# lower case).
 _MONTH_CUES = tuple(m[:3] for m in MONTHS)
 _DIGIT = re.compile(r"\d")
-_RELATIVE_CUES = ("day", "night", "ago", "week", "month", "morning", "afternoon", "evening")
 
 
 def _lower(text: str) -> str:
@@ -77,18 +74,8 @@ class Window:
 
     start: str
     end: str
-    kind: str  # "day", "week" or "month"
-    name: str  # the day ("2023-02-01"), the month ("2023-05"), or "first/last" day of a week
-
-    def holds(self, ts: str) -> bool:
-        return self.start <= ts < self.end
-
-    def within(self, other: Window) -> bool:
-        """Whether this window lies inside `other` ("last Saturday" inside November)."""
-        return other.start <= self.start and self.end <= other.end
-
-
-END_OF_TIME = "9999-12-31T23:59:59.999Z"  # no ts is written after it
+    kind: str  # "day" or "month"
+    name: str  # the day ("2023-02-01") or the month ("2023-05")
 
 
 def _utc(day: date, tz: tzinfo) -> str:
@@ -123,20 +110,6 @@ def zone_name(tz: tzinfo | None) -> str:
     return getattr(tz, "key", None) or str(tz or "UTC")
 
 
-def day_of(ts: str, tz: tzinfo) -> date:
-    """The owner's day an event's UTC `ts` falls on."""
-    return datetime.fromisoformat(ts).astimezone(tz).date()
-
-
-def later(ts: str, days: int, tz: tzinfo) -> str:
-    """The owner's midnight `days` days after the day of `ts` (a window's end is a midnight:
-    seven of the owner's days, not 168 hours, across a change of clocks); past the calendar's
-    last day, its end."""
-    try:
-        return _utc(day_of(ts, tz) + timedelta(days=days), tz)
-    except OverflowError:
-        return END_OF_TIME
-
 
 def _latest(month: int, day: int, today: date) -> date | None:
     """The latest `month`/`day` on or before `today` (29 February: the last leap year's)."""
@@ -154,12 +127,9 @@ def _next_month(first: date) -> date:
     return date(first.year + first.month // 12, first.month % 12 + 1, 1)
 
 
-def _span(first: date, after: date, kind: str, tz: tzinfo, until: date | None = None) -> Window:
-    """The window from `first` up to `after` (never past `until`, when given)."""
-    if until is not None:
-        after = min(after, until)
-    name = first.isoformat() if kind == "day" else (
-        first.isoformat()[:7] if kind == "month" else f"{first}/{after - timedelta(days=1)}")
+def _span(first: date, after: date, kind: str, tz: tzinfo) -> Window:
+    """The window from `first` up to `after`."""
+    name = first.isoformat() if kind == "day" else first.isoformat()[:7]
     return Window(_utc(first, tz), _utc(after, tz), kind, name)
 
 
@@ -213,118 +183,3 @@ def _taker(kind: str, where: tuple[int | None, int, int | None], today: date, tz
         found.append((match.start(), got))
         return mark * len(match.group(0))
     return take
-
-
-# --- days named relative to today ("yesterday", "last week") ------------------------------------
-
-WINDOWS_SAID = 6  # days one text names, read at most (an event's, not a query's)
-QUERY_WINDOWS = 3  # days a query names, read at most (recall, search and the walk)
-SAID_CHARS = 300  # of an event's text, read for the days it names (a log may run to megabytes)
-DATE_MARK = "\x00"  # `named(..., mark=DATE_MARK)` blanks a date so "on Monday, 1 April" is one day
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_RELATIVE = re.compile(
-    r"\b(?:((?:the\s+)?day\s+before\s+yesterday)|(yesterday|(?<!the\s)last\s+night)|"
-    r"(today|tonight|this\s+(?:morning|afternoon|evening))|"
-    r"(?<![\d.,])(\d{1,2})\s+days?\s+ago|(last|this)\s+(week|month|weekend)|"
-    r"(?:last|on)\s+(" + "|".join(WEEKDAYS) + r")(?!,?\s*" + DATE_MARK + r"))\b")
-# matched against the lower-cased text, not case-folded: "Frıday" (a dotless i) is no weekday,
-# as the quick look (also on lower case) agrees, and any space ("last\xa0week") is a space
-
-
-def _relative_one(m: re.Match[str], today: date, tz: tzinfo) -> Window | None:
-    """The window one relative phrase names, never past today."""
-    before2, yesterday, now, ago, which, unit, weekday = m.groups()
-    one = timedelta(days=1)
-    until = today + one
-    if before2 or yesterday or now or ago:
-        back = 2 if before2 else 1 if yesterday else 0 if now else int(ago)
-        day = today - timedelta(days=back)
-        return _span(day, day + one, "day", tz, until)
-    if weekday:  # the latest such day before today ("on Monday", asked on a Wednesday)
-        back = (today.weekday() - WEEKDAYS.index(weekday.lower()) - 1) % 7 + 1
-        day = today - timedelta(days=back)
-        return _span(day, day + one, "day", tz, until)
-    monday = today - timedelta(days=today.weekday())
-    if unit.lower() == "week":  # a calendar week, Monday to Sunday
-        first = monday - timedelta(days=7) if which.lower() == "last" else monday
-        return _span(first, first + timedelta(days=7), "week", tz, until)
-    if unit.lower() == "weekend":  # Saturday and Sunday
-        saturday = monday - timedelta(days=2) if which.lower() == "last" else monday + \
-            timedelta(days=5)
-        if saturday > today:
-            return None
-        return _span(saturday, saturday + timedelta(days=2), "week", tz, until)
-    first = today.replace(day=1)
-    if which.lower() == "last":
-        first = (first - one).replace(day=1)
-    return _span(first, _next_month(first), "month", tz, until)
-
-
-def relative(text: str, today: date | None = None, tz: tzinfo | None = None,
-             spans: list[tuple[int, int]] | None = None) -> list[Window]:
-    """The days a text names relative to `today` (default: today in `tz`, UTC by default):
-    "today" ("tonight", "this morning / afternoon / evening"), "yesterday" ("last night", not
-    "the last night of ..."), "the day before yesterday", "3 days ago", "on Monday" / "last
-    Monday" (the latest before today), "last week" / "this week" (Monday to Sunday), "last
-    weekend", "last month" / "this month". Their words stay in the text: a conversation says
-    "yesterday" too, and a stored question may have been asked on another day than today.
-    `spans`, when given, gets where each phrase that named a day stands in `text`."""
-    if not _holds_any(text, _RELATIVE_CUES):
-        return []
-    tz = tz or UTC
-    today = today or datetime.now(tz).date()
-    out = []
-    for m in _RELATIVE.finditer(_lower(text)):
-        if m.group(4) is not None and not 0 < int(m.group(4)) <= 31:
-            continue
-        try:
-            got = _relative_one(m, today, tz)
-        except (OverflowError, ValueError):  # "yesterday" on the calendar's first day: none
-            continue
-        if got is not None:
-            out.append(got)
-            if spans is not None:
-                spans.append(m.span())
-    return out
-
-
-def windows(text: str, today: date | None = None, tz: tzinfo | None = None,
-            at_most: int = 3, words_of_relative: bool = True) -> tuple[list[Window], str]:
-    """The first `at_most` distinct windows a text names (written out first, in the order they
-    stand, then relative to today: "on Monday, 1 April 2024" is one day), and the text with the
-    written-out dates blanked (a relative date keeps its words, unless `words_of_relative` is
-    False: then they are blanked too)."""
-    found, marked = named(text, today, tz, mark=DATE_MARK)
-    spans: list[tuple[int, int]] = []
-    found += relative(marked, today, tz, spans)
-    for a, b in spans if not words_of_relative else ():
-        marked = marked[:a] + DATE_MARK * (b - a) + marked[b:]
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for w in found:
-        if (w.start, w.end) not in seen:
-            seen.add((w.start, w.end))
-            out.append(w)
-    return out[:at_most], marked.replace(DATE_MARK, " ")
-
-
-def head(text: str) -> str:
-    """The part of a text read for the days it names: its first SAID_CHARS characters, cut at
-    a space ("Sept 21, 2023" is not clipped to "Sept 2"; all blank: nothing)."""
-    if len(text) <= SAID_CHARS:
-        return text
-    return (text[:SAID_CHARS].rsplit(None, 1) or [""])[0]
-
-
-def said(text: str, ts: str, tz: tzinfo | None = None) -> list[Window]:
-    """The windows a text names, read from the day it was said (an event's UTC `ts`):
-    "yesterday", said on 2 May, is 1 May; "on 3 March", said in April, is this year's."""
-    tz = tz or UTC
-    try:
-        day = day_of(ts, tz)
-    except (ValueError, OverflowError):  # a stored ts that is not a time: no day (ADR-0008)
-        return []
-    try:
-        return windows(head(text), day, tz, at_most=WINDOWS_SAID)[0]
-    except OverflowError:  # "yesterday", said on the calendar's first day
-        return []

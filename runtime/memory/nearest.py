@@ -9,9 +9,7 @@ fact said in other words tends to stand out from the rest of the history by a cl
 question nothing answers lands among many near-equal strangers. The coefficients are each
 model's own, fitted on the tuning half of the paraphrase set (`coworker eval paraphrase
 --calibrate`) for all-MiniLM-L6-v2 and all-mpnet-base-v2; the held half reports how well they
-hold (docs/benchmarks.md). A query that names something no event holds ("the party in Lisbon")
-counts only a near-certain confidence: its neighbours by meaning are about the topic, not the
-thing (ADR-0031).
+hold (docs/benchmarks.md).
 
 Routine lines are left out of both figures: an event said three times or more in nearly the same
 words (a reminder, a ticket template, a status line) tells nothing about any one episode, so it
@@ -28,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +33,6 @@ from typing import Any
 import numpy as np
 
 from ..store import Store, episode_cover
-from ..store import events as ev
-from . import dates
-from .cards import cap_query
-from .tokens import stem
 
 log = logging.getLogger(__name__)
 
@@ -83,64 +76,6 @@ def calibration_for(model: str) -> dict[str, float]:
     return CALIBRATION
 
 
-# A name in the query: a word with a capital that does not open the text ("Lisbon", "GraphQL",
-# "iOS"), its possessive and edge punctuation taken off; months and weekdays are dates, not names
-_CALENDAR = frozenset({*dates.MONTHS, *(m[:3] for m in dates.MONTHS), "sept",
-                       *dates.WEEKDAYS, *(d[:3] for d in dates.WEEKDAYS), "tues", "thurs"})
-_WORD = re.compile(r"[^\W_][\w'’.-]*")
-_TITLE = re.compile(r"(?:^|\W)[A-Z][a-z]{0,3}\.$")  # "Dr.", "Mrs.", "St.", "U.S.": no full stop
-_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "st", "prof", "jr", "sr"})
-
-
-def _opens_sentence(before: str) -> bool:
-    """Whether the word after `before` (stripped of trailing spaces) opens a sentence."""
-    if before[-1] in "?!:\n":
-        return True
-    return before[-1] == "." and not _TITLE.search(before)
-
-
-def unseen_names(store: Store, text: str) -> tuple[str, ...]:
-    """The names the query writes that no event of the history holds (document frequency 0 in
-    the full-text index), in the query's order. A name is read as the index reads it, in parts
-    split at apostrophes, hyphens and dots ("Jean-Luc", "O'Brien", "U.S."), and is held when
-    every part is. Only the first `cards.MAX_QUERY_CHARS` characters are read, as everywhere.
-    A word that opens the text or a sentence, "I" and its contractions ("I'm"), months and
-    weekdays are no names; a text with no lower case tells none."""
-    text = cap_query(text)[0]  # what the vector was made of; a name past the cut is unread
-    if not any(c.islower() for c in text):
-        return ()
-    names = [n for m in _WORD.finditer(text) if (n := _name_at(text, m)) is not None]
-    if not names:
-        return ()
-    stems = {p: stem(p) for _, parts in names for p in parts}
-    seen = ev.doc_freqs(store, sorted(set(stems.values())))
-    return tuple(dict.fromkeys(w for w, parts in names
-                               if not all(seen.get(stems[p]) for p in parts)))
-
-
-def _name_at(text: str, m: re.Match[str]) -> tuple[str, tuple[str, ...]] | None:
-    """The name the query writes at `m`, with its parts as the index reads them, or None
-    (the rules of `unseen_names`)."""
-    word = re.sub(r"['’]s$", "", m.group()).strip(".'’-")
-    before = text[:m.start()].rstrip()
-    if not before or _opens_sentence(before) or not any(c.isupper() for c in word):
-        return None  # the first word of the text or of a sentence is capitalised anyway
-    parts = tuple(p for p in re.split(r"[^\w]+|_", word) if p)
-    if not parts or parts[0] == "I" or _no_name(word, m.group()):
-        return None  # "I'm", "May", "Dr", "U.S.": no name of a thing
-    return word, parts
-
-
-def _no_name(word: str, written: str) -> bool:
-    """A month or weekday, a title ("Dr", "Mrs."), or a capital and a full stop ("U.S.")."""
-    low = word.lower()
-    return low in _CALENDAR or low in _TITLES or _TITLE.search(written) is not None
-
-
-# A query naming what no event holds ("the holiday party in Lisbon") finds neighbours about the
-# topic, not the thing: only a near-certain probe may enter (chosen on the tuning half: its one
-# such unanswerable question probed at 0.88 with mpnet)
-UNSEEN_FLOOR = 0.95
 NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it
 RETURNED = 5  # at most this many events come back from a semantic entry
 SCAN = 50  # nearest events read to find the entry and the best other episode
@@ -153,7 +88,6 @@ REPEATS = 2
 # What a door hands the walk and search for the semantic channel: called only when lexical
 # falls short, it returns (the query's unit vector, the event vectors as an `embed.Matrix`), or
 # None when the channel cannot answer (a WARNING was logged; the caller goes on lexical only).
-# Called with a text, the same for that text (search: the query in a named person's words).
 Semantic = Callable[..., "tuple[Any, Any] | None"]
 
 
@@ -170,16 +104,11 @@ class Probe:
     events: tuple[tuple[int, float], ...]
     episode_cos: float | None = None  # the entry episode's own vector (title and summary)
     behind_routine: bool = False  # a line set aside as routine ranks above the entry
-    unseen: tuple[str, ...] = ()  # names of the query no event holds (see UNSEEN_FLOOR)
 
     def why(self) -> str:
         where = f"episode {self.episode}" if self.episode is not None else "an event no episode covers yet"
         behind = (", below a line said three times or more, so no margin and no confidence"
                   if self.behind_routine else "")
-        if self.unseen:
-            behind += (f"; the query names {', '.join(self.unseen)}, which no event holds, so "
-                       f"below {UNSEEN_FLOOR} no confidence: a neighbour by meaning may be "
-                       "about something else")
         return (f"semantic match in {where} (cosine {self.best:.2f}, margin {self.margin:.2f} "
                 f"over any other episode{behind}; confidence {self.confidence:.2f})")
 
@@ -187,7 +116,7 @@ class Probe:
         return {"episode": self.episode, "best": round(self.best, 4),
                 "margin": round(self.margin, 4), "confidence": self.confidence,
                 "episode_cos": None if self.episode_cos is None else round(self.episode_cos, 4),
-                "behind_routine": self.behind_routine, "unseen": list(self.unseen)}
+                "behind_routine": self.behind_routine}
 
 
 def confidence(best: float, margin: float, cal: dict[str, float] | None = None) -> float:
@@ -240,11 +169,10 @@ def _entry_events(sims: np.ndarray, top: np.ndarray, top_ids: np.ndarray, keys: 
 
 
 def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None = None,
-          cal: dict[str, float] | None = None, text: str | None = None) -> Probe | None:
+          cal: dict[str, float] | None = None) -> Probe | None:
     """The semantic probe for `vector` over `matrix` (ids below `before_id` only); None when
     there is nothing to compare (no vectors, or none before `before_id`). `cal`: the
-    coefficients (default: those of the matrix's model). `text`, the query as written: when
-    it names something no event holds (`unseen_names`), the probe has no confidence."""
+    coefficients (default: those of the matrix's model)."""
     got = _nearest(vector, matrix, before_id)
     if got is None:
         return None
@@ -269,19 +197,15 @@ def probe(store: Store, vector: np.ndarray, matrix: Any, before_id: int | None =
     # out from it, so it has no margin and no confidence, however near it is (a rule, not a
     # measure: the calibration is fitted without such probes)
     margin = 0.0 if behind else best - other
-    unseen = unseen_names(store, text) if text else ()
     sure = ruled(confidence(best, margin, cal or calibration_for(getattr(matrix, "model", ""))),
-                 behind, unseen)
+                 behind)
     return Probe(groups[0], best, margin, sure, events,
-                 _episode_cos(matrix, vector, groups[0]), behind, unseen)
+                 _episode_cos(matrix, vector, groups[0]), behind)
 
 
-def ruled(sure: float, behind_routine: bool, unseen: tuple[str, ...] | list[str]) -> float:
-    """The calibrated confidence after the two rules: none below a line said three times,
-    and none under UNSEEN_FLOOR for a query naming what no event holds."""
-    if behind_routine or (unseen and sure < UNSEEN_FLOOR):
-        return 0.0
-    return sure
+def ruled(sure: float, behind_routine: bool) -> float:
+    """The calibrated confidence after the rule: none below a line said three times."""
+    return 0.0 if behind_routine else sure
 
 
 def routine(vectors: np.ndarray) -> np.ndarray:

@@ -11,17 +11,12 @@ with total history:
   EXACT_EPISODES matches, only bounded candidates are ranked: `_episodes`), whose spans are
   then read from events and archive;
 - events no episode covers yet (an FTS rowid-range query past the ladder's end);
-- the newest events of a day, week or month the text names, in the owner's time zone
-  (`memory.dates`: a date written out has its words taken out of the terms, "yesterday" keeps
-  its word), read by their `ts` index (ADR-0025), and the first of the week after that name a
-  day inside it, read from the day they were said ("yesterday", "last night": ADR-0027);
 - the reply to any candidate that asks, where nothing above holds it (ADR-0026).
 Each candidate event is scored by BM25 over its own words (body, speaker, tags; document
 frequencies from the whole log's FTS vocabulary) plus a share of its neighbours' and its
 episode's scores, so a turn that sits in the right conversation ranks above a stray word match
 elsewhere; a reply takes most of the score of the question it follows, asked by someone else
-(ADR-0026: the answer is often in other words); and a share of the top idf goes to an event on
-a day the text names, or said after it about it. A span's events are weighed with their meta
+(ADR-0026: the answer is often in other words). A span's events are weighed with their meta
 unread; the hits kept are read whole (`_whole`), so what leaves recall is the event as stored,
 imported or not.
 
@@ -39,8 +34,7 @@ own lines among the best 20 come before everyone else's after the top three (ADR
 
 With the semantic channel on (`recall_hybrid`), the whole history's nearest events are fused
 when the words cover too little of the query, and a query naming one person who speaks in the
-history also fuses that person's nearest lines to the query in their own words (`named_people`,
-`in_their_words`, ADR-0030).
+history also fuses that person's nearest lines to the query (`named_people`, ADR-0030).
 
 Pure of side effects: it reads the store and returns what it found; the loop writes the
 `recall` event and telemetry. It never calls a model.
@@ -55,13 +49,12 @@ from __future__ import annotations
 import heapq
 import logging
 import re
-import sqlite3
 import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, tzinfo
+from datetime import tzinfo
 from enum import StrEnum
 from functools import lru_cache
 from types import MappingProxyType
@@ -76,9 +69,10 @@ from ..store import events as ev
 from ..store import rollups as rl
 from ..store import tags as tg
 from ..store.events import BOOKKEEPING_KINDS
+from ..store.health import DatabaseFailure
 from . import dates, rung_bm25
 from .cards import Distinctive, cap_query, content_words, is_content_word
-from .embed import name_key
+from .embed import Embedder, Matrix, name_key
 from .nearest import probe
 from .tokens import head, stem, words
 
@@ -96,16 +90,10 @@ RARE_EPISODES = 2000  # on a longer history: every episode holding one of the ra
 RECENT_EPISODES = 100  # ... and the newest matches are the candidates ranked (ADR-0023)
 NEIGHBOUR_WEIGHT = 0.2  # share of the adjacent events' own scores added to an event
 ANSWER_WEIGHT = 0.7  # more of a question's score to the reply that follows it, by another
-DATED = 200  # events of a day or month the query names considered (newest first), and of the
-# week after it read for the days they name (oldest first)
-WINDOWS = dates.QUERY_WINDOWS  # days or months read at most (a text may name many)
 FRESH = 60  # events past the ladder's end considered
 DOC_STEMS = 4096  # events' word counts kept (2-3 KB for a 200-character text, 16 at most) ...
 DOC_STEMS_CHARS = 1000  # ... of texts up to this long
 EVIDENCE_FLOOR = 0.3  # share of the query's idf the best hit's own words must hold to inject
-TOLD_WITHIN = 7  # days after a window in which "yesterday", "last Saturday" may point into it
-TOLD_CHARS = 20_000  # characters of those days' texts read for the days they name, per window
-DATE_WEIGHT = 2.0  # share of the top idf added to an event on a day (in a month) the text names
 SEMANTIC_FLOOR = 0.5  # the semantic probe's confidence that carries a turn lexical cannot
 BLOCK_HEAD = ("Recalled from your memory for this turn, oldest first, times in {zone} (a later "
               "event may correct an earlier one; cite the ids if you use them):")
@@ -187,9 +175,12 @@ def event_header(e: Event, when: str, mark: str) -> str:
 
 @dataclass(frozen=True)
 class Budget:
-    max_items: int = 3
-    item_chars: int = 600
-    total_chars: int = 1800
+    max_items: int = 3  # recall items per model call (was [recall] max_items)
+    item_chars: int = 600  # characters per item (was [recall] item_chars)
+    total_chars: int = 1800  # characters of the whole block, header included (was total_chars)
+
+
+BUDGET = Budget()  # the block the loop, the doors and the lab append
 
 
 @dataclass(frozen=True)
@@ -219,8 +210,7 @@ class Recall:
     skipped: Skip | None = None  # why this turn gets no block although it was asked
     skip_confidence: float | None = None  # LOW_EVIDENCE_SEMANTIC: the probe's confidence
     semantic: dict[str, Any] | None = None  # the semantic probe's figures, when it was asked
-    dates: list[str] = field(default_factory=list)  # the days (months) the text names, read
-    tz: tzinfo | None = None  # the owner's: the block's times are in it, as the days read are
+    tz: tzinfo | None = None  # the owner's: the block's times are in it
 
     def head(self) -> str:
         """The block's first line, naming the zone its times are in."""
@@ -268,8 +258,6 @@ class Recall:
             meta["reason_code"] = self.skipped.value
         if self.semantic is not None:
             meta["semantic"] = self.semantic
-        if self.dates:
-            meta["dates"] = self.dates
         if self.query_truncated:
             meta["query_truncated"] = True
         return meta
@@ -399,72 +387,43 @@ def _scored(store: Store, exprs: list[tuple[str, int]], words: list[str], top: i
                                           index="rollups_fts")}
 
 
-def _candidates(store: Store, match: str, words: list[str], windows: Sequence[dates.Window] = (),
-                before_id: int | None = None, tz: tzinfo | None = None
-                ) -> tuple[dict[int, tuple[Event, int | None]], dict[int, float], dict[int, Any],
-                           set[int]]:
-    """The best episodes' spans, what no episode covers yet, the windows' events and the
-    replies none of them holds; each episode's score normalised to the best one's; the stored
-    meta of the span and window events, read only for the hits kept (`_whole`: most candidates
-    are weighed and dropped); and the events said after a window that name a day inside it."""
-    episodes = _episodes(store, words)
+_Cands = dict[int, tuple[Event, int | None]]  # event id -> (the event, its episode or None)
+
+
+def _candidates(store: Store, match: str, words: list[str]
+                ) -> tuple[_Cands, dict[int, float], dict[int, Any]]:
+    """The best episodes' spans, what no episode covers yet and the replies none of them
+    holds; each episode's score normalised to the best one's; and the stored meta of the span
+    events, read only for the hits kept (`_whole`: most candidates are weighed and dropped)."""
+    cands: _Cands = {}
     ep_score: dict[int, float] = {}
-    cands: dict[int, tuple[Event, int | None]] = {}
     unread: dict[int, Any] = {}
-    if episodes:
-        best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
-        for r, s in episodes:
-            if r.first_event is None or r.last_event is None:
-                continue  # unlinked: no span to read (ADR-0008)
-            ep_score[r.id] = (-s) / best if best > 0 else 0.0
-            for e, meta in ev.span_meta_unread(store, r.first_event, r.last_event):
-                if int(e.id or 0) not in cands:
-                    cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
-    fresh = ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH)
-    for e in fresh:
+    _spans(store, _episodes(store, words), cands, ep_score, unread)
+    for e in ev.fts_after(store, match, rl.episodes_cover_up_to(store), FRESH):
         cands.setdefault(int(e.id or 0), (e, None))
-    told: set[int] = set()  # events that name one of the windows, said in the days after
-    for w in windows:
-        for e, meta in ev.in_window_meta_unread(store, w.start, w.end, DATED, before_id):
-            if int(e.id or 0) not in cands:
-                cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
-        for e, meta in told_about(store, w, before_id, tz):
-            told.add(int(e.id or 0))
-            if int(e.id or 0) not in cands:
-                cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, None), meta
-    # the reply to a question, where nothing read holds it (the question ends its episode or
-    # a day's reading, or no episode holds it yet): its words are often not the question's
+    # the reply to a question, where nothing read holds it (the question ends its episode, or
+    # no episode holds it yet): its words are often not the question's
     replies = [i + 1 for e, _ in cands.values() if _asks(e) and (i := int(e.id or 0)) + 1
                not in cands]
     for i, e in ev.history_of(store, replies).items():
         cands.setdefault(i, (e, None))
-    return cands, ep_score, unread, told
+    return cands, ep_score, unread
 
 
-def told_about(store: Store, w: dates.Window, before_id: int | None = None,
-               tz: tzinfo | None = None,
-               only: Callable[[list[Event]], Collection[int]] | None = None
-               ) -> list[tuple[Event, Any]]:
-    """The events said in the TOLD_WITHIN days after window `w` whose text names a day inside
-    it ("yesterday", said the morning after: ADR-0027), with their meta unread: the oldest
-    DATED of those days (ids below `before_id` only), their first TOLD_CHARS characters in
-    all, nearest days first. Only the part of each text read for days (`dates.head`) is read
-    from the store; the events kept are then read whole. Recall, search and the walk read a
-    window's later mentions through this one reading. `only`: given the events read (each
-    body that part), the ids worth parsing (search parses only its matches); what is read,
-    and so the budget, is the same either way."""
-    after, budget = dates.later(w.end, TOLD_WITHIN, tz or UTC), TOLD_CHARS
-    read: list[Event] = []
-    for e, length in ev.in_window_heads(store, w.end, after, DATED, dates.SAID_CHARS + 1,
-                                        before_id):
-        budget -= min(length, dates.SAID_CHARS)
-        if budget < 0:  # a week of long, date-dense logs: the nearest days are read
-            break
-        read.append(e)
-    keep = None if only is None else only(read)
-    told = [int(e.id or 0) for e in read if (keep is None or int(e.id or 0) in keep)
-            and any(m.within(w) for m in dates.said(e.body, e.ts, tz))]
-    return ev.meta_unread_of(store, told)
+def _spans(store: Store, episodes: list[tuple[rl.Rollup, float]], cands: _Cands,
+           ep_score: dict[int, float], unread: dict[int, Any]) -> None:
+    """The events of the episodes' spans into `cands` (the first episode holding one keeps
+    it), their meta unread, and each episode's score over the best one's."""
+    if not episodes:
+        return
+    best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
+    for r, s in episodes:
+        if r.first_event is None or r.last_event is None:
+            continue  # unlinked: no span to read (ADR-0008)
+        ep_score[r.id] = (-s) / best if best > 0 else 0.0
+        for e, meta in ev.span_meta_unread(store, r.first_event, r.last_event):
+            if int(e.id or 0) not in cands:
+                cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
 
 
 def _asks(e: Event) -> bool:
@@ -517,59 +476,87 @@ def _whole(hits: list[Hit], unread: dict[int, Any]) -> list[Hit]:
 
 def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10,
            max_terms: int = MAX_TERMS, scorer: Distinctive | None = None,
-           today: date | None = None, tz: tzinfo | None = None) -> Recall:
-    """The k best earlier events for `text` (ids below `before_id` only, when given); a day
-    the text names is the owner's day in `tz` (default UTC), and one named without its year
-    is placed by `today` (default: today in `tz`). When the text names one person who said a
-    line among the candidates and the best hit is theirs, their lines among the best
-    `THEIRS_POOL` come first after the top `WORDS_FIRST` (`_theirs_first`, ADR-0030)."""
+           tz: tzinfo | None = None) -> Recall:
+    """The k best earlier events for `text` (ids below `before_id` only, when given); the
+    block's times in `tz` (default UTC). When the text names one person who said a line among
+    the candidates and the best hit is theirs, their lines among the best `THEIRS_POOL` come
+    first after the top `WORDS_FIRST` (`_theirs_first`, ADR-0030)."""
     t0 = time.perf_counter()
     scorer = scorer or Distinctive(store)
     text, cut = cap_query(text)
-    # the days named outright, then those named relative to today; the first few are read
-    windows, topic_text = dates.windows(text, today, tz, WINDOWS)
-    terms = extract_terms(topic_text, max_terms, scorer.idf)
+    terms = extract_terms(text, max_terms, scorer.idf)
     result = Recall(terms, query_truncated=cut, tz=tz)
     match = ev.fts_query(terms)
     if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
         result.skipped = Skip.NO_TERMS
-    if match is None or result.skipped:  # a date with no topic reads nothing either
-        result.ms = (time.perf_counter() - t0) * 1000
-        return result
-    result.dates = [w.name for w in windows]
-    q = sorted({stem(t) for t in terms})  # summed in one order: equal scores in every process
-    idf = scorer.idf(q)
+    if match is not None and not result.skipped:
+        _rank(store, result, text, match, scorer, before_id, k)
+    result.ms = (time.perf_counter() - t0) * 1000
+    return result
 
-    cands, ep_score, unread, told = _candidates(store, match, ev.fts_terms(terms), windows,
-                                                before_id, tz)
+
+_Doc = tuple[Event, int | None, Mapping[str, int]]  # an event, its episode, its stems counted
+
+
+def _rank(store: Store, result: Recall, text: str, match: str, scorer: Distinctive,
+          before_id: int | None, k: int) -> None:
+    """`result`'s hits, ranked, and the evidence the best one holds (`Skip.LOW_EVIDENCE`
+    below `EVIDENCE_FLOOR`)."""
+    q = sorted({stem(t) for t in result.terms})  # summed in one order: equal scores everywhere
+    idf = scorer.idf(q)
+    cands, ep_score, unread = _candidates(store, match, ev.fts_terms(result.terms))
+    docs, topic = _docs(store, cands, before_id)
+    if not docs:
+        return
+    own = _own_scores(docs, q, idf)
+    asks = {int(e.id or 0): e.actor for e, _, _ in docs if _asks(e)}
+    scored = _scored_hits(store, docs, own, asks, ep_score, max(idf.values()))
+    who = _named_speaker(dates.named(text)[1], scored, [e for e, _, _ in docs], k)
+    ranked = diversify(scored, max(k, THEIRS_POOL) if who else k, topic)
+    result.hits = _whole(_theirs_first(ranked, who)[:k], unread)
+    result.evidence = _reply_evidence(result.hits, docs, asks, idf)
+    if result.hits and result.evidence < EVIDENCE_FLOOR:
+        result.skipped = Skip.LOW_EVIDENCE
+
+
+def _docs(store: Store, cands: _Cands, before_id: int | None
+          ) -> tuple[list[_Doc], dict[int, frozenset[str]]]:
+    """The candidates worth weighing (no bookkeeping, ids below `before_id`) with their stems
+    (body, speaker, tags), and each one's topic (`_doc_stems`)."""
     pool = [(e, ep) for e, ep in cands.values()
             if e.kind not in BOOKKEEPING_KINDS and (before_id is None or (e.id or 0) < before_id)]
     if not pool:
-        result.ms = (time.perf_counter() - t0) * 1000
-        return result
-
+        return [], {}
     tag_text = tg.for_items(store, "event", [int(e.id or 0) for e, _ in pool])
-    docs, topic = [], {}
+    docs: list[_Doc] = []
+    topic: dict[int, frozenset[str]] = {}
     for e, ep in pool:
         bag, topic[int(e.id or 0)] = _doc_stems(e, tag_text.get(int(e.id or 0), ""))
         docs.append((e, ep, bag))
+    return docs, topic
+
+
+def _own_scores(docs: list[_Doc], q: list[str], idf: dict[str, float]) -> dict[int, float]:
+    """Each event's BM25 over its own words (K1, B; lengths against the candidates' mean)."""
     lengths = [sum(d.values()) for _, _, d in docs]
     avgdl = sum(lengths) / len(docs) or 1.0
     own: dict[int, float] = {}
     for (e, _, d), dl in zip(docs, lengths, strict=True):
-        s = 0.0
-        for term in q:
-            tf = d.get(term, 0)
-            if tf:
-                s += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
-        own[int(e.id or 0)] = s
-    top_idf = max(idf.values())
-    asks = {int(e.id or 0): e.actor for e, _, _ in docs if _asks(e)}
+        norm = K1 * (1 - B + B * dl / avgdl)
+        own[int(e.id or 0)] = sum(idf[t] * tf * (K1 + 1) / (tf + norm)
+                                  for t in q if (tf := d.get(t, 0)))
+    return own
+
+
+def _scored_hits(store: Store, docs: list[_Doc], own: dict[int, float], asks: dict[int, str],
+                 ep_score: dict[int, float], top_idf: float) -> list[Hit]:
+    """The candidates that score, best first: their own score, a share of their neighbours'
+    (the answer often sits next to the match), most of a question's for its reply by another
+    (ADR-0026), and a share of their episode's."""
     stale = dec.stale_events(store)
     scored: list[Hit] = []
     for e, ep, _ in docs:
         i = int(e.id or 0)
-        # a turn is read with its neighbours: the answer often sits next to the match
         s = own[i] + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
         if i - 1 in asks and asks[i - 1] != e.actor:  # the reply to a question that matches
             s += ANSWER_WEIGHT * own.get(i - 1, 0.0)
@@ -577,23 +564,20 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
             continue
         if ep is not None:
             s += EPISODE_WEIGHT * ep_score.get(ep, 0.0) * top_idf
-        if i in told or any(w.holds(e.ts) for w in windows):  # on a day the text names
-            s += DATE_WEIGHT * top_idf
         scored.append(Hit(e, s, ep, stale.get(i)))
     scored.sort(key=lambda h: (-h.score, -(h.event.id or 0)))
-    who = _named_speaker(topic_text, scored, [e for e, _, _ in docs], k)
-    ranked = diversify(scored, max(k, THEIRS_POOL) if who else k, topic)
-    result.hits = _whole(_theirs_first(ranked, who)[:k], unread)
-    bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
-    if result.hits and (i := int(result.hits[0].event.id or 0)) - 1 in asks and (
-            asks[i - 1] != result.hits[0].event.actor):
-        bags[i] = set(bags[i]) | set(bags[i - 1])  # a reply holds its question's words too
-    result.evidence = evidence(result.hits, bags, idf)
-    if result.hits and result.evidence < EVIDENCE_FLOOR:
-        result.skipped = Skip.LOW_EVIDENCE
-    result.ms = (time.perf_counter() - t0) * 1000
-    return result
+    return scored
 
+
+def _reply_evidence(hits: list[Hit], docs: list[_Doc], asks: dict[int, str],
+                    idf: dict[str, float]) -> float:
+    """`evidence` of the best hit, which holds its question's words too when it is the reply
+    to a question asked by someone else."""
+    bags: dict[int, Collection[str]] = {int(e.id or 0): d for e, _, d in docs}
+    if hits and (i := int(hits[0].event.id or 0)) - 1 in asks and (
+            asks[i - 1] != hits[0].event.actor):
+        bags[i] = set(bags[i]) | set(bags[i - 1])
+    return evidence(hits, bags, idf)
 
 
 def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -699,22 +683,29 @@ def _name_runs(tokens: Sequence[str], names: Mapping[str, Sequence[str]]
     found: list[tuple[int, int, str]] = []
     for n in (3, 2, 1):
         for i in range(len(tokens) - n + 1):
-            run = tokens[i:i + n]
-            if not run[0]:
-                continue
-            key = name_key(" ".join(run))
-            spellings = names.get(key)
-            if not spellings or key in NOT_A_NAME:
-                continue
-            capital = run[0][:1].isupper()
-            if cased and not capital and any(s[:1].isupper() for s in spellings):
-                continue
-            if not content_words(key) and (i == 0 or not capital or run == ["I"]):
-                continue
-            if any(a < i + n and i < b for a, b, _ in found):  # inside a longer name found
-                continue
-            found.append((i, i + n, key))
+            key = _name_at(tokens[i:i + n], i, names, cased)
+            # not inside a longer name found
+            if key is not None and not any(a < i + n and i < b for a, b, _ in found):
+                found.append((i, i + n, key))
     return found
+
+
+def _name_at(run: Sequence[str], i: int, names: Mapping[str, Sequence[str]], cased: bool
+             ) -> str | None:
+    """The key of `names` that the run of tokens at token `i` names, or None (the rules of
+    `named_people`; `cased`: the text uses capitals)."""
+    if not run[0]:
+        return None
+    key = name_key(" ".join(run))
+    spellings = names.get(key)
+    if not spellings or key in NOT_A_NAME:
+        return None
+    capital = run[0][:1].isupper()
+    if cased and not capital and any(s[:1].isupper() for s in spellings):
+        return None
+    if not content_words(key) and (i == 0 or not capital or list(run) == ["I"]):
+        return None
+    return key
 
 
 def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
@@ -727,215 +718,152 @@ def named_people(text: str, names: Mapping[str, Sequence[str]]) -> set[str]:
     return {key for _, _, key in _name_runs(_tokens(text), names)}
 
 
-# "What does Dana do?" asked as Dana would say it of herself: "What do I do?"
-_FIRST_PERSON_VERB = {"does": "do", "has": "have", "is": "am", "was": "was", "did": "did",
-                      "had": "had", "will": "will", "would": "would", "can": "can",
-                      "could": "could", "should": "should", "might": "might"}
-_OBJECT_AFTER = frozenset("to with for from about at by of like than into toward towards "
-                          "without behind beside against near".split())
-_SUBJECT = {"she": "I", "he": "I", "she's": "I'm", "he's": "I'm"}
-_OTHER_CASE = {"his": "my", "hers": "mine", "him": "me", "herself": "myself",
-               "himself": "myself"}
-_CLAUSE_END = frozenset(".,;:!?)\"”’'")
-
-
-def in_their_words(text: str, topic: str, key: str, names: Mapping[str, Sequence[str]]) -> str:
-    """`text` as the person `key` names would say it of themself, the way their own lines are
-    written: "What do Melanie's kids like?" -> "What do my kids like?", "Where has Melanie
-    camped?" -> "Where have I camped?", "What did she paint?" -> "What did I paint?". Their
-    lines say "I" and "my", never their own name; the name's vector only pulls towards the
-    lines that address them. `topic`: the text with its dates blanked, position for position
-    (`dates.windows`), where the name is looked for, so "May 2024" is never the speaker May.
-    A third-person pronoun (she, he, her, his, him, hers, herself, himself) is taken to be
-    theirs: the query names no one else. Only the name, the pronouns and a verb right before
-    them change; the quotes and punctuation around them stay."""
-    spans = list(_TOKEN.finditer(topic))
-    tokens = [_token(m.group()) for m in spans]
-    edits: list[tuple[int, int, str]] = []
-
-    def subject(at: int, start: int) -> tuple[int, str]:
-        """"I", and the verb just before it put in the first person ("has Dana" -> "have
-        I"): where the edit starts, and what it writes."""
-        before = tokens[at - 1].lower() if at else ""
-        if before in _FIRST_PERSON_VERB and text[spans[at - 1].end():start].isspace() \
-                and spans[at - 1].group() == tokens[at - 1]:
-            word = _FIRST_PERSON_VERB[before] + " I"
-            if tokens[at - 1][:1].isupper():  # "Is Dana coming?" -> "Am I coming?"
-                word = word[0].upper() + word[1:]
-            return spans[at - 1].start(), word
-        return start, "me" if before in _OBJECT_AFTER else "I"
-
-    for a, b, found in _name_runs(tokens, names):
-        if found != key:
-            continue
-        first, last = spans[a].group(), spans[b - 1].group()
-        lead = first[:len(first) - len(first.lstrip(_EDGES))]  # an opening quote stays
-        core = last.rstrip(".-")
-        # "Dana's." and "James'" are hers; "'Jess'" is a name in quotes
-        possessive = core.lower().endswith(_POSSESSIVE) or (
-            not lead and core.lower().endswith(("s'", "s’")))
-        tail = last[len(core):] if possessive else last[len(last.rstrip(_EDGES)):]
-        start = spans[a].start() + len(lead)
-        if possessive:
-            word = "my"
-        else:
-            start, word = subject(a, start)
-        edits.append((start, spans[b - 1].end() - len(tail), word))
-    for i, m in enumerate(spans):
-        raw = m.group()
-        bare = raw.strip(_EDGES)
-        low = bare.lower().replace("’", "'")
-        start = m.start() + raw.index(bare) if bare else m.start()
-        end = start + len(bare)
-        if low in _SUBJECT:
-            start, word = subject(i, start)
-            word = word[:-1] + _SUBJECT[low] if word.endswith("I") else _SUBJECT[low]
-        elif low in _OTHER_CASE:
-            word = _OTHER_CASE[low]
-        elif low == "her":  # "her art" -> "my art"; "buy her?", "her a gift" -> "me"
-            after = text[end:end + 1]
-            nxt = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
-            closes = after in _CLAUSE_END or bare != raw
-            word = "my" if nxt and not closes and is_content_word(nxt) else "me"
-        else:
-            continue
-        edits.append((start, end, word))
-    kept: list[tuple[int, int, str]] = []
-    for start, end, word in edits:  # the names' first: a pronoun inside one ("He Jing") is not
-        if not any(s < end and start < e for s, e, _ in kept):
-            kept.append((start, end, word))
-    out = text
-    for start, end, word in sorted(kept, reverse=True):
-        out = out[:start] + word + out[end:]
-    return out
-
-
 @dataclass(frozen=True)
 class Person:
-    """The one person a query names: their event rows in the matrix, and the query in their
-    own words (`in_their_words`), which is what their nearest lines are found with."""
+    """The one person a query names: their event rows in the matrix, and how the history
+    writes their name as a speaker."""
 
-    mask: Any
-    asked: str
-    spellings: tuple[str, ...] = ()  # how the history writes their name as a speaker
+    mask: np.ndarray
+    spellings: tuple[str, ...] = ()
 
 
-def named_person(store: Store, text: str, matrix: object) -> Person | None:
+def named_person(store: Store, text: str, matrix: Matrix) -> Person | None:
     """When the query names exactly one person who speaks in the history ("What does Dana do
-    to relax?", "Dana's plan"), that person's event rows in `matrix` and the query as they
-    would ask it; else None.
+    to relax?", "Dana's plan"), that person's event rows in `matrix`; else None.
 
     Who a question is about is the one thing its other words cannot find: "What activities
     does Melanie partake in?" is answered by Melanie's own lines about pottery and camping, none
     of which says "activities" or, being hers, "Melanie". Recall then fuses the nearest of
-    that person's events to the question in the first person (ADR-0030)."""
-    who, names = matrix.people(store)  # type: ignore[attr-defined]
+    that person's events to the question (ADR-0030)."""
+    who, names = matrix.people(store)
     if not names:
         return None
-    text = cap_query(text)[0]
-    topic = dates.windows(text)[1]  # a date is not a person: "in May 2024" names no one
+    topic = dates.named(cap_query(text)[0])[1]  # a date is not a person: "in May 2024"
     named = named_people(topic, names)
     if len(named) != 1:
         return None
     key = named.pop()
-    return Person(np.isin(who, names[key]), in_their_words(text, topic, key, names), names[key])
+    return Person(np.isin(who, names[key]), names[key])
 
 
-def named_person_or_none(store: Store, text: str, matrix: object) -> Person | None:
+def named_person_or_none(store: Store, text: str, matrix: Matrix) -> Person | None:
     """`named_person`, with a store failure reading who spoke logged at WARNING and taken as
     no one named: the caller goes on without the person's lines."""
     try:
         return named_person(store, text, matrix)
-    except (StoreError, sqlite3.Error) as e:
+    except (StoreError, DatabaseFailure) as e:
         log.warning("could not read who said the events (%s: %s); no person channel",
                     type(e).__name__, e)
         return None
 
 
-def recall_hybrid(store: Store, text: str, *, embedder: object | None, matrix: object | None,
-                  gate: float | None = None, before_id: int | None = None, k: int = 10,
-                  max_terms: int = MAX_TERMS,
-                  scorer: Distinctive | None = None, today: date | None = None,
+def recall_hybrid(store: Store, text: str, *, embedder: Embedder | None,
+                  matrix: Matrix | None, gate: float | None = None, before_id: int | None = None,
+                  k: int = 10, max_terms: int = MAX_TERMS, scorer: Distinctive | None = None,
                   tz: tzinfo | None = None) -> Recall:
     """Lexical recall, fused with the semantic channel when lexical coverage is weak, or
     widened to the person the text names.
 
     The whole history's nearest events are asked for when the top lexical hits cover less
     than `gate` of the query. When the text names one person who speaks in the history and
-    the lexical evidence is above its floor, that person's nearest events to the text in
-    their own words (`in_their_words`; embedded in the same call as the text) are fused too,
-    whatever the coverage; with the coverage above the gate the lexical top `WORDS_FIRST`
-    keep their places, and when the fused best is that person's line their lines come first
-    after those (`_fused_theirs_first`, ADR-0030). A failed embedding (a dead or slow server, past its
-    `timeout_s`; a broken model; values that are not numbers) falls back to the lexical result
-    with a WARNING; a local model's first load is paid once per process, not timed. When the
-    lexical evidence is below its floor, the semantic side must carry the turn: its probe
-    (`memory.nearest`, the walk's semantic entry) must reach `SEMANTIC_FLOOR`, or nothing is
-    injected."""
+    the lexical evidence is above its floor, that person's nearest events to the text are
+    fused too, whatever the coverage; with the coverage above the gate the lexical top
+    `WORDS_FIRST` keep their places, and when the fused best is that person's line their lines
+    come first after those (`_fused_theirs_first`, ADR-0030). A failed embedding (a dead or
+    slow server, past its `timeout_s`; a broken model; values that are not numbers) falls
+    back to the lexical result with a WARNING; a local model's first load is paid once per
+    process, not timed. When the lexical evidence is below its floor, the semantic side must
+    carry the turn: its probe (`memory.nearest`, the walk's semantic entry) must reach
+    `SEMANTIC_FLOOR`, or nothing is injected."""
     gate = SEMANTIC_GATE if gate is None else gate  # read now: a test may set it
-    from . import embed as em
-
     t0 = time.perf_counter()
     lex = recall(store, text, before_id=before_id, k=max(k, 20), max_terms=max_terms,
-                 scorer=scorer, today=today, tz=tz)
-    lex.coverage = round(lexical_coverage(lex), 4)
+                 scorer=scorer, tz=tz)
+    coverage = lex.coverage = round(lexical_coverage(lex), 4)
+    channel = _channel(store, lex, text, embedder, matrix, coverage < gate, before_id, k)
+    if channel is not None:
+        lex.hits, lex.channel = lex.hits[:k], channel
+    lex.ms = (time.perf_counter() - t0) * 1000
+    return lex
 
-    def done(channel: str | None = None) -> Recall:
-        if channel is not None:
-            lex.hits, lex.channel = lex.hits[:k], channel
-        lex.ms = (time.perf_counter() - t0) * 1000
-        return lex
 
-    if lex.skipped is Skip.NO_TERMS:  # decided before retrieving: no channel asked
-        return done()
+def _channel(store: Store, lex: Recall, text: str, embedder: Embedder | None,
+             matrix: Matrix | None, short: bool, before_id: int | None, k: int) -> str | None:
+    """The channel `lex` was answered by, fused in place when the semantic side is asked
+    (None: decided before retrieving, no channel asked). `short`: the words cover less than
+    the gate of the query, so the whole history's nearest are fused too."""
+    if lex.skipped is Skip.NO_TERMS:
+        return None
     if embedder is None or matrix is None:
-        return done("lexical")
+        return "lexical"
     if not len(matrix.ids):  # nothing to compare (the cache said so): no embedding to pay for
-        return done("lexical (no vectors yet)")
+        return "lexical (no vectors yet)"
     weak = lex.skipped is Skip.LOW_EVIDENCE or not lex.hits
-    person = None  # a person named: only to widen what the words found, never to replace it
-    if not weak:
-        person = named_person_or_none(store, text, matrix)
-    short = lex.coverage < gate  # the words fall short: the whole history's nearest too
+    # a person named: only to widen what the words found, never to replace it
+    person = None if weak else named_person_or_none(store, text, matrix)
     # with the words' best kept first, a person's lines cannot change the first k: no embedding
     settled = not short and k <= WORDS_FIRST and len(lex.hits) >= k
     if not short and (person is None or settled):
-        return done("lexical (coverage above the gate)")
-    # the question, and as the person named would ask it: one call
-    asked = [cap_query(text)[0], *([person.asked] if person is not None else [])]
-    vecs, _, why = em.timed_embed_all(embedder, asked)  # type: ignore[arg-type]
+        return "lexical (coverage above the gate)"
+    return _fused_channel(store, lex, text, embedder, matrix, _Fusion(person, short, weak),
+                          before_id, k)
+
+
+@dataclass(frozen=True)
+class _Fusion:
+    """What a fusion asks for: the person named (None: no one), whether the words fall short
+    of the gate, and whether their evidence is below its floor."""
+    person: Person | None
+    short: bool
+    weak: bool
+
+
+def _fused_channel(store: Store, lex: Recall, text: str, embedder: Embedder, matrix: Matrix,
+                   how: _Fusion, before_id: int | None, k: int) -> str:
+    """`lex` fused with the nearest events ("hybrid"), or left lexical when the embedding or
+    the vectors fail (a WARNING says so)."""
+    from . import embed as em
+
+    asked = cap_query(text)[0]
+    vecs, _, why = em.timed_embed_all(embedder, [asked])
     if vecs is None:
         log.warning("semantic channel unavailable (%s); recall goes on lexical only", why)
-        return done("lexical (semantic failed)")
+        return "lexical (semantic failed)"
     vec = vecs[0]
     n = max(k, 20)
     try:
         rankings = [[int(h.event.id or 0) for h in lex.hits]]
-        if short:
-            rankings.append(matrix.nearest(vec, n, before_id))  # type: ignore[attr-defined]
-        if person is not None:
-            rankings.append(matrix.nearest(vecs[1], n, before_id,  # type: ignore[attr-defined]
-                                           among=person.mask))
-        pr = probe(store, vec, matrix, before_id, text=asked[0])  # as capped as the vector
+        if how.short:
+            rankings.append(matrix.nearest(vec, n, before_id))
+        if how.person is not None:
+            rankings.append(matrix.nearest(vec, n, before_id, among=how.person.mask))
+        pr = probe(store, vec, matrix, before_id)
     except em.EmbedError as e:
         log.warning("semantic channel unusable (%s); recall goes on lexical only", e)
-        return done("lexical (semantic failed)")
+        return "lexical (semantic failed)"
     lex.semantic = pr.as_dict() if pr is not None else None
     # the ranking is kept either way (the eval measures it; the `recall` event records it);
     # whether a block is injected is the decision below
+    lex.hits = _fused_ranking(store, lex.hits, rankings, how, k)
+    lex.skipped = None
+    if how.weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
+        lex.skipped = Skip.LOW_EVIDENCE_SEMANTIC
+        lex.skip_confidence = pr.confidence if pr else 0.0
+    return "hybrid"
+
+
+def _fused_ranking(store: Store, lexical: list[Hit], rankings: list[list[int]], how: _Fusion,
+                   k: int) -> list[Hit]:
+    """The rankings fused (RRF), the words' best first when a person is named and the words
+    cover the query; the named person's lines first after them (`_fused_theirs_first`)."""
     fused = rrf(*rankings)
-    if person is not None and not short:  # the words' best keep their places
+    if how.person is not None and not how.short:  # the words' best keep their places
         score, head = dict(fused), rankings[0][:WORDS_FIRST]
         fused = [(i, score[i]) for i in head] + [(i, s) for i, s in fused if i not in head]
     # the wider pool only when the rule below may move a line (each hit is one event read)
-    wide = person is not None and k > WORDS_FIRST
-    pool = _fused_hits(store, lex.hits, fused[:max(k, THEIRS_POOL) if wide else k])
-    lex.hits = _fused_theirs_first(pool, person, k)
-    lex.skipped = None
-    if weak and (pr is None or pr.confidence < SEMANTIC_FLOOR):
-        lex.skipped = Skip.LOW_EVIDENCE_SEMANTIC
-        lex.skip_confidence = pr.confidence if pr else 0.0
-    return done("hybrid")
+    wide = how.person is not None and k > WORDS_FIRST
+    pool = _fused_hits(store, lexical, fused[:max(k, THEIRS_POOL) if wide else k])
+    return _fused_theirs_first(pool, how.person, k)
 
 
 def _fused_theirs_first(pool: list[Hit], person: Person | None, k: int) -> list[Hit]:

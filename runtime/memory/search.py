@@ -29,15 +29,8 @@ yields every match up to the frozen ids exactly once; events written after the f
 not in it (search again). If the candidates differ from the first page's (a redaction or a
 new tag changed what matches), the cursor is refused with a line that says to search again.
 A refused cursor is a `CursorError` whose `code` (`CursorRefusal`) says why; its line is the
-constant `CURSOR_WORDS` gives the code, not a sentence built in the logic (ADR-0040). What a
-door says of the days a query named is its own (`render.days_line`).
+constant `CURSOR_WORDS` gives the code, not a sentence built in the logic (ADR-0040).
 Only the first page is fused with the semantic channel; later pages are lexical.
-
-Days. A day, week or month the query names (`memory.dates`, read as recall reads it, in the
-owner's time zone) is a time, not words (ADR-0028): the newest WINDOW_MATCHES matches said in
-each window, and those said in the week after about a day of it (ADR-0027, as recall reads
-them), join the candidates and come first, then everything else as above. It ranks; it
-never filters, so paging on still reaches every match once. The windows ride in the cursor.
 """
 
 from __future__ import annotations
@@ -49,9 +42,8 @@ import json
 import logging
 import zlib
 from array import array
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, date, tzinfo
 from enum import StrEnum
 from typing import Any
 
@@ -61,7 +53,6 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
-from . import dates
 from .cards import cap_query
 from .embed import EmbedError
 from .nearest import Semantic
@@ -72,7 +63,6 @@ from .recall import (
     named_person_or_none,
     rrf,
     struck_record,
-    told_about,
 )
 from .recall import coverage as covered
 from .tokens import query_words, stem
@@ -96,27 +86,15 @@ class Hit:
 
 
 class Hits(list):
-    """A page of hits, best first, the cursor to the next page (None when none is left), the
-    days the query named, whose matches come first ("2025-03-03", "2025-03"), and how many
-    of this page's events were said on or about them (0: none of these)."""
+    """A page of hits, best first, and the cursor to the next page (None when none is left)."""
 
     next_cursor: str | None = None
-    dates: tuple[str, ...] = ()
-    day_matches: int = 0
-
-
-def _on_page(hits: list[Hit], windows: tuple[tuple[str, str, str], ...],
-             told: set[int]) -> int:
-    """How many of a page's events were said on a day the query named (by their own times),
-    or about it in the week after (`told`, the day's matches as read)."""
-    return sum(1 for h in hits if h.kind == "event" and (
-        h.id in told or any(a <= (h.ts or "") < b for a, b, _ in windows)))
 
 
 class CursorRefusal(StrEnum):
     """Why a search refuses a cursor: a code (`CursorError.code`)."""
     NOT_A_CURSOR = "not_a_cursor"  # not one a search printed, or cut, or tampered with
-    OTHER_QUERY = "other_query"  # other words, or other days, or another time zone
+    OTHER_QUERY = "other_query"  # other words
     STALE = "stale_cursor"  # the candidates changed under it (a redaction, a new tag)
     EXHAUSTIVE = "exhaustive_takes_no_cursor"  # --exhaustive ranks every match in one page
 
@@ -125,9 +103,8 @@ class CursorRefusal(StrEnum):
 CURSOR_WORDS = {
     CursorRefusal.NOT_A_CURSOR: "{cursor!r} is not a search cursor: pass the next_cursor a "
                                 "search printed, with the same words",
-    CursorRefusal.OTHER_QUERY: "this cursor belongs to another query (other words, or for a "
-                               "dated query other days or another time zone): page on with "
-                               "the same words, or search again without it",
+    CursorRefusal.OTHER_QUERY: "this cursor belongs to another query (other words): page on "
+                               "with the same words, or search again without it",
     CursorRefusal.STALE: "the history changed under this cursor (a redaction or new search "
                          "words): search again without it",
     CursorRefusal.EXHAUSTIVE: "--exhaustive ranks every match in one page and takes no cursor; "
@@ -153,7 +130,6 @@ EXACT = 1000          # at most this many matches (by document frequency): rank 
 RARE_BUDGET = 2000    # every row holding one of the rarest words, while their counts fit this
 ALL_WORDS = 200       # the newest rows holding every other word
 RECENT = 200          # the newest matches
-WINDOW_MATCHES = 1000  # per day (week, month) the query names: its newest matches, ranked first
 ROLLUP_COLUMNS = "{title body terms tags}"  # what rl.fts_search reads by default
 CURSOR_PREFIX = "s1."
 CURSOR_BYTES = 1 << 20  # a cursor's state inflates to at most this (a bitmap of the candidates)
@@ -169,39 +145,29 @@ class Plan:
     groups: tuple[tuple[str, ...], ...]  # the query's words, by FTS term
     tops: tuple[int, int]  # highest event id, highest rollup id
     rare: tuple[int, int]  # per index: bitmask of the groups ranked in full; -1: every match
-    windows: tuple[tuple[str, str, str], ...] = ()  # the days named: (start, end, name)
-    asked: int = 0  # the fingerprint of the query's words, and of those its dates leave
+    asked: int = 0  # the fingerprint of the query's words
 
 
 @dataclass(frozen=True)
 class _Query:
-    """A search's query as read: its words (those its dates leave, unless a date is all it
-    is), their FTS phrases, the days it names, and the fingerprint a cursor must match."""
+    """A search's query as read: its words, their FTS phrases, and the fingerprint a cursor
+    must match."""
     text: str
     words: list[str]
     phrases: list[str]
-    windows: tuple[tuple[str, str, str], ...]
     asked: int
 
 
-def _read_query(query: str, today: date | None, tz: tzinfo | None) -> _Query:
+def _read_query(query: str) -> _Query:
     text = cap_query(query)[0]
-    found, topic = dates.windows(text, today, tz, dates.QUERY_WINDOWS)
-    words = query_words(topic)
-    if not ev.fts_terms(words):  # a date alone: its own words are what there is to match
-        words = query_words(text)
-    windows = tuple((w.start, w.end, w.name) for w in found)
-    # the whole query's words ("on 8 April" is not "on 12 April") and those left once its
-    # dates are taken out ("March 3" names a day and leaves none, "march 3" leaves both)
-    asked = _fingerprint([*ev.fts_terms(query_words(text)), "\x1e",
-                          *ev.fts_terms(query_words(topic)),
-                          *(("\x1e", _zone_name(tz)) if windows else ())])
-    return _Query(text, words, ev.fts_terms(words), windows, asked)
+    words = query_words(text)
+    phrases = ev.fts_terms(words)
+    return _Query(text, words, phrases, _fingerprint(phrases))
 
 
 def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | None = None,
-           gate: float = SEMANTIC_GATE, after: str | None = None, exhaustive: bool = False,
-           today: date | None = None, tz: tzinfo | None = None) -> Hits:
+           gate: float = SEMANTIC_GATE, after: str | None = None,
+           exhaustive: bool = False) -> Hits:
     """The best `limit` hits for `query`, best first, and `next_cursor` to page on (`after`).
     With `semantic` (a door's function that embeds the query and hands back the vectors, as
     for the walk), the hybrid path recall uses: when the top event hits' bodies cover less
@@ -210,25 +176,19 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     coverage over the gate), and the hits then carry the fused score (higher is better) and
     `source` "semantic" for an item only the vectors found. First page only: a page `after` a
     cursor is lexical. `exhaustive`: the flat bm25 over every match, one page, no cursor.
-
-    A day, week or month the query names (as recall reads them, `memory.dates`: "3 March
-    2025", "yesterday", "last week"; a day without its year placed by `today`, the owner's
-    days in `tz`, default UTC) is not searched for as words: the matches said on it come first,
-    then every other match as before. A written-out date's words leave the query; a query that
-    is nothing but a date keeps them. The days are frozen in the cursor. A cursor refused is a
-    `CursorError` whose `code` says why."""
-    q = _read_query(query, today, tz)
+    A cursor refused is a `CursorError` whose `code` says why."""
+    q = _read_query(query)
     if exhaustive:
         if after is not None:
             raise CursorError(CursorRefusal.EXHAUSTIVE)
         return _exhaustive(store, q.words, ev.fts_query(q.phrases), limit, semantic, gate,
-                           q.windows, tz, query)
+                           query)
     if not q.phrases:  # nothing to match, so nothing to look for by meaning either ("?!" and
         # "the and of" embed as near some line as any question does): no hits, as the walk
         if after is not None:
             raise CursorError(CursorRefusal.OTHER_QUERY)
-        return _exhaustive(store, q.words, None, limit, None, gate, (), query=query)
-    page = _open_page(store, q, after, tz)
+        return _exhaustive(store, q.words, None, limit, None, gate, query)
+    page = _open_page(store, q, after)
     if after is None and semantic is not None:
         fused = _fused_page(store, page, q.words, limit, gate, query, semantic)
         if fused is not None:
@@ -237,17 +197,16 @@ def search(store: Store, query: str, limit: int = 10, *, semantic: Semantic | No
     return page.finish(taken, done=len(taken) < limit)
 
 
-def _open_page(store: Store, q: _Query, after: str | None, tz: tzinfo | None) -> _Page:
+def _open_page(store: Store, q: _Query, after: str | None) -> _Page:
     """The page a first search, or the cursor `after`, starts from (a stale cursor refused)."""
     if after is None:
-        plan, shown, phase, membership = _plan(store, q.phrases, q.windows, q.asked), None, (
-            0, 0), None
+        plan, shown, phase, membership = _plan(store, q.phrases, q.asked), None, (0, 0), None
     else:
         plan, shown, phase, membership = _read_cursor(after, q.phrases, q.asked)
-    cands, on_day = _candidates(store, plan, tz)
+    cands = _candidates(store, plan)
     if membership is not None and membership != _membership(sorted(cands)):
         raise _stale_cursor()
-    return _Page(store, plan, cands, on_day, shown, phase)
+    return _Page(store, plan, cands, shown, phase)
 
 
 def _fused_page(store: Store, page: _Page, words: list[str], limit: int, gate: float,
@@ -262,8 +221,7 @@ def _fused_page(store: Store, page: _Page, words: list[str], limit: int, gate: f
     fused = None if got is None else _fused(
         store, [h.hit for h in lexical],
         {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
-        got, limit, page.stale, coverage / gate if gate else 1.0,
-        [h.hit for h in lexical if h.key in page.on_day], query, semantic)
+        got, limit, page.stale, coverage / gate if gate else 1.0, query)
     if fused is None:
         return None
     page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
@@ -289,8 +247,7 @@ def _wrap(index: str, expr: str) -> str:
     return f"{ROLLUP_COLUMNS} : ({expr})" if index == "rollups_fts" else expr
 
 
-def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str], ...] = (),
-          asked: int = 0) -> Plan:
+def _plan(store: Store, phrases: list[str], asked: int = 0) -> Plan:
     """The plan for a first page. Each group's rows are counted newest first up to
     RARE_BUDGET + 1 (no ranking), so a common word costs no more than that."""
     groups = _groups(phrases)
@@ -298,7 +255,7 @@ def _plan(store: Store, phrases: list[str], windows: tuple[tuple[str, str, str],
     rare = [_rare_mask([ev.fts_count_upto(store, _wrap(index, _or([g])), top, RARE_BUDGET + 1,
                                           index) for g in groups])
             for (index, _), top in zip(INDEXES, tops, strict=True)]
-    return Plan(groups, tops, (rare[0], rare[1]), windows, asked)
+    return Plan(groups, tops, (rare[0], rare[1]), asked)
 
 
 def _rare_mask(counts: list[int]) -> int:
@@ -315,39 +272,13 @@ def _rare_mask(counts: list[int]) -> int:
     return mask
 
 
-def _candidates(store: Store, plan: Plan, tz: tzinfo | None = None
-                ) -> tuple[dict[Key, float], set[Key]]:
-    """Every candidate of both indexes with its bm25 for the whole query, and those said on a
-    day the query names (the newest WINDOW_MATCHES matches of each) or about it in the days
-    after, which come first."""
+def _candidates(store: Store, plan: Plan) -> dict[Key, float]:
+    """Every candidate of both indexes with its bm25 for the whole query."""
     out: dict[Key, float] = {}
     for (index, k), top, rare in zip(INDEXES, plan.tops, plan.rare, strict=True):
         for expr, limit in _exprs(plan.groups, rare):
             for i, score in ev.fts_scored(store, _wrap(index, expr), top, limit, index=index):
                 out[(k, i)] = score
-    on_day: set[Key] = set()
-    for i, score in _on_days(store, _or(plan.groups), plan.windows, plan.tops[0], tz):
-        out[(0, i)] = score  # the whole query's phrases: the same bm25 as above
-        on_day.add((0, i))
-    return out, on_day
-
-
-def _on_days(store: Store, match: str, windows: tuple[tuple[str, str, str], ...], top: int,
-             tz: tzinfo | None) -> list[tuple[int, float]]:
-    """(id, bm25) of the matches up to event `top` said on the days named (the newest
-    WINDOW_MATCHES of each), and of those said in the week after that name a day of them
-    ("yesterday", the morning after: ADR-0027, read as recall reads it)."""
-    out: list[tuple[int, float]] = []
-    for start, end, name in windows:
-        out += ev.fts_in_window(store, match, start, end, top, WINDOW_MATCHES)
-        scored: dict[int, float] = {}
-
-        def matching(read: list[Event], scored: dict[int, float] = scored) -> Collection[int]:
-            scored.update(ev.fts_among(store, match, [int(e.id or 0) for e in read]))
-            return scored.keys()  # only the matches' texts are parsed for the days they name
-
-        told = told_about(store, dates.Window(start, end, "", name), top + 1, tz, matching)
-        out += [(int(e.id or 0), scored[int(e.id or 0)]) for e, _ in told]
     return out
 
 
@@ -382,13 +313,13 @@ class _Ranked:
 
 
 class _Page:
-    """One page's walk: the candidates not yet shown (those said on a day the query names
-    first, each part in bm25 order), then the rest of the matches (events, then rollups,
-    newest first); what it consumed goes into the next cursor."""
+    """One page's walk: the candidates not yet shown (in bm25 order), then the rest of the
+    matches (events, then rollups, newest first); what it consumed goes into the next
+    cursor."""
 
-    def __init__(self, store: Store, plan: Plan, cands: dict[Key, float], on_day: set[Key],
+    def __init__(self, store: Store, plan: Plan, cands: dict[Key, float],
                  shown: bytes | None, phase: tuple[int, int]) -> None:
-        self.store, self.plan, self.cands, self.on_day = store, plan, cands, on_day
+        self.store, self.plan, self.cands = store, plan, cands
         self.order = sorted(cands)  # the bitmap's order: events by id, then rollups by id
         self.pos = {key: i for i, key in enumerate(self.order)}
         self.shown = bytearray(shown) if shown is not None else bytearray(
@@ -444,12 +375,12 @@ class _Page:
     def _best(self, mark: bool = True) -> Iterator[_Ranked]:
         """Candidates not shown, best first; with `mark`, each is marked as it is passed
         (bookkeeping too, which is skipped: it is no match). Only what is passed is sorted."""
-        heap = [(k not in self.on_day, self.cands[k], k[0] == 0, k[1], k) for k in self.order
+        heap = [(self.cands[k], k[0] == 0, k[1], k) for k in self.order
                 if not self._is_shown(k)]
         heapq.heapify(heap)
         size = 16
         while heap:
-            chunk = [heapq.heappop(heap)[4] for _ in range(min(size, len(heap)))]
+            chunk = [heapq.heappop(heap)[3] for _ in range(min(size, len(heap)))]
             size *= 2
             built = self._build(chunk, {k: self.cands[k] for k in chunk})
             for key in chunk:
@@ -498,8 +429,6 @@ class _Page:
     def finish(self, hits: list[Hit], done: bool) -> Hits:
         """The page, with a cursor when a match is left to show."""
         out = Hits(hits)
-        out.dates = tuple(name for _, _, name in self.plan.windows)
-        out.day_matches = _on_page(out, self.plan.windows, {i for k, i in self.on_day if k == 0})
         if not done and self._more():
             out.next_cursor = _write_cursor(self)
         return out
@@ -521,12 +450,6 @@ class _Page:
 # -- the cursor ----------------------------------------------------------------------------------
 
 
-def _zone_name(tz: tzinfo | None) -> str:
-    """The owner's time zone as a cursor remembers it: a later page read in another zone would
-    read other days' later mentions ("yesterday" at 23:30 UTC is another day in Auckland)."""
-    return str(getattr(tz, "key", None) or tz or "UTC")
-
-
 def _fingerprint(phrases: list[str]) -> int:
     return zlib.crc32("\x1f".join(phrases).encode())
 
@@ -539,7 +462,7 @@ def _membership(order: list[Key]) -> int:
 def _write_cursor(page: _Page) -> str:
     plan = page.plan
     state = {"q": plan.asked, "t": list(plan.tops),
-             "r": list(plan.rare), "w": [list(w) for w in plan.windows],
+             "r": list(plan.rare),
              "h": _membership(page.order), "p": page.phase, "b": page.before,
              "s": base64.b64encode(bytes(page.shown)).decode() if page.phase == 0 else ""}
     raw = zlib.compress(json.dumps(state, separators=(",", ":")).encode(), 9)
@@ -565,11 +488,8 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
                 isinstance(x, int) and 0 <= x < 2**63 - 1
                 for x in (*state["t"], state["p"], state["b"])):
             raise ValueError("not a cursor's state")
-        windows = tuple((str(a), str(b), str(c)) for a, b, c in state.get("w", []))
-        for start, end, _ in windows:  # times, as a search writes them: the week after is read
-            dates.day_of(start, UTC), dates.day_of(end, UTC)
         plan = Plan(_groups(phrases), (int(state["t"][0]), int(state["t"][1])),
-                    (int(state["r"][0]), int(state["r"][1])), windows, asked)
+                    (int(state["r"][0]), int(state["r"][1])), asked)
         phase = (int(state["p"]), int(state["b"]))
         shown = base64.b64decode(state["s"]) if phase[0] == 0 else None
         fingerprint, membership = int(state["q"]), int(state["h"])
@@ -578,7 +498,7 @@ def _read_cursor(cursor: str, phrases: list[str], asked: int
         raise bad from None
     if fingerprint != asked:
         raise CursorError(CursorRefusal.OTHER_QUERY)
-    if phase[0] not in (0, 1, 2, 3) or len(plan.windows) > dates.QUERY_WINDOWS:
+    if phase[0] not in (0, 1, 2, 3):
         raise bad
     return plan, shown, phase, membership
 
@@ -591,36 +511,26 @@ def _stale_cursor() -> CursorError:
 
 
 def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
-                semantic: Semantic | None, gate: float,
-                windows: tuple[tuple[str, str, str], ...], tz: tzinfo | None = None,
-                query: str = "") -> Hits:
-    """Every match ranked (bm25 over both indexes, the top `limit` of each, best first; the
-    matches said on a day the query names first), fused as the first page is when lexical
-    coverage falls short."""
+                semantic: Semantic | None, gate: float, query: str = "") -> Hits:
+    """Every match ranked (bm25 over both indexes, the top `limit` of each, best first),
+    fused as the first page is when lexical coverage falls short."""
     stale = dec.stale_events(store)
-    hits, bodies, on_day = (_flat(store, match, limit, windows, tz, stale) if match is not None
-                            else ([], {}, set()))
-    hits.sort(key=lambda h: (not (h.kind == "event" and h.id in on_day), h.score,
-                             h.kind != "rollup", h.id))
+    hits, bodies = _flat(store, match, limit, stale) if match is not None else ([], {})
+    hits.sort(key=lambda h: (h.score, h.kind != "rollup", h.id))
     coverage = covered(words, [bodies[h.id] for h in hits if h.kind == "event"][:3])
     out = Hits(hits[:limit])
     if semantic is not None and coverage < gate:
         got = semantic()
         fused = None if got is None else _fused(
-            store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0,
-            [h for h in hits if h.kind == "event" and h.id in on_day], query, semantic)
+            store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0, query)
         if fused is not None:
             out = Hits(fused)
-    out.dates = tuple(name for _, _, name in windows)
-    out.day_matches = _on_page(out, windows, on_day)
     return out
 
 
-def _flat(store: Store, match: str, limit: int, windows: tuple[tuple[str, str, str], ...],
-          tz: tzinfo | None, stale: dict[int, str]
-          ) -> tuple[list[Hit], dict[int, str], set[int]]:
-    """The flat ranking's hits (unsorted), the events' whole texts, and the ids said on or
-    about a day the query names (only the best `limit` of those can be shown)."""
+def _flat(store: Store, match: str, limit: int, stale: dict[int, str]
+          ) -> tuple[list[Hit], dict[int, str]]:
+    """The flat ranking's hits (unsorted) and the events' whole texts."""
     hits: list[Hit] = []
     bodies: dict[int, str] = {}
     for event, score, snip in ev.fts_search(store, match, limit, BOOKKEEPING):
@@ -628,14 +538,7 @@ def _flat(store: Store, match: str, limit: int, windows: tuple[tuple[str, str, s
         bodies[int(event.id or 0)] = event.body
     for rollup, score in rl.fts_search(store, match, limit):
         hits.append(_rollup_hit(rollup, score))
-    scored = dict(_on_days(store, match, windows, ev.fts_top_id(store), tz))
-    new = sorted((i for i in scored if i not in bodies), key=lambda i: (scored[i], i))[:limit]
-    if new:
-        events, snips = ev.history_of(store, new), ev.fts_snippets(store, match, new)
-        for i, e in ((i, events[i]) for i in new if i in events):
-            hits.append(_event_hit(e, stale, snips.get(i), scored[i]))
-            bodies[i] = e.body
-    return hits, bodies, set(scored)
+    return hits, bodies
 
 
 def _event_hit(e: Event, stale: dict[int, str], snippet: str | None, score: float,
@@ -670,41 +573,35 @@ def _label(event: Event, stale: dict[int, str]) -> str:
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
            limit: int, stale: dict[int, str], lexical_weight: float,
-           first: list[Hit] | None = None, query: str = "",
-           semantic: Semantic | None = None) -> list[Hit] | None:
+           query: str = "") -> list[Hit] | None:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
     nearest events and the nearest rollups (title and summary); and a fourth when the query
-    names one person who speaks in the history: that person's nearest events to the query in
-    their own words (`semantic`, given that text, embeds it), as recall fuses them
-    (ADR-0030). `bodies`: the lexical event hits' whole texts. A text said again (a reminder
-    posted every week) is one hit: its best copy stands for the rest, which would otherwise
-    fill the page with one line. `first`: the matches said on a day the query names,
-    which keep their places at the top (ADR-0028). None, with a WARNING, when the vectors
+    names one person who speaks in the history: that person's nearest events to the query,
+    as recall fuses them (ADR-0030). `bodies`: the lexical event hits' whole texts. A text
+    said again (a reminder posted every week) is one hit: its best copy stands for the rest,
+    which would otherwise fill the page with one line. None, with a WARNING, when the vectors
     cannot be read against the query's (the model changed): the caller keeps its lexical
     page."""
     try:
-        near, near_rollups, person = _nearest(store, got, limit, query, semantic)
+        near, near_rollups, person = _nearest(store, got, limit, query)
     except EmbedError as e:
         log.warning("semantic channel unusable (%s); search goes on lexical only", e)
         return None
     fused = rrf([(h.kind, h.id) for h in hits], near, near_rollups, person,
                 weights=(lexical_weight, 1.0, ROLLUP_WEIGHT, 1.0))
     said: set[str] = set()  # the texts of the events taken
-    score_of = dict(fused)
-    out = [replace(h, score=round(score_of.get((h.kind, h.id), 0.0), 6))
-           for h in (first or [])[:limit] if not _said_again(bodies.get(h.id, ""), said)]
+    out: list[Hit] = []
     key = {(h.kind, h.id): (h, bodies.get(h.id, "") if h.kind == "event" else "")
            for h in hits}
     _take_fused(store, fused, key, out, said, stale, limit)
     return out
 
 
-def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str,
-             semantic: Semantic | None
+def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str
              ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[tuple[str, int]]]:
     """The nearest events, the nearest rollups, and the named person's nearest events to the
-    query in their own words (empty when it names no one who speaks)."""
+    query (empty when it names no one who speaks)."""
     vector, matrix = got
     near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
     rollups = getattr(matrix, "rollups", None)
@@ -714,9 +611,7 @@ def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str,
              else None)
     if named is None:
         return near, near_rollups, []
-    theirs = semantic(named.asked) if semantic is not None else None
-    person = [("event", i) for i in matrix.nearest(
-        vector if theirs is None else theirs[0], max(limit, 20), among=named.mask)]
+    person = [("event", i) for i in matrix.nearest(vector, max(limit, 20), among=named.mask)]
     return near, near_rollups, person
 
 

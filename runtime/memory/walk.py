@@ -33,14 +33,12 @@ query words are de-duplicated in linear time, so a pasted book costs what 2,000 
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import re
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, tzinfo
 from enum import StrEnum
 from typing import Any
 
@@ -49,19 +47,17 @@ from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
 from ..store.events import BOOKKEEPING_KINDS
-from . import dates, docfreq, rung_bm25
+from . import docfreq, rung_bm25
 from .cards import cap_query
 from .nearest import Probe, Semantic, probe
-from .recall import STRUCK_NOTE, struck_record, told_about
+from .recall import STRUCK_NOTE, struck_record
 from .tokens import VOCAB_CHARS, head, query_words, stem, words
 
 log = logging.getLogger(__name__)
 
 UNLINKED = "; unlinked (no provenance), not drilled into"
 _SPAN = re.compile(r"^(\d+)-(\d+)$")
-# a sentence's end: ";", "!", "?", or "." before a capital ("Sept. 21" is one date)
-_CLAUSE = re.compile(r"(?<=[;!?])\s+|(?<=\.)\s+(?=[A-Z])")
-DAY_EVENTS = 20_000  # of a day (week, month) the query names, events whose nodes a rung reads
+THRESHOLD = 0.5  # the share of the query's words an entry must match, else a refusal (ADR-0009)
 
 
 @dataclass(frozen=True)
@@ -111,22 +107,18 @@ class Refusal(StrEnum):
     BELOW_THRESHOLD = "below_threshold"  # the best match holds too few of the query's words
     LOW_WEIGHT = "low_weight"  # enough words, too little of their weight (the rarer ones missing)
     NO_EVENT_HOLDS = "no_event_holds"  # it entered, and no event it reached holds the words
-    NOT_SAID_THEN = "not_said_then"  # it entered, and what was said on the days named does not
 
 
 @dataclass(frozen=True)
 class Why:
     """A refusal's code and its figures; `WalkResult.matched_tokens` holds the best match the
-    code speaks of (the best seen, the entry's, or the named days' best)."""
+    code speaks of (the best seen, or the entry's)."""
     code: Refusal
     threshold: float
     entered: tuple[str, ...] = ()  # the entry's words, when it entered (or fell short on weight
     # though not the best match seen)
     weight: float | None = None  # the share of the query's weight held, floored to 2 places
-    of_day: bool = False  # low_weight: the entry is a node said on or about a named day
-    enough: bool = False  # not_said_then: the days' best holds enough words, not their weight
     probe: Probe | None = None  # the semantic probe, when it was asked
-    probe_off_day: bool = False  # the probe was confident, but not of the days named
 
 
 @dataclass(frozen=True)
@@ -142,7 +134,6 @@ class WalkResult:
     why: Why | None = None  # set exactly when refused
     query_truncated: bool = False
     entry: str | None = None  # "lexical" or "semantic"; None when refused
-    dates: tuple[str, ...] = ()  # the days the query named ("2025-03-12"), which narrow it
 
     @property
     def code(self) -> Refusal | None:
@@ -152,7 +143,7 @@ class WalkResult:
         """The JSON contract of memory_walk, `coworker walk --json` and the MCP tool, but its
         English `reason` (which a door adds from the code, `render.walk_json`); its keys in
         this order (`reason_code` only on a refusal, `entry` only when it entered,
-        `query_truncated` only when true, `dates` only when the query named days)."""
+        `query_truncated` only when true)."""
         out: dict[str, Any] = {"refused": self.refused}
         if self.why is not None:
             out["reason_code"] = self.why.code.value
@@ -165,8 +156,6 @@ class WalkResult:
                     "truncated": self.truncated})
         if self.query_truncated:
             out["query_truncated"] = True
-        if self.dates:
-            out["dates"] = list(self.dates)
         return out
 
 
@@ -179,65 +168,11 @@ def query_tokens(query: str) -> list[str]:
 @dataclass
 class _Scorer:
     tokens: list[str]
-    days: Sequence[dates.Window] = ()  # the days the query names: they narrow the walk
-    day_ids: list[int] = field(default_factory=list)  # the days' events, sorted (bounded)
-    told: set[int] = field(default_factory=set)  # said in the week after, about one of them
     before_id: int | None = None  # the walk's: events from this id on are not read
-    tz: tzinfo | None = None  # the owner's days
     stems: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.stems = {t: stem(t) for t in self.tokens}
-
-    def reaches(self, first_ts: str | None, last_ts: str | None) -> bool:
-        """Whether the span first_ts..last_ts (inclusive; an event's ts twice) reaches into a
-        day the query names (False when it names none, or the span has no time)."""
-        return first_ts is not None and last_ts is not None and any(
-            first_ts < w.end and w.start <= last_ts for w in self.days)
-
-    def about_day(self, e: Event) -> bool:
-        """Whether an event was said on a day the query names, or in the week after about it
-        ("yesterday", the morning after: ADR-0027)."""
-        return self.reaches(e.ts, e.ts) or int(e.id or 0) in self.told
-
-    def told_of(self, store: Store, only: Callable[[list[Event]], Collection[int]],
-                by_words: bool = True) -> set[int]:
-        """The ids of the events said in the week after a named day about it (ADR-0027, read
-        as recall reads them), among those `only` keeps, that are about the named days alone
-        (`about_alone`)."""
-        return {int(e.id or 0) for w in self.days
-                for e, _ in told_about(store, w, self.before_id, self.tz, only)
-                if self.about_alone(e, by_words)}
-
-    def about_alone(self, e: Event, by_words: bool = True) -> bool:
-        """Whether a later text speaks of the named days alone: one of its sentences (in the
-        part read for days, `dates.head`) that holds a query word (`by_words`; else any, for
-        an entry by meaning) names days, each inside a named one. "Yesterday was quiet. The
-        parser crash of 1 March is still open" is no answer for yesterday's parser crash,
-        nor is "... from two days ago", a day no sentence of it names as the query's."""
-        for clause in _CLAUSE.split(dates.head(e.body)):
-            if by_words and not self.matched(clause):
-                continue
-            named = dates.said(clause, e.ts, self.tz)
-            if named and all(any(m.within(w) for w in self.days) for m in named):
-                return True
-        return False
-
-    def worded(self, read: Sequence[Event]) -> set[int]:
-        """The ids of the events holding a query word: only those can be returned, or lead the
-        walk to a node (the days' later mentions are parsed for only these)."""
-        return {int(e.id or 0) for e in read if self.matched(head(e.body))}
-
-    def holds_day(self, r: rl.Rollup) -> bool:
-        """Whether a node's span holds an event said on or about a day the query names (its
-        times alone may cover the day and hold none of it: an import out of time order)."""
-        if r.first_event is None or r.last_event is None:
-            return False
-        i = bisect.bisect_left(self.day_ids, r.first_event)
-        return i < len(self.day_ids) and self.day_ids[i] <= r.last_event
-
-    def names(self) -> str:
-        return ", ".join(w.name for w in self.days)
 
     def matched(self, text: str) -> list[str]:
         have = {stem(w) for w in words(text)}
@@ -275,29 +210,19 @@ def _confidence(matched: Sequence[str], n: int) -> float:
 
 @dataclass(frozen=True)
 class _Ask:
-    """A walk's question as read: the capped query, its words, the days it names, the caps."""
-    query: str
+    """A walk's question as read: whether the query was cut, its words, the caps."""
     cut: bool
     tokens: list[str]
-    days: tuple[str, ...]
     sc: _Scorer | None  # None: no words to match
     threshold: float
     caps: Caps
 
 
-def _ask(store: Store, query: str, threshold: float, caps: Caps, before_id: int | None,
-         today: date | None, tz: tzinfo | None) -> _Ask:
+def _ask(query: str, threshold: float, caps: Caps, before_id: int | None) -> _Ask:
     query, cut = cap_query(query)
-    windows, topic = dates.windows(query, today, tz, dates.QUERY_WINDOWS,
-                                   words_of_relative=False)  # "yesterday" is a day, not a word
-    tokens = query_tokens(topic) or query_tokens(query)  # a date alone keeps its words
-    sc = _Scorer(tokens, windows, before_id=before_id, tz=tz) if tokens else None
-    if sc is not None and windows:
-        sc.told = sc.told_of(store, sc.worded)
-        sc.day_ids = sorted({i for w in windows
-                             for i in ev.window_id_list(store, w.start, w.end, DAY_EVENTS)
-                             if before_id is None or i < before_id} | sc.told)
-    return _Ask(query, cut, tokens, tuple(w.name for w in windows), sc, threshold, caps)
+    tokens = query_tokens(query)
+    sc = _Scorer(tokens, before_id=before_id) if tokens else None
+    return _Ask(cut, tokens, sc, threshold, caps)
 
 
 def _refusal(ask: _Ask, why: Why, matched: Sequence[str]) -> WalkResult:
@@ -307,23 +232,13 @@ def _refusal(ask: _Ask, why: Why, matched: Sequence[str]) -> WalkResult:
     if why.probe is not None:  # the better of the two entries' confidences, both below it
         conf = max(conf, why.probe.confidence)
     return WalkResult(refused=True, why=why, confidence=conf, query_tokens=tuple(ask.tokens),
-                      matched_tokens=tuple(matched), query_truncated=ask.cut, dates=ask.days)
+                      matched_tokens=tuple(matched), query_truncated=ask.cut)
 
 
-def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-                before_id: int | None = None, semantic: Semantic | None = None,
-                today: date | None = None, tz: tzinfo | None = None) -> WalkResult:
+def walk_result(store: Store, query: str, *, threshold: float = THRESHOLD, caps: Caps | None = None,
+                before_id: int | None = None, semantic: Semantic | None = None) -> WalkResult:
     """Walk for `query`: enter, descend, gather. `before_id`: ignore events from this id on
     (the loop passes the current tick's first input, so a question never finds itself).
-
-    A day, week or month the query names (`memory.dates`, read as recall and search read it:
-    the owner's days in `tz`, default UTC; a day without its year placed by `today`) narrows
-    the walk (ADR-0029): its words ("8 April 2024", "yesterday") are not words to match (unless
-    the query is nothing but a date), the nodes whose spans hold an event of the day are
-    preferred on each rung, only events said on it are returned (or said in the week after
-    about it alone: a sentence holding the query's words names that day and no other,
-    "yesterday the parser crashed", ADR-0027), and one of them must hold the query as an entry
-    would, else the walk refuses (an answer from another day is a wrong answer).
 
     With the semantic channel on, the caller passes `semantic`: a function that returns the
     query's vector and the event vectors (`embed.Matrix`), or None. It is called only when no
@@ -331,7 +246,7 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
     then enter through the episode those vectors point at, if the probe's calibrated
     confidence reaches the threshold (`memory.nearest`). The walk itself embeds nothing.
     A refusal is `WalkResult.why`: a `Refusal` code and its figures, never a sentence."""
-    ask = _ask(store, query, threshold, caps or Caps(), before_id, today, tz)
+    ask = _ask(query, threshold, caps or Caps(), before_id)
     if ask.sc is None:  # nothing to match, nor to look for by meaning ("?" embeds as near
         # some line as any question does)
         return _refusal(ask, Why(Refusal.NO_WORDS, threshold), [])
@@ -344,72 +259,39 @@ def walk_result(store: Store, query: str, *, threshold: float = 0.5, caps: Caps 
 
 def _entered(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry) -> WalkResult:
     """Descend and gather from a confident entry; refuse when no event it reached holds the
-    words (a node shown unlinked is never a reason: ADR-0008), or, for named days, when what
-    was said then does not hold the query as an entry would."""
+    words (a node shown unlinked is never a reason: ADR-0008)."""
     trace, frontier, cut_depth = _descend(store, sc, entry, ask.caps)
-    steps, found, cut_gather, held = _gather(store, sc, frontier, entry.fresh, ask.caps)
+    steps, found, cut_gather = _gather(store, sc, frontier, entry.fresh, ask.caps)
     unlinked = any(s.unlinked for s in trace)
-    matched: Sequence[str] = entry.best
-    if not found and not cut_depth and not ask.days and not unlinked:  # in no event reached
+    if not found and not cut_depth and not unlinked:  # in no event reached
         return _refusal(ask, Why(Refusal.NO_EVENT_HOLDS, ask.threshold,
                                  entered=tuple(entry.best)), entry.best)
-    if ask.days:
-        ok, why, best = _of_days(store, ask, sc, entry, held)
-        if why is not None:
-            return _refusal(ask, why, best)
-        matched = ok
-    return WalkResult(refused=False, confidence=_confidence(matched, len(ask.tokens)),
-                      query_tokens=tuple(ask.tokens), matched_tokens=tuple(matched),
+    return WalkResult(refused=False, confidence=_confidence(entry.best, len(ask.tokens)),
+                      query_tokens=tuple(ask.tokens), matched_tokens=tuple(entry.best),
                       trace=(*trace, *steps), events=tuple(found),
                       truncated=cut_depth or cut_gather, query_truncated=ask.cut,
-                      entry="lexical", dates=ask.days)
-
-
-def _of_days(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry, held: list[list[str]]
-             ) -> tuple[tuple[str, ...], Why | None, tuple[str, ...]]:
-    """A day named: what was said on it must hold the query as the entry did (the entry's own
-    words may have been said on another day): the first of the day's events that holds the
-    threshold's share of the words and of their weight; else the refusal, quoting the day's
-    best by weight among those with the words, else its first."""
-    lists = list(dict.fromkeys(map(tuple, held)))  # most words first
-    enough = [m for m in lists if sc.share(m) >= ask.threshold]
-    weights = {m: _weighted(store, sc, m) for m in enough}
-    ok = next((m for m in enough if weights[m] >= ask.threshold), None)
-    if ok is not None:
-        return ok, None, ok
-    best = max(enough, key=lambda m: weights[m]) if enough else (lists[0] if lists else ())
-    weight = math.floor(weights[best] * 100) / 100 if enough else None
-    return (), Why(Refusal.NOT_SAID_THEN, ask.threshold, entered=tuple(entry.best),
-                   weight=weight, enough=bool(enough)), best
+                      entry="lexical")
 
 
 def _unentered(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry, weight: float,
                semantic: Semantic | None) -> WalkResult:
     """No confident lexical entry: the semantic one, when the channel is on and its probe is
-    confident (of the days named, when the query names some), else a refusal. No query runs
-    past the entry scan."""
+    confident, else a refusal. No query runs past the entry scan."""
     seen = entry.best_seen
     why = Why(Refusal.BELOW_THRESHOLD, ask.threshold)
     if sc.share(entry.best) >= ask.threshold:  # enough words, not the telling ones
-        of_day = bool(sc.days and entry.nodes and sc.holds_day(entry.nodes[0][0]))
         why = Why(Refusal.LOW_WEIGHT, ask.threshold,
                   entered=tuple(entry.best) if len(entry.best) < len(seen) else (),
-                  weight=math.floor(weight * 100) / 100,  # never "0.50 is below 0.5"
-                  of_day=of_day)
+                  weight=math.floor(weight * 100) / 100)  # never "0.50 is below 0.5"
     got = semantic() if semantic is not None else None
-    pr = probe(store, got[0], got[1], sc.before_id, text=ask.query) if got is not None else None
-    confident = pr is not None and pr.confidence >= ask.threshold
-    if pr is not None and confident:
-        found = _semantic(store, pr, ask, seen, sc)
-        if found is not None:
-            return found
-    return _refusal(ask, replace(why, probe=pr, probe_off_day=confident), seen)
+    pr = probe(store, got[0], got[1], sc.before_id) if got is not None else None
+    if pr is not None and pr.confidence >= ask.threshold:
+        return _semantic(store, pr, ask, seen)
+    return _refusal(ask, replace(why, probe=pr), seen)
 
 
-def _semantic(store: Store, pr: Probe, ask: _Ask, seen: list[str], sc: _Scorer
-              ) -> WalkResult | None:
-    """The walk entered by the vectors: the entry episode and its nearest events (only those
-    said on a day the query names, when it names one; None when that leaves none)."""
+def _semantic(store: Store, pr: Probe, ask: _Ask, seen: list[str]) -> WalkResult:
+    """The walk entered by the vectors: the entry episode and its nearest events."""
     trace: list[Step] = []
     n = len(ask.tokens)
     entry = (f"entry: {pr.why()}; best lexical match {len(seen)}/{n} ({len(seen) / n:.2f}) "
@@ -419,29 +301,22 @@ def _semantic(store: Store, pr: Probe, ask: _Ask, seen: list[str], sc: _Scorer
         node = rl.get(store, pr.episode)
         span = f"event in span {node.source_range}" if node is not None else "event"
         trace.append(Step(1, pr.episode, entry))
-    if sc.days:  # by meaning: what was said about the day, worded or not
-        near = {eid for eid, _ in pr.events}
-        sc.told |= sc.told_of(store, lambda _: near, by_words=False)
-    rows, steps, truncated = _nearest_rows(store, pr, ask.caps, sc, span)
-    if not rows and sc.days:
-        return None
+    rows, steps, truncated = _nearest_rows(store, pr, ask.caps, span)
     return WalkResult(refused=False, confidence=pr.confidence, query_tokens=tuple(ask.tokens),
                       matched_tokens=tuple(seen), trace=(*trace, *steps), events=tuple(rows),
-                      truncated=truncated, query_truncated=ask.cut, entry="semantic",
-                      dates=ask.days)
+                      truncated=truncated, query_truncated=ask.cut, entry="semantic")
 
 
-def _nearest_rows(store: Store, pr: Probe, caps: Caps, sc: _Scorer, span: str
+def _nearest_rows(store: Store, pr: Probe, caps: Caps, span: str
                   ) -> tuple[list[Found], list[Step], bool]:
-    """The probe's nearest events (of the days named, when the query names some), their trace
-    lines, and whether a body was cut."""
+    """The probe's nearest events, their trace lines, and whether a body was cut."""
     stale = dec.stale_events(store)
     rows: list[Found] = []
     steps: list[Step] = []
     truncated = False
     for eid, cos in pr.events[: caps.events]:
         e = ev.get(store, eid)
-        if e is None or (sc.days and not sc.about_day(e)):
+        if e is None:
             continue
         steps.append(Step(0, eid, f"{span}: cosine {cos:.2f}"))
         body, cut = _cut(e.body, caps.payload_chars)
@@ -457,12 +332,11 @@ def _cut(body: str, chars: int) -> tuple[str, bool]:
     return body, False
 
 
-def walk(store: Store, query: str, *, threshold: float = 0.5, caps: Caps | None = None,
-         before_id: int | None = None, semantic: Semantic | None = None,
-         today: date | None = None, tz: tzinfo | None = None) -> dict[str, Any]:
+def walk(store: Store, query: str, *, threshold: float = THRESHOLD, caps: Caps | None = None,
+         before_id: int | None = None, semantic: Semantic | None = None) -> dict[str, Any]:
     """`walk_result` as a JSON-ready dict (`WalkResult.as_dict`: the code, not the words)."""
     return walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
-                       semantic=semantic, today=today, tz=tz).as_dict()
+                       semantic=semantic).as_dict()
 
 
 # --- enter: the ladder, coarsest rung first; then history not yet under a rollup -------------
@@ -495,14 +369,9 @@ _Nodes = list[tuple[rl.Rollup, list[str]]]
 def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
                   ) -> tuple[_Nodes, int, list[str]]:
     """The best nodes of the coarsest rung whose best match reaches the threshold, its level,
-    and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`).
-    When the query names days, the coarsest rung with a confident node holding one whose
-    words also carry the query's weight (those nodes first; a rung without one is passed, and
-    is the answer, best match first, only when no rung has one), and each rung's scan also
-    reads the nodes holding the days' events."""
+    and the best match seen on the rungs read (each rung's best bm25 first, `rung_bm25`)."""
     best_seen: list[str] = []
     words = ev.fts_terms(sc.tokens)
-    fallback: tuple[_Nodes, int] | None = None
     for level in range(rl.top_level(store), 0, -1):
         scored = _rung(store, sc, words, level, caps)
         if not scored:
@@ -510,43 +379,19 @@ def _enter_ladder(store: Store, sc: _Scorer, threshold: float, caps: Caps
         if len(scored[0][1]) > len(best_seen):
             best_seen = scored[0][1]
         confident = [(r, m) for r, m, _ in scored if sc.share(m) >= threshold]
-        if not confident:
-            continue
-        if not sc.days:
+        if confident:
             return confident[: caps.per_level], level, best_seen
-        if _days_first(store, sc, confident, threshold):
-            return confident[: caps.per_level], level, best_seen
-        fallback = fallback or (confident[: caps.per_level], level)
-    if fallback is not None:
-        return fallback[0], fallback[1], best_seen
     return [], 0, best_seen
 
 
 def _rung(store: Store, sc: _Scorer, words: list[str], level: int, caps: Caps
           ) -> list[tuple[rl.Rollup, list[str], float]]:
-    """One rung's scan: its best bm25 nodes and the nodes holding the days' events (whatever
-    their bm25 rank, scored as the worst), those holding a query word, most words first."""
+    """One rung's scan: its best bm25 nodes holding a query word, most words first."""
     scored = [(r, sc.matched(_node_text(r)), s)
               for r, s in rung_bm25.search_rung(store, words, level, caps.scan)]
-    seen = {r.id for r, _, _ in scored}
-    for r in rl.holding(store, level, sc.day_ids, caps.scan) if sc.day_ids else ():
-        if r.id not in seen:
-            seen.add(r.id)
-            scored.append((r, sc.matched(_node_text(r)), 0.0))
     scored = [t for t in scored if t[1]]
     scored.sort(key=lambda t: (-len(t[1]), t[2], t[0].id))
     return scored
-
-
-def _days_first(store: Store, sc: _Scorer, confident: _Nodes, threshold: float) -> bool:
-    """Put the nodes holding a named day first (stable), and say whether one of them has words
-    that carry the query's weight: one that holds only the commoner words ("fix" of "billing
-    fix": a coarse node's card is not its whole vocabulary) passes the rung to a finer one, as
-    a rung without one does."""
-    day = {r.id for r, m in confident
-           if sc.holds_day(r) and _weighted(store, sc, m) >= threshold}
-    confident.sort(key=lambda t: (t[0].id not in day, not sc.holds_day(t[0])))
-    return bool(day)
 
 
 def _enter_fresh(store: Store, sc: _Scorer, match: str, threshold: float, caps: Caps,
@@ -611,8 +456,7 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
             m = sc.matched(_node_text(c))
             if m:
                 kids.append((c, m, parent.id))
-    kids.sort(key=lambda t: (not sc.holds_day(t[0]) if sc.days else False,
-                             -len(t[1]), t[0].id))
+    kids.sort(key=lambda t: (-len(t[1]), t[0].id))
     return kids[:keep]
 
 
@@ -620,13 +464,10 @@ def _best_children(store: Store, sc: _Scorer, parents: list[rl.Rollup], keep: in
 
 def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
             fresh: list[tuple[Event, list[str]]], caps: Caps
-            ) -> tuple[list[Step], list[Found], bool, list[list[str]]]:
-    """The events' trace lines, the events (capped, bodies cut), whether a cap cut them, and
-    the query words each of them holds, in their order."""
+            ) -> tuple[list[Step], list[Found], bool]:
+    """The events' trace lines, the events (capped, bodies cut), and whether a cap cut them."""
     found = _reached(store, sc, frontier)
     found.extend((e, m, "entry: event not yet under a rollup") for e, m in fresh)
-    if sc.days:  # only what was said on a day the query names
-        found = [t for t in found if sc.about_day(t[0])]
     found.sort(key=lambda t: (-len(t[1]), t[0].id or 0))
     first: dict[int, tuple[Event, list[str], str]] = {}
     for t in found:  # an event reached twice keeps its best reason
@@ -641,7 +482,7 @@ def _gather(store: Store, sc: _Scorer, frontier: list[rl.Rollup],
         body, cut = _cut(e.body, caps.payload_chars)
         truncated = truncated or cut
         rows.append(Found(e, body, stale.get(int(e.id or 0))))
-    return steps, rows, truncated, [list(m) for _, m, _ in unique]
+    return steps, rows, truncated
 
 
 def _reached(store: Store, sc: _Scorer, frontier: list[rl.Rollup]
@@ -660,16 +501,15 @@ def _reached(store: Store, sc: _Scorer, frontier: list[rl.Rollup]
     return found
 
 
-def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = "cli",
+def walk_recorded(store: Store, query: str, threshold: float = THRESHOLD, door: str = "cli",
                   caps: Caps | None = None, log_to: Store | None = None,
-                  before_id: int | None = None, semantic: Semantic | None = None,
-                  tz: tzinfo | None = None) -> WalkResult:
+                  before_id: int | None = None, semantic: Semantic | None = None) -> WalkResult:
     """Run the walk and record it in telemetry (tokens, confidence, refused and its code,
     entry, nodes, events, milliseconds). A telemetry failure is logged loudly and never breaks
     the walk."""
     t0 = time.perf_counter()
     result = walk_result(store, query, threshold=threshold, caps=caps, before_id=before_id,
-                         semantic=semantic, tz=tz)
+                         semantic=semantic)
     ms = (time.perf_counter() - t0) * 1000
     try:
         telemetry.record(log_to or store, "walk", {
@@ -677,8 +517,7 @@ def walk_recorded(store: Store, query: str, threshold: float = 0.5, door: str = 
             "confidence": result.confidence, "refused": result.refused, "entry": result.entry,
             "nodes": len(result.trace), "events": len(result.events), "ms": round(ms, 3),
             **({"reason_code": result.code.value} if result.code is not None else {}),
-            **({"query_truncated": True} if result.query_truncated else {}),
-            **({"dates": list(result.dates)} if result.dates else {})})
+            **({"query_truncated": True} if result.query_truncated else {})})
     except Exception as e:
         log.warning("walk telemetry not recorded (%s: %s); the walk result stands",
                     type(e).__name__, e)

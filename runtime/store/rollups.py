@@ -10,7 +10,6 @@ on its children. A sealed rollup never changes; the database refuses it (migrati
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,29 +124,6 @@ def top_level(store: Store) -> int:
 def counts_per_level(store: Store) -> dict[int, int]:
     return {int(r[0]): int(r[1]) for r in store.query(
         "SELECT level, COUNT(*) FROM rollups GROUP BY level ORDER BY level")}
-
-
-def holding(store: Store, level: int, event_ids: Sequence[int], limit: int) -> list[Rollup]:
-    """The linked rollups of `level` that hold one of `event_ids` (sorted), at most `limit`,
-    by their last event. A rung's spans do not overlap, so each look-up (the (level,
-    last_event) index) finds the node holding the next id not yet covered, or the next node,
-    and the ids up to its end are passed over: at most 2 x limit look-ups, however many ids."""
-    out: list[Rollup] = []
-    at = 0
-    for _ in range(2 * limit):
-        if at >= len(event_ids) or len(out) >= limit:
-            break
-        rows = store.query("SELECT * FROM rollups WHERE level = ? AND last_event >= ? "
-                           "ORDER BY last_event LIMIT 1", (level, event_ids[at]))
-        if not rows:
-            break
-        r = _from_row(rows[0])
-        if r.first_event is not None and r.first_event <= event_ids[at]:
-            out.append(r)
-            at = bisect.bisect_right(event_ids, int(r.last_event or 0), at)
-        else:  # no node holds this id: on to the first id the next node may hold
-            at = bisect.bisect_left(event_ids, int(r.first_event or 0), at + 1)
-    return out
 
 
 def episodes_cover_up_to(store: Store) -> int:

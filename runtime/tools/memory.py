@@ -27,7 +27,7 @@ from ..memory import dates
 from ..memory.cards import MAX_QUERY_CHARS, cap_query
 from ..memory.recall import authority_note, event_header, event_mark, header_field
 from ..memory.service import Memory
-from ..render import days_line, walk_json
+from ..render import walk_json
 from ..store import decisions as dec
 from ..store import events as ev
 from .registry import Tool, ToolContext
@@ -52,9 +52,7 @@ def _search(ctx: ToolContext, p: SearchInput) -> str:
     if not hits:
         gone = "no more memory matches" if p.after else "no memory matches"
         return "\n".join([*note, f"{gone} {query[:200]!r}"])
-    tz = ctx.settings.coworker.zone  # the days read and the times shown are the owner's
-    if hits.dates:
-        note.append(f"({days_line(hits)})")
+    tz = ctx.settings.coworker.zone  # the times shown are the owner's
     note.append(f"(times in {dates.zone_name(tz)})")
     lines = [  # an event says who wrote it, as the recall block's header does
         f"[{h.kind} {h.id} · {dates.local_minute(h.ts or '', tz)} · {h.label}"
@@ -149,12 +147,10 @@ TOOLS = [
          ProposeInput, _propose),
     Tool("memory_walk", "Descend your memory from coarse summaries to the raw events for a "
          "query. Returns a trace and events with ids to cite; refuses (refused: true) when "
-         "nothing matches with confidence, which means your memory does not hold it. A day "
-         "the query names (\"on 4 March 2025\", \"yesterday\") narrows it to what was said "
-         "then.",
+         "nothing matches with confidence, which means your memory does not hold it.",
          WalkInput, _walk),
     Tool("memory_search", "Search your memory (all events, the archive and rollups) by words; "
-         "returns ids you can cite. A day the query names comes first.", SearchInput, _search),
+         "returns ids you can cite.", SearchInput, _search),
     Tool("memory_read", "Read one event's whole text, 20,000 characters at a time from "
          "`offset`: the rest of a message shown cut, or an event a listing named.",
          ReadInput, _read),
