@@ -36,8 +36,9 @@ With the semantic channel on (`recall_hybrid`), the whole history's nearest even
 when the words cover too little of the query, and a query naming one person who speaks in the
 history also fuses that person's nearest lines to the query (`named_people`, ADR-0030).
 
-Pure of side effects: it reads the store and returns what it found; the loop writes the
-`recall` event and telemetry. It never calls a model.
+Pure of side effects: it reads the store, through the store's functions only (no SQL here; an
+engine failure is the store's `DatabaseFailure`), and returns what it found; the loop writes
+the `recall` event and telemetry. It never calls a model.
 
 It reads at most `cards.MAX_QUERY_CHARS` (2,000) characters of the text, the first ones: a
 longer text is truncated, never refused, and the result says so (`query_truncated`, also in
