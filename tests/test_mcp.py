@@ -24,13 +24,11 @@ from rituals import reflect as rf
 from runtime import process
 from runtime.home import Home
 from runtime.memory.recall import Budget, recall
-from runtime.memory.walk import walk, walk_result
+from runtime.memory.walk import walk_result
 from runtime.render import walk_json
 from runtime.store import Event, Store, inputs
 from runtime.store import events as ev
 from runtime.store import pins as pn
-
-from .conftest import write_config
 
 # Every test here runs `coworker mcp` as a real process over stdio: the slow part.
 pytestmark = pytest.mark.slow
@@ -100,12 +98,11 @@ def test_it_lists_exactly_the_five_tools(offline_home: Home):
     assert "not from its owner" in by_name["tell"].description
 
 
-def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mcp(
+def test_walk_is_the_direct_walk_at_its_threshold_and_records_door_mcp(
         offline_home: Home):
     ids = seed(offline_home)
     with Store.open(offline_home.db_path) as store:
         rf.reflect(offline_home, offline_home.settings(), store)  # a ladder to descend
-    write_config(offline_home.root, memory={"walk_threshold": 0.7})
     queries = ["billing invoice rounding", "kubernetes outage", "billing invoice release"]
 
     async def body(s: ClientSession):
@@ -114,16 +111,16 @@ def test_walk_is_the_direct_walk_at_the_configured_threshold_and_records_door_mc
     assert not any(r.is_error for r in results)
     got = [r.structured_content for r in results]
     with Store.open(offline_home.db_path, readonly=True) as ro:
-        assert got == [walk_json(walk_result(ro, q, threshold=0.7)) for q in queries]
-        assert walk(ro, queries[2])["refused"] is False  # 2/3 passes the default 0.5 ...
+        assert got == [walk_json(walk_result(ro, q)) for q in queries]
+        assert walk_json(walk_result(ro, queries[2], threshold=0.7))["refused"] is True
     assert got[1]["reason_code"] == "below_threshold" and got[1]["reason"]
-    assert [g["refused"] for g in got] == [False, True, True]  # ... not the configured 0.7
+    assert [g["refused"] for g in got] == [False, True, False]  # 2/3 passes its 0.5, not 0.7
     assert got[0]["trace"][0]["level"] == 1
     assert [e["id"] for e in got[0]["events"]] == ids["billing"]
     assert json.loads(results[0].content[0].text) == got[0]
     rows = walk_rows(offline_home)
     assert [(r["door"], r["refused"]) for r in rows] == [
-        ("mcp", False), ("mcp", True), ("mcp", True)]
+        ("mcp", False), ("mcp", True), ("mcp", False)]
 
 
 def test_search_finds_a_seeded_event_by_id(offline_home: Home):
