@@ -797,7 +797,8 @@ def test_a_tick_survives_the_embedding_server_failing(home: Home, api: FakeMessa
                                                       embed_server: EmbedServer, caplog, how,
                                                       monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(recall_mod, "SEMANTIC_GATE", 0.99)
-    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url, timeout_s=0.3))
+    monkeypatch.setattr("runtime.memory.embed.TIMEOUT_S", 0.3)
+    write_config(home.root, api.url, semantic=semantic_cfg(embed_server.url))
     ids = seed(home, [PARAPHRASED, CAR, *DISTRACTORS], ts="2024-05-01T09:00:00.000Z")
     assert backfill_with_settings(home) == len(ids)
     if how == "down":
