@@ -306,6 +306,9 @@ def walk_reason(r: Any) -> str | None:
         return (f"no confident entry point: the walk entered on {_words(why.entered, n)}, but "
                 "no event it reached holds them")
     semantic = f"; {why.probe.why()}" if why.probe is not None else ""
+    if why.probe is not None and not why.probe.may_enter and why.probe.confidence >= why.threshold:
+        semantic += ("; this embedding model does not enter the walk (it answered wrongly when "
+                     "measured): `coworker search` may find more")
     return (f"no confident entry point: {_lexical(r, n)} is below the {why.threshold} "
             f"threshold{semantic}")
 

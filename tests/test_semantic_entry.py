@@ -85,6 +85,23 @@ def test_the_walk_enters_by_meaning_when_no_words_match(sem_home):
     assert got.as_dict()["entry"] == "semantic"
 
 
+def test_a_model_that_answered_wrongly_never_enters_the_walk(sem_home, monkeypatch):
+    """Issue 39: mpnet's semantic entry answered a held question of the work set wrongly, so
+    with it the walk enters lexically only and says a search may find more; MiniLM's stays."""
+    from runtime.memory import nearest
+    from runtime.render import walk_reason
+
+    assert "all-mpnet-base-v2" in nearest.NO_WALK_ENTRY
+    assert "all-minilm-l6-v2" not in nearest.NO_WALK_ENTRY
+    monkeypatch.setattr(nearest, "NO_WALK_ENTRY", frozenset({"all-minilm-l6-v2"}))
+    home, _ = sem_home
+    with Store.open(home.db_path, readonly=True) as store:
+        got = walk_result(store, PARAPHRASE, semantic=_semantic(home, store, PARAPHRASE, []))
+    assert got.refused and got.why is not None and got.why.code == "below_threshold"
+    assert got.why.probe is not None and got.why.probe.confidence >= 0.5  # it would have entered
+    assert "`coworker search` may find more" in (walk_reason(got) or "")
+
+
 def test_the_walk_does_not_embed_when_lexical_enters(sem_home):
     home, ids = sem_home
     calls: list[str] = []

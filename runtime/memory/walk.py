@@ -285,7 +285,7 @@ def _unentered(store: Store, ask: _Ask, sc: _Scorer, entry: _Entry, weight: floa
                   weight=math.floor(weight * 100) / 100)  # never "0.50 is below 0.5"
     got = semantic() if semantic is not None else None
     pr = probe(store, got[0], got[1], sc.before_id) if got is not None else None
-    if pr is not None and pr.confidence >= ask.threshold:
+    if pr is not None and pr.may_enter and pr.confidence >= ask.threshold:
         return _semantic(store, pr, ask, seen)
     return _refusal(ask, replace(why, probe=pr), seen)
 
