@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import importer
-from ..memory.dates import MONTHS
 from ..memory.recall import recall
 from ..memory.search import search
 from ..memory.walk import query_tokens, walk
@@ -53,23 +52,6 @@ def queries(n: int, seed: int = 3) -> list[str]:
         else:
             words = rng.choice(SYMPTOMS).split()
             out.append(f"{rng.choice(COMPONENTS)} {' '.join(rng.sample(words, min(2, len(words))))}")
-    return out
-
-
-def dated_queries(qs: list[str], first: str | None, last: str | None, seed: int = 5
-                  ) -> list[str]:
-    """The same queries, each naming a day of the history ("... on 14 March 2024"), or a
-    month every third one ("... in March 2024"): what search reads as a time (ADR-0028)."""
-    if not first or not last:
-        return []
-    rng = random.Random(seed)
-    a, b = (datetime.fromisoformat(t).date() for t in (first, last))
-    out = []
-    for i, q in enumerate(qs):
-        day = a.fromordinal(rng.randint(a.toordinal(), b.toordinal()))
-        month = MONTHS[day.month - 1].capitalize()  # not %B: the locale's name may be another
-        when = f"{month} {day.year}" if i % 3 == 2 else f"{day.day} {month} {day.year}"
-        out.append(f"{q} {'in' if i % 3 == 2 else 'on'} {when}")
     return out
 
 
@@ -103,18 +85,11 @@ def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
     with Store.open(db, readonly=True) as store:
         walked = _walk_figures(store, qs)
         searched = _search_figures(store, qs)
-        dated = dated_queries(qs, *lab_queries.history_span(store))
-        dated_ms, _ = _time(lambda q: search(store, q, 10), dated)
-        walk_dated_ms, dated_walks = _time(lambda q: walk(store, q), dated)
         # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
         recall_ms, _ = _time(lambda q: recall(store, q, k=3), qs)
         bare_ms, _ = _time(lambda q: _bare(store, q), qs)
     out = {
         "queries": len(qs), **walked, **searched,
-        "search_dated": _stats(dated_ms) if dated_ms else None,
-        # the same queries walked: narrowed to the day, or refused (ADR-0029)
-        "walk_dated": _stats(walk_dated_ms) if walk_dated_ms else None,
-        "walk_dated_entered": sum(1 for w in dated_walks if not w["refused"]),
         "recall": _stats(recall_ms),
         "bare_fts5": _stats(bare_ms),
     }

@@ -65,7 +65,7 @@ def bench(n_events: int, n_queries: int, semantic: bool, model: str, long_text: 
     out.print(f"{result['events']:,} events: import {result['import_s']} s with its process's "
               f"start ({result['import_rate_per_s']:,}/s); reflect {result['reflect_s']} s, peak "
               f"{result['reflect_peak_rss_mb']} MB; rollups {levels}; db {result['db_mb']} MB")
-    for name in ("walk", "walk_dated", "recall", "search", "search_next_page", "search_dated",
+    for name in ("walk", "recall", "search", "search_next_page",
                  "bare_fts5"):
         r = result.get(name)
         if r is None:  # no query had a second page

@@ -44,9 +44,8 @@ def test_bench_reports_figures(n: int):
     # telling half of the query (the walk weighs its entry by idf)
     assert fig["walk_refused_unanswerable"] == fig["queries"] // 5
     assert fig["walk_refused"] == fig["queries"] // 5 + fig["walk_refused_on_weight"]
-    for key in ("walk", "walk_dated", "search", "search_dated", "bare_fts5"):
+    for key in ("walk", "search", "bare_fts5"):
         assert 0 < fig[key]["p50_ms"] <= fig[key]["p95_ms"]
-    assert 0 < fig["walk_dated_entered"] < fig["queries"]  # narrowed to the day, or refused
     ins = fig["insert"]  # the import rate beside its two floors, and the ratios between them
     assert min(ins["import_per_s"], ins["bare_per_row_per_s"], ins["bare_bulk_per_s"]) > 0
     # the ratios come from the unrounded rates: the printed (rounded) rates may differ from
