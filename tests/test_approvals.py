@@ -319,6 +319,7 @@ def test_mcp_tools_never_shows_a_servers_secret(offline_home: Home):
     assert secret not in r.stdout + r.stderr
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_the_survey_is_bounded(offline_home: Home):
     """A server that never answers its start is reported, not waited on forever."""
     import asyncio

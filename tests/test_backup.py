@@ -82,6 +82,7 @@ def loose_umask():
     os.umask(old)
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
         offline_home: Home, tmp_path: Path, capsys, loose_umask):
     home = offline_home
@@ -231,6 +232,7 @@ def test_nothing_to_back_up_without_a_database(offline_home: Home, tmp_path: Pat
     assert "no database" in one_line(e.value)
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_restore_refuses_while_a_coworker_runs_there(with_history: Home, tmp_path: Path):
     dest = tmp_path / "b"
     backup.take(with_history, dest)

@@ -116,6 +116,7 @@ def test_log_file_rotates_and_json_lines_parse(isolated_home):
 
 
 # the tests' in-process `coworker(...)` ---------------------------------------------------------
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_in_process_runs_give_what_the_real_command_gives(offline_home):
     for args in (["fly"], ["status"]):
         inproc, real = coworker(*args), coworker_process(*args)

@@ -163,6 +163,7 @@ def runfile_hash(home: Home) -> str | None:
     return process.read_runfile(home).get("config_hash")
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_the_running_process_uses_the_config_on_disk(offline_home: Home):
     home = offline_home
     write_config(home.root, coworker={"tick_seconds": 300, "max_tick_seconds": 600})
@@ -255,6 +256,7 @@ def test_an_index_out_of_step_with_its_table_fails_and_reindex_fixes_it(offline_
     assert failed(doctor.run_checks(home)) == []
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_a_database_deleted_under_a_running_loop_fails(offline_home: Home):
     home = offline_home
     write_config(home.root, coworker={"tick_seconds": 300, "max_tick_seconds": 600})
@@ -681,6 +683,7 @@ def test_no_mcp_server_is_one_ok_line(offline_home: Home):
     assert [(c.ok, c.detail) for c in checks] == [(True, "no MCP servers configured")]
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_each_mcp_server_is_a_check_and_one_that_cannot_start_fails(offline_home: Home):
     _mcp_servers(offline_home, _faulty("faulty", extra='approve = ["write_file"]\n'),
                  'name = "ghost"\ncommand = "/nonexistent/bin/mcp-ghost"\n')
@@ -695,6 +698,7 @@ def test_each_mcp_server_is_a_check_and_one_that_cannot_start_fails(offline_home
     assert [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")] == [lines[1]]
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_doctor_never_shows_an_mcp_servers_secret(offline_home: Home):
     secret = "s3cr3t-doctor-mcp-value"
     env = (f'env = {{ PLAIN_VAR = "{secret}", FAULTY_ECHO_ENV = "PLAIN_VAR" }}\n'

@@ -93,6 +93,7 @@ def tuning_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(got.stdout)
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_the_report_counts_every_tuning_question_once_with_its_denominators(tuning_report):
     r = tuning_report
     facts = [f for f in FACTS if f.half == "tuning"]

@@ -128,6 +128,7 @@ def test_due_ritual_survives_a_failed_add(offline_home: Home, monkeypatch):
 # F5: a database that cannot say when the next promise falls due never crashes the loop
 def test_loop_survives_a_store_failure_between_ticks(offline_home: Home, monkeypatch):
     from runtime.store import promises
+    write_config(offline_home.root, coworker={"tick_seconds": 1, "max_tick_seconds": 1})
     loop = make_loop(offline_home)
     monkeypatch.setattr(promises, "next_due", lambda store: (_ for _ in ()).throw(
         StoreBusy("database is locked")))

@@ -219,6 +219,7 @@ def test_what_a_call_does(cls, mode, live, expected):
 
 # -- real servers ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_git_and_time_tools_are_listed_classified_called_and_stable(tmp_path):
     repo = git_repo(tmp_path)
     section = McpSection(servers=[
@@ -339,6 +340,7 @@ def test_a_hang_hits_the_timeout_and_the_server_stays_usable():
     run(go())
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_are_results(
         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(hands_mod, "RESULT_CHARS", 1000)

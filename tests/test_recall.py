@@ -954,6 +954,7 @@ with Store.open(Path(sys.argv[1]), readonly=True) as store:
 """
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_scores_are_the_same_in_every_process(offline_home: Home):
     """A hit's score is a sum over the query's terms, taken in one order: the same bits in any
     process, whatever its hash seed (a set's order would make ties break differently)."""

@@ -129,6 +129,7 @@ def _written(home: Home) -> dict[str, Any]:
         }
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_reflect_holds_bounded_pages_whatever_the_history(
         isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = _home(isolated_home / "bounded", monkeypatch)
@@ -157,6 +158,7 @@ def test_reflect_holds_bounded_pages_whatever_the_history(
     assert asked == [BOUND]  # the week's newest episodes, not all of them
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_the_bounds_change_nothing_reflect_writes(
         isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     wide, narrow = (_home(isolated_home / "wide", monkeypatch),

@@ -193,6 +193,7 @@ def test_tell_refuses_standard_input_it_would_have_to_change(offline_home: Home)
     assert told == ["the one message"], told
 
 
+@pytest.mark.slow  # a real process, a real MCP server or a big history: the slow part
 def test_an_empty_or_foreign_database_is_one_line_and_never_filled(offline_home: Home):
     for wal in ("", "-wal", "-shm"):
         Path(str(offline_home.db_path) + wal).unlink(missing_ok=True)

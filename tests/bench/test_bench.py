@@ -1,12 +1,13 @@
-"""`coworker bench` at 100k events: figures, printed; never a verdict on speed.
+"""`coworker bench` at 30k events: figures, printed; never a verdict on speed.
 
 These tests check that the benchmark runs end to end and that its figures are coherent (every
 unanswerable query refused, a ladder with rungs about ten apart, the whole history archived);
 they print the timings for docs/benchmarks.md and never assert on them (the insert rates
 included: only that they are there and their ratios add up). The bench runs
-in-process (`coworker(...)`). The whole file is the slow part (the 100k run takes about 40 s
-quiet, several minutes under load, and has its own timeout; a 10k case checked the same things
-again and was dropped): `./run-tests --all` or `--slow-only` runs it.
+in-process (`coworker(...)`). The whole file is the slow part (the 30k run takes about half a
+minute quiet, more under load, and has its own timeout; the 100k and 1M figures of
+docs/benchmarks.md come from `coworker bench` run by hand, which this checks at a size CI can
+afford): `./run-tests --all` or `--slow-only` runs it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..conftest import coworker
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("n", [pytest.param(100_000, marks=pytest.mark.timeout(900))])
+@pytest.mark.parametrize("n", [pytest.param(30_000, marks=pytest.mark.timeout(900))])
 def test_bench_reports_figures(n: int):
     r = coworker("bench", "--events", str(n), "--json")
     assert r.returncode == 0, r.stderr
@@ -56,8 +57,9 @@ def test_bench_reports_figures(n: int):
         ins["import_per_s"] / ins["bare_per_row_per_s"], abs=0.011)
     assert ins["import_per_s"] >= fig["import_rate_per_s"]  # its own time, without the start
     assert "import / bulk" in insert_line(fig)
-    # the bench's files: 10k (1.8 MB) parsed inline, larger ones beside the writer on Linux
-    assert ins["parser"] == ("process" if fig["events"] >= 100_000 and sys.platform.startswith(
+    # the bench's files: 10k (1.8 MB) parsed inline, 30k (5.4 MB) and larger ones beside the
+    # writer on Linux (a file of 4 MB or more)
+    assert ins["parser"] == ("process" if fig["events"] >= 30_000 and sys.platform.startswith(
         "linux") and len(os.sched_getaffinity(0)) >= 2 else "inline")
 
 
