@@ -24,7 +24,14 @@ from ..memory.cards import Distinctive
 from ..store import Event, Store
 from ..store import events as ev
 from . import PARAPHRASE_HALVES
-from .evaluate import RANKERS, _bm25_ranker, _hybrid_ranker, checked_model, eval_embedder
+from .evaluate import (
+    RANKERS,
+    _bm25_ranker,
+    _hybrid_ranker,
+    checked_model,
+    eval_embedder,
+    loop_recall,
+)
 
 if TYPE_CHECKING:
     from ..memory.embed import Embedder
@@ -178,16 +185,8 @@ class _Asker:
 
     def block(self, text: str) -> str | None:
         """The recall block the loop would inject for `text`, with the loop's budget."""
-        from ..memory.recall import recall, recall_hybrid
-
-        if self.embedder is None:
-            found = recall(self.store, text, k=self.budget.max_items,
-                           scorer=self.scorer)
-        else:
-            found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
-                                  gate=self.gate, k=self.budget.max_items,
-                                  scorer=self.scorer)
-        return found.block(self.budget)
+        return loop_recall(self.store, text, self.embedder, self.matrix, self.gate,
+                           self.scorer).block(self.budget)
 
     def vector(self, text: str) -> Any:
         """The query's vector, embedded once per question (and timed as the query's cost)."""

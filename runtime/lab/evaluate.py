@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CoworkerError, UsageError
 from ..home import Home
 from ..memory.cards import Distinctive
-from ..memory.recall import MAX_TERMS, recall
+from ..memory.recall import MAX_TERMS, Recall, recall
 from ..memory.walk import query_tokens
 from ..store import Event, Store
 from ..store import events as ev
@@ -203,6 +203,18 @@ RANKERS: dict[str, Callable[..., Ranker]] = {
     "lexical": _lexical_ranker, "bm25": _bm25_ranker, "hybrid": _hybrid_ranker}
 
 
+def loop_recall(store: Store, text: str, embedder: Embedder | None, matrix: Any, gate: float,
+                scorer: Distinctive) -> Recall:
+    """Recall as the loop calls it for its block (k = the budget's items), lexical or hybrid;
+    the two evals ask the block through this one call."""
+    from ..memory.recall import BUDGET, recall_hybrid
+
+    if embedder is None:
+        return recall(store, text, k=BUDGET.max_items, scorer=scorer)
+    return recall_hybrid(store, text, embedder=embedder, matrix=matrix, gate=gate,
+                         k=BUDGET.max_items, scorer=scorer)
+
+
 class Reflex:
     """The recall block the loop would inject for a question (see the module docstring): the
     loop's call (`runtime.loop.turn` `recall`) with the home's [recall] settings, on one store."""
@@ -230,18 +242,9 @@ class Reflex:
 
     def shown(self, text: str) -> set[str] | None:
         """The dia_ids of the turns the injected block shows; None when nothing is injected."""
-        from ..memory.recall import recall_hybrid
-
-        cfg = self.cfg
-        if cfg.mode != "on":  # the loop injects nothing
+        if self.cfg.mode != "on":  # the loop injects nothing
             return None
-        if self.embedder is None:
-            found = recall(self.store, text, k=self.budget.max_items,
-                           scorer=self.scorer)
-        else:
-            found = recall_hybrid(self.store, text, embedder=self.embedder, matrix=self.matrix,
-                                  gate=self.gate, k=self.budget.max_items,
-                                  scorer=self.scorer)
+        found = loop_recall(self.store, text, self.embedder, self.matrix, self.gate, self.scorer)
         block = found.block(self.budget)
         if block is None:
             return None
