@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..store import Store, episode_cover
+from ..store import Store
+from ..store import rollups as rl
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +135,9 @@ def confidence(best: float, margin: float, cal: dict[str, float] | None = None) 
 
 def _group(store: Store, ids: np.ndarray) -> list[int | None]:
     """The level-1 episode covering each event id (None: no episode covers it yet), one
-    indexed look-up per id (`store.episode_cover`), so a probe costs what it reads, not the
+    indexed look-up per id (`rollups.episode_covering`), so a probe costs what it reads, not the
     number of episodes in the history."""
-    return [episode_cover.covering(store, int(i)) for i in ids]
+    return [rl.episode_covering(store, int(i)) for i in ids]
 
 
 def _nearest(vector: np.ndarray, matrix: Any, before_id: int | None

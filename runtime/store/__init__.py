@@ -8,7 +8,7 @@ what it reads back of its own runs (`turns`, `promises`, `rituals`, `usage`, `st
 `telemetry`; what the rooms above ask of the engine itself: `backup_queries` (a backup's copy,
 check and counts), `health` (doctor's checks and repair commands) and `lab_queries` (the lab's
 reads and bulk loads); the FTS5 reads memory keeps counts of (`fts`: documented interfaces
-only, never a shadow table) and the episode covering an event (`episode_cover`).
+only, never a shadow table).
 This file only re-exports the names every caller needs.
 """
 

@@ -126,6 +126,17 @@ def counts_per_level(store: Store) -> dict[int, int]:
         "SELECT level, COUNT(*) FROM rollups GROUP BY level ORDER BY level")}
 
 
+def episode_covering(store: Store, event_id: int) -> int | None:
+    """The id of the level-1 rollup whose span holds `event_id`, or None (no episode covers it
+    yet): episodes' spans never overlap, so the first one ending at or after the id is the only
+    one that may hold it (the (level, last_event) index). It reads two columns only: an
+    episode's vocabulary may be 200,000 characters."""
+    rows = store.query("SELECT id, first_event FROM rollups WHERE level = 1 AND "
+                       "last_event >= ? AND first_event IS NOT NULL ORDER BY last_event "
+                       "LIMIT 1", (event_id,))
+    return int(rows[0][0]) if rows and int(rows[0][1]) <= event_id else None
+
+
 def episodes_cover_up_to(store: Store) -> int:
     """The highest event id under a level-1 rollup (0 when none): sealing resumes after it."""
     return int(store.scalar(
