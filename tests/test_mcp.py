@@ -162,6 +162,20 @@ def test_recall_returns_items_and_the_block_within_its_budget(offline_home: Home
     assert default["decision"] == "inject"
 
 
+
+def test_a_tighter_budget_lists_only_the_items_its_block_holds(
+        offline_home: Home, monkeypatch: pytest.MonkeyPatch):
+    """The recall the MCP tool returns (`Actions.recall`, in process so the budget can be
+    patched): an item the block has no room for is not listed as recalled."""
+    from runtime.actions import Actions, Door
+
+    seed(offline_home)
+    monkeypatch.setattr("runtime.memory.service.BUDGET", Budget(2, 200, 300))
+    tight = Actions(offline_home, Door.MCP).recall("Any news on the invoice rounding for billing?")
+    assert len(tight["items"]) == len(tight["block"].split("\n")) - 1 == 1, tight
+    assert tight["decision"] == "inject"
+    assert sum(len(x) for x in tight["block"].split("\n")[1:]) <= 300
+
 def test_pins_list_lists_the_active_pins(offline_home: Home):
     seed(offline_home)
 
