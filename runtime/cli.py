@@ -123,7 +123,7 @@ def init() -> None:
               help="Run N ticks, then exit (waiting the tick interval between them).")
 @click.option("--live", is_flag=True, help="Let side-effect tools act (default: dry-run).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
-              help="Log line format (default: [logging] format).")
+              help="Log line format (default: text).")
 @click.option("--detached", is_flag=True, hidden=True)
 def run(once: bool, ticks: int | None, live: bool, log_format: str | None,
         detached: bool) -> None:
