@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import settings as settings_mod
@@ -88,6 +88,9 @@ def write_private(path: Path, text: str) -> None:
 @dataclass(frozen=True)
 class Home:
     root: Path
+    # what loading this home's settings has said once (a removed key's WARNING): the home's,
+    # so a loop that reloads its config, or a command that reads it twice, says it once
+    said: set[str] = field(default_factory=set, compare=False, hash=False, repr=False)
 
     @classmethod
     def locate(cls, root: str | os.PathLike[str] | None = None) -> Home:
@@ -234,4 +237,4 @@ class Home:
         return created
 
     def settings(self) -> settings_mod.Settings:
-        return settings_mod.load(self.config_path)
+        return settings_mod.load(self.config_path, self.said)

@@ -97,7 +97,6 @@ REMOVED_KEYS: dict[str, tuple[str, ...]] = {
     "mcp": ("restart_initial_s", "restart_max_s", "result_chars", "watch_chars", "watch_daily_calls"),
     "logging": ("format",),  # `coworker run --log-format json`
 }
-_warned_removed: set[str] = set()
 
 DEFAULT_ROLE = (
     "You are a careful coworker. You wake on a tick, read what is new, and act only when it "
@@ -476,14 +475,17 @@ def _one_spelling(data: Mapping[str, Any], where: str) -> None:
                               f"[{str(name).lower()}] (one table, with all its keys)")
 
 
-def load(path: Path) -> Settings:
+def load(path: Path, said: set[str] | None = None) -> Settings:
     """Read config.toml (absent: defaults), state/secrets.toml over it, plus COWORKER_*
-    overrides, or raise ConfigError. Registers every secret it sees for `redact`."""
+    overrides, or raise ConfigError. Registers every secret it sees for `redact`. A removed
+    key is a WARNING once per `said` (the caller's record of what it has said: a home's, so a
+    loop that reloads says it once), each load without one."""
     secrets_file = secrets_path(path)
     warn_unknown_env()
+    told: set[str] = set() if said is None else said
     secret_data = _drop_removed(read_toml(secrets_file, f"state/{SECRETS_FILE}"),
-                                f"state/{SECRETS_FILE}")
-    file_data = _drop_removed(read_toml(path), path.name)
+                                f"state/{SECRETS_FILE}", told)
+    file_data = _drop_removed(read_toml(path), path.name, told)
     for where, table in ((path.name, file_data), (f"state/{SECRETS_FILE}", secret_data)):
         _one_spelling(table, where)
     data = _deep_merge(file_data, secret_data)
@@ -501,6 +503,8 @@ def load(path: Path) -> Settings:
         ) -> tuple[PydanticBaseSettingsSource, ...]:
             if isinstance(env_settings, EnvSettingsSource):
                 removed = {n.lower() for n in _removed_env_names()}
+                for name in sorted(removed):
+                    _warn_removed("environment variable", name.upper(), told)
                 env_settings.env_vars = {k: v for k, v in env_settings.env_vars.items()
                                          if k.lower() not in removed}
             return (init_settings, env_settings, InitSettingsSource(settings_cls, checked))
@@ -534,22 +538,21 @@ def load(path: Path) -> Settings:
     return settings
 
 
-def _warn_removed(where: str, name: str) -> None:
-    """One WARNING a process for removed key `name` found in `where`."""
-    if f"{where} {name}" in _warned_removed:
-        return
-    _warned_removed.add(f"{where} {name}")
-    log.warning("%s: %s is no longer a setting and is ignored; remove it", where, name)
+def _warn_removed(where: str, name: str, said: set[str]) -> None:
+    """One WARNING for removed key `name` found in `where`, unless `said` holds it."""
+    if f"{where} {name}" not in said:
+        said.add(f"{where} {name}")
+        log.warning("%s: %s is no longer a setting and is ignored; remove it", where, name)
 
 
-def _drop_removed(data: dict[str, Any], where: str) -> dict[str, Any]:
+def _drop_removed(data: dict[str, Any], where: str, said: set[str]) -> dict[str, Any]:
     """`data` less every key of REMOVED_KEYS (and a section left empty), each with a WARNING."""
     for section, keys in REMOVED_KEYS.items():
         table = data.get(section)
         if not isinstance(table, dict):
             continue
         for key in [k for k in table if k in keys]:
-            _warn_removed(where, f"[{section}] {key}")
+            _warn_removed(where, f"[{section}] {key}", said)
             del table[key]
         if not table and section not in Settings.model_fields:
             del data[section]
@@ -557,13 +560,10 @@ def _drop_removed(data: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _removed_env_names() -> list[str]:
-    """The COWORKER_* variables set now that name a removed key, each with a WARNING."""
+    """The COWORKER_* variables set now that name a removed key."""
     removed = {f"{ENV_PREFIX}{section}__{key}".upper()
                for section, keys in REMOVED_KEYS.items() for key in keys}
-    found = [name for name in sorted(os.environ) if name.upper() in removed]
-    for name in found:
-        _warn_removed("environment variable", name)
-    return found
+    return [name for name in sorted(os.environ) if name.upper() in removed]
 
 
 def section_fields(section: FieldInfo) -> dict[str, FieldInfo]:

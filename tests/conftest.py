@@ -298,8 +298,6 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
     """Process-wide state as a new interpreter has it, for the length of one in-process run;
     everything is put back after."""
     from runtime import logs, secrecy
-    from runtime.memory import memorymd
-    from runtime.store import events
 
     saved_env = dict(os.environ) if env is not None else None
     saved_cwd = os.getcwd()
@@ -308,7 +306,6 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
     saved_root = root.handlers[:], root.level
     saved_levels = {name: logging.getLogger(name).level for name in logs.NOISY}
     saved_secrets = set(secrecy._SECRETS)
-    saved_warned = events._warned_unreadable, set(memorymd._warned)
     try:
         if env is not None:
             os.environ.clear()
@@ -320,8 +317,6 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
             root.removeHandler(h)
         root.setLevel(logging.WARNING)
         secrecy._SECRETS.clear()
-        events._warned_unreadable = False
-        memorymd._warned.clear()
         yield
     finally:
         for h in root.handlers[:]:
@@ -334,9 +329,6 @@ def _fresh_process(cwd: Path | None, env: dict | None) -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
         secrecy._SECRETS.clear()
         secrecy._SECRETS.update(saved_secrets)
-        events._warned_unreadable = saved_warned[0]
-        memorymd._warned.clear()
-        memorymd._warned.update(saved_warned[1])
         for sig, handler in saved_signals.items():
             if handler is not None:
                 signal.signal(sig, handler)

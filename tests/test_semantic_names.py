@@ -22,7 +22,9 @@ import pytest
 
 from runtime.memory import embed as em
 from runtime.memory import nearest
-from runtime.memory.embed import EmbedError
+from runtime.memory.embed import EmbedError, SemanticCache
+from runtime.settings import SemanticSection
+from runtime.store import Store
 
 
 def test_a_probe_behind_a_line_said_three_times_has_no_confidence():
@@ -30,8 +32,7 @@ def test_a_probe_behind_a_line_said_three_times_has_no_confidence():
     assert nearest.ruled(0.6, False) == 0.6
 
 
-def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(nearest, "_warned", set())  # once a process: this test's process
+def test_each_model_has_its_own_calibration(caplog, tmp_path):
     minilm = nearest.CALIBRATIONS["all-minilm-l6-v2"]
     mpnet = nearest.CALIBRATIONS["all-mpnet-base-v2"]
     assert minilm != mpnet
@@ -42,9 +43,11 @@ def test_each_model_has_its_own_calibration(caplog, monkeypatch: pytest.MonkeyPa
     assert nearest.calibrated("http:all-minilm:l6-v2-fp16")
     for name in ("local:all-mpnet", "local:all-mpnet-base-v2"):
         assert nearest.calibration_for(name) is mpnet, name
-    with caplog.at_level(logging.WARNING):
-        assert nearest.calibration_for("http:some-other-model") is minilm
-        assert nearest.calibration_for("http:some-other-model") is minilm
+    assert nearest.calibration_for("http:some-other-model") is minilm
+    # the channel says so once, when it loads the model (a cache keeps it between calls)
+    cache, cfg = SemanticCache(), SemanticSection(enabled=True, model="some-other-model")
+    with caplog.at_level(logging.WARNING), Store.open(tmp_path / "c.db") as store:
+        assert cache.get(store, cfg) is not None and cache.get(store, cfg) is not None
     warned = [r for r in caplog.records if "no calibration for http:some-other-model" in
               r.getMessage()]
     assert len(warned) == 1, [r.getMessage() for r in caplog.records]

@@ -500,11 +500,11 @@ def test_a_removed_key_is_one_warning_and_ignored_never_an_error(
         where: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """A key that is a named constant now, left in config.toml, state/secrets.toml or a
-    COWORKER_* variable: one WARNING naming it (however often the process loads), and the
+    COWORKER_* variable: one WARNING naming it (however often one home loads it), and the
     load goes on."""
     from runtime import settings as settings_mod
+    from runtime.home import Home
 
-    monkeypatch.setattr(settings_mod, "_warned_removed", set())
     section, key = next(iter(settings_mod.REMOVED_KEYS.items()))
     key = key[0]
     path = isolated_home / "config.toml"
@@ -514,8 +514,9 @@ def test_a_removed_key_is_one_warning_and_ignored_never_an_error(
         target = path if where == "config.toml" else settings_mod.secrets_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(f"[{section}]\n{key} = 7\n", encoding="utf-8")
+    home = Home(isolated_home)
     with caplog.at_level("WARNING", logger="runtime.settings"):
-        load(path)
-        load(path)
+        home.settings()
+        home.settings()
     warnings = [r.getMessage() for r in caplog.records if r.name == "runtime.settings"]
     assert len(warnings) == 1 and key in warnings[0].lower(), warnings

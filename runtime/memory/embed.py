@@ -543,6 +543,8 @@ class SemanticCache:
             made = make_embedder(cfg)
             if made is None:
                 return None
+            from .nearest import warn_uncalibrated  # nearest reads the store: no cycle here
+            warn_uncalibrated(made.name)
             self._embedders = {key: made}
         embedder = self._embedders[key]
         after = window_after(store, WINDOW)

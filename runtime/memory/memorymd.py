@@ -81,29 +81,22 @@ def _decode(path: Path, raw_bytes: bytes) -> str:
                               "as UTF-8") from None
 
 
-_warned: set[str] = set()
-
-
 def prompt_text(path: Path) -> str:
     """MEMORY.md's text for the model's prompt; never raises. A file that cannot be read is
-    left out ("" and a WARNING once per process and problem): a tick goes on without it.
+    left out ("" and a WARNING each time: each turn it is missing from is said): a tick goes
+    on without it.
     Bytes that are not UTF-8 are replaced (U+FFFD), the rest is kept; an entry another entry
     supersedes is left out (`without_superseded`)."""
     try:
         raw = read_bytes(path)
     except MemoryFileError as e:
-        if str(e) not in _warned:
-            _warned.add(str(e))
-            log.warning("MEMORY.md left out of the prompt: %s", e)
+        log.warning("MEMORY.md left out of the prompt: %s", e)
         return ""
     try:
         return without_superseded(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        problem = f"{path}: not UTF-8"
-        if problem not in _warned:
-            _warned.add(problem)
-            log.warning("%s is not valid UTF-8; the bytes that are not were replaced in the "
-                        "prompt; save it as UTF-8", path)
+        log.warning("%s is not valid UTF-8; the bytes that are not were replaced in the "
+                    "prompt; save it as UTF-8", path)
         return without_superseded(raw.decode("utf-8", "replace"))
 
 

@@ -50,7 +50,6 @@ CALIBRATION = CALIBRATIONS["all-minilm-l6-v2"]  # the packaged model's, the defa
 # search may find more. Recall and search still use every model.
 NO_WALK_ENTRY = frozenset({"all-mpnet-base-v2"})
 _ALIASES = {"all-minilm": "all-minilm-l6-v2", "all-mpnet": "all-mpnet-base-v2"}
-_warned: set[str] = set()
 
 
 def _calibration_key(model: str) -> str:
@@ -69,17 +68,17 @@ def calibrated(model: str) -> bool:
 
 def calibration_for(model: str) -> dict[str, float]:
     """The coefficients fitted for `model` (an embedder's name: "local:all-minilm",
-    "http:all-minilm", a model folder's name); MiniLM's, with one WARNING, for a model never
-    calibrated."""
-    name = _calibration_key(model)
-    if name in CALIBRATIONS:
-        return CALIBRATIONS[name]
-    if model and model not in _warned:
-        _warned.add(model)
+    "http:all-minilm", a model folder's name); MiniLM's for a model never calibrated (the
+    semantic channel says so when it loads the model: `warn_uncalibrated`)."""
+    return CALIBRATIONS.get(_calibration_key(model), CALIBRATION)
+
+
+def warn_uncalibrated(model: str) -> None:
+    """One WARNING when `model` has no coefficients of its own: said by whoever loads it."""
+    if model and not calibrated(model):
         log.warning("the semantic entry has no calibration for %s: it uses all-MiniLM-L6-v2's, "
                     "which may enter too often or too rarely; fit one with `coworker eval "
                     "paraphrase --channels hybrid --half all --calibrate`", model)
-    return CALIBRATION
 
 
 NEAR = 0.08  # events of the entry episode within this cosine of the best are returned with it

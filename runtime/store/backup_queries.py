@@ -172,5 +172,5 @@ def told_after(store: Store, top: int) -> list[tuple[Event, Settled]]:
         "i.failures, i.last_error FROM inputs AS i JOIN history AS h ON h.id = i.event_id "
         "WHERE i.event_id > ? AND i.kind = 'message' ORDER BY i.event_id", (top,))
     return [(Event(kind=r[2], actor=r[3], author_kind=r[4], body=r[5], ts=r[1], id=int(r[0]),
-                   meta=read_meta(r[6], r[0])),
+                   meta=read_meta(r[6], r[0], getattr(r, "said", None))),
              Settled(int(r[0]), str(r[7]), int(r[8]), r[9])) for r in rows]

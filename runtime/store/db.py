@@ -87,7 +87,9 @@ class Store:
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
+            # its rows carry what this store has said once (events.read_meta's WARNING): a
+            # class of their own a connection, so nothing of it is process-wide
+            conn.row_factory = type("Row", (sqlite3.Row,), {"said": set()})
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not readonly:
                 mode = _wal(conn, busy_timeout_ms)

@@ -146,7 +146,7 @@ class Event:
             actor=row["actor"],
             author_kind=row["author_kind"],
             body=row["body"],
-            meta=read_meta(row["meta"], row["id"]),
+            meta=read_meta(row["meta"], row["id"], getattr(row, "said", None)),
             tick_id=row["tick_id"],
             source=row["source"] if "source" in keys else "hot",
         )
@@ -240,15 +240,15 @@ def event_row(ts: str, kind: str, actor: str, author_kind: str, body: str,
             whole_text(redact(body), f"a {kind} event's body"), text, tick_id)
 
 
-_warned_unreadable = False
 # bare Infinity/NaN (rows older versions wrote) read as their names, as `finite` writes them now
 _DECODER = json.JSONDecoder(parse_constant=str)
 
 
-def read_meta(raw: Any, event_id: Any = None) -> dict[str, Any]:
+def read_meta(raw: Any, event_id: Any = None, said: set[str] | None = None) -> dict[str, Any]:
     """A stored meta as a dict; never raises. Rows an older version wrote may hold what is
     not JSON, or not an object (e.g. `Infinity`): those read back as
-    {"unreadable_meta": <the first 200 characters>}, with one WARNING per process."""
+    {"unreadable_meta": <the first 200 characters>}, with one WARNING per open store (`said`:
+    the store's record of what it has said, which its rows carry; without it, each time)."""
     if not raw:
         return {}
     try:
@@ -261,9 +261,9 @@ def read_meta(raw: Any, event_id: Any = None) -> dict[str, Any]:
         return meta
     text = (raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray)
             else str(raw))
-    global _warned_unreadable
-    if not _warned_unreadable:
-        _warned_unreadable = True
+    if said is None or UNREADABLE_META not in said:
+        if said is not None:
+            said.add(UNREADABLE_META)
         log.warning("event %s has a meta that is not a JSON object (written by an older "
                     "version?); it reads as {\"%s\": ...}; further such events are not "
                     "logged", event_id, UNREADABLE_META)
@@ -505,14 +505,15 @@ def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, A
 
 
 def _meta_unread(rows: Sequence[Any]) -> list[tuple[Event, Any]]:
-    """Rows of COLUMNS then source (by position) as events with their meta left unread."""
+    """Rows of COLUMNS then source (by position) as events with their meta left unread (the
+    raw meta and what the row's store has said)."""
     return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
-                   tick_id=r[7], source=r[8]), r[6]) for r in rows]
+                   tick_id=r[7], source=r[8]), (r[6], getattr(r, "said", None))) for r in rows]
 
 
-def meta_read(e: Event, raw: Any) -> Event:
+def meta_read(e: Event, unread: tuple[Any, set[str] | None]) -> Event:
     """An event of `span_meta_unread` with its meta read."""
-    return replace(e, meta=read_meta(raw, e.id))
+    return replace(e, meta=read_meta(unread[0], e.id, unread[1]))
 
 
 def bare_match(store: Store, match: str, limit: int = 10) -> list[int]:

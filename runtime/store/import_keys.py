@@ -118,7 +118,7 @@ def vouched(store: Store, after_id: int = 0) -> dict[str, set[str]]:
     rows = [r for table in ("events", "events_archive")
             for r in store.query(_OWN_VOUCHES.format(table), (after_id,))]
     for row in sorted(rows, key=lambda r: int(r[0])):
-        meta = ev.read_meta(row[2], row[0])
+        meta = ev.read_meta(row[2], row[0], getattr(row, "said", None))
         batch, actor = meta.get("batch"), meta.get("actor")
         if meta.get("imported") or not isinstance(batch, str):
             continue
