@@ -508,7 +508,8 @@ def test_memory_map_shows_queued_promotions_with_their_reason(store: Store,
     page = memmap.render(store)
     waiting = page.split("## Waiting for your review")[1].split("## Decisions")[0]
     assert f"promotion #{queued['doubtful']} (confidence 0.50)" in waiting
-    assert "queued because confidence 0.50 is under 0.8" in waiting
+    reason = pr.get(store, queued["doubtful"]).reason
+    assert "0.50" in reason and "0.8" in reason and reason in waiting, (reason, waiting)
     assert f"promotion #{queued['confident']} (confidence 0.95)" in waiting
     assert f"promotion #{queued['refused']}" not in waiting
 
@@ -589,7 +590,7 @@ def test_snapshots_list_and_restore_brings_the_exact_bytes_back(offline_home: Ho
     assert re.fullmatch(r"before striking \[m7\]\s+2\s+adds m7", rows[1][2].strip()), rows[1]
 
     out = run("restore", "1", "--yes").stdout
-    assert "the file before is v3" in out, out
+    assert "restored v1" in out and re.search(r"\bv3\b", out), out
     assert offline_home.memory_md.read_bytes() == SAMPLE.encode(), "restore is byte-exact"
     assert snaps(offline_home)[-1].read_bytes() == latest, "the current file is snapshotted first"
     assert snap_meta(offline_home, 3)["reason"] == "before restoring v1"
@@ -771,13 +772,15 @@ def test_the_decide_tool_supersedes_by_the_event_id_the_model_sees(offline_home:
     cache = int(re.search(r"recorded as event (\d+)", redis.text)[1])
     moved = registry.dispatch(ctx, "decide", {"text": "Staging database moves to AWS.",
                                               "supersedes": first})
-    assert not moved.is_error and f"supersedes the decision of event {first}" in moved.text
+    assert not moved.is_error and "supersedes" in moved.text, moved.text
+    assert f"event {first}" in moved.text, moved.text
     new = int(re.search(r"recorded as event (\d+)", moved.text)[1])
     stale = dec.stale_events(store)
     assert set(stale) == {first} and cache not in stale, stale  # the cache decision: untouched
     assert stale[first].endswith(f"(event {new})"), stale
     wrong = registry.dispatch(ctx, "decide", {"text": "Drop Redis.", "supersedes": notes[-1]})
-    assert wrong.is_error and f"event {notes[-1]} is not a decision" in wrong.text, wrong.text
+    assert wrong.is_error and f"event {notes[-1]}" in wrong.text, wrong.text
+    assert "not a decision" in wrong.text, wrong.text
     # a decision already superseded: replacing it again would leave two current decisions
     again = registry.dispatch(ctx, "decide", {"text": "Staging database on GCP.",
                                               "supersedes": first})
