@@ -35,7 +35,7 @@ def test_a_home_where_a_file_stands_is_a_one_line_error(tmp_path: Path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine", encoding="utf-8")
     line = _one_line_error(coworker("init", env={**os.environ, "COWORKER_HOME": str(a_file)}), 2)
-    assert f"{a_file} is a file, not a folder" in line and "COWORKER_HOME" in line
+    assert str(a_file) in line and "not a folder" in line and "COWORKER_HOME" in line
     assert a_file.read_text(encoding="utf-8") == "mine"
     home = tmp_path / "another-home"
     home.mkdir()
@@ -43,7 +43,7 @@ def test_a_home_where_a_file_stands_is_a_one_line_error(tmp_path: Path):
     env = {**os.environ, "COWORKER_HOME": str(home)}
     for args in (("init",), ("tell", "hello")):
         line = _one_line_error(coworker(*args, env=env), 2)
-        assert f"{home / 'state'} is a file, not a folder" in line
+        assert str(home / "state") in line and "not a folder" in line
     assert (home / "state").read_text(encoding="utf-8") == "also mine"
 
 
@@ -58,7 +58,7 @@ def test_a_repeated_id_says_why_its_line_was_not_imported(offline_home: Home, tm
                  encoding="utf-8")
     r = coworker("import", str(f))
     assert r.returncode == 0, r.stderr
-    assert "1 already present" in r.stdout and "whose id an earlier line" in r.stdout
+    assert "1 already present" in r.stdout and "an earlier line" in r.stdout
     with Store.open(offline_home.db_path, readonly=True) as store:
         assert [e.body for e in ev.tail(store, 10, by_id=True)] == ["one"]
 
@@ -86,10 +86,10 @@ def test_coworker_alone_prints_its_help(offline_home: Home):
 
 def test_a_message_that_begins_with_a_dash_is_told_how(offline_home: Home):
     line = _one_line_error(coworker("tell", "-5 degrees in the server room"), 2)
-    assert "goes after --: coworker tell -- -5 ..." in line
+    assert "coworker tell -- -5" in line
     assert coworker("tell", "--", "-5 degrees in the server room").returncode == 0
     line = _one_line_error(coworker("tell", "-x marks the spot"), 2)
-    assert "goes after --: coworker tell -- -x ..." in line
+    assert "coworker tell -- -x" in line
     assert "goes after --" not in _one_line_error(coworker("log", "-x"), 2)  # log takes no text
 
 
@@ -112,8 +112,8 @@ def test_the_map_says_where_imported_decisions_are(offline_home: Home, tmp_path:
     with Store.open(offline_home.db_path) as store:
         memmap.write(store, offline_home.memory_map, "coworker")
     text = offline_home.memory_map.read_text(encoding="utf-8")
-    assert "No decisions recorded yet with the `decide` tool" in text
-    assert "imported history are found by search and the walk" in text
+    assert "No decisions recorded yet" in text and "`decide`" in text
+    assert "search and the walk" in text
 
 
 def test_a_struck_id_stays_retired_after_its_event_is_archived(offline_home: Home):
@@ -145,7 +145,7 @@ def test_a_config_saved_with_a_byte_order_mark_loads(offline_home: Home):
 
 def test_an_option_missing_its_value_points_at_its_own_help(offline_home: Home):
     line = _one_line_error(coworker("promotions", "reject", "1", "--why"), 2)
-    assert "requires an argument; see `coworker promotions --help`" in line
+    assert "requires an argument" in line and "`coworker promotions --help`" in line
 
 
 def test_rituals_shows_its_times_and_figures_whole(offline_home: Home):
@@ -162,6 +162,6 @@ def test_a_message_over_the_inbox_limit_is_refused_before_anything_is_saved(offl
 
     # exactly the limit is refused too: the inbox file `tell` falls back to adds a line break
     line = _one_line_error(coworker("tell", "-", input="x" * MAX_BYTES), 2)
-    assert "over the 4 MiB limit of one message" in line
+    assert "4 MiB" in line and "over" in line
     assert not [p for p in offline_home.inbox.iterdir() if p.is_file()]
     assert coworker("tell", "-", input="x" * 1000).returncode == 0

@@ -55,7 +55,7 @@ def test_a_damaged_snapshot_is_listed_and_its_number_never_taken_again(offline_h
     assert listed.returncode == 0 and "damaged" in listed.stdout, listed.stdout
     r = coworker("restore", "1", "--yes")
     assert r.returncode == 0, r.stderr
-    assert "the file before is v3" in r.stdout, r.stdout
+    assert "before is v3" in r.stdout, r.stdout
     assert (offline_home.snapshots / "v0002.md").read_bytes() == kept
     assert coworker("restore", "2", "--yes").returncode == 0
     assert "B two" in offline_home.memory_md.read_text(encoding="utf-8")
@@ -168,11 +168,11 @@ def test_log_and_walk_mark_imported_owner_lines_and_show_escape_codes(offline_ho
     assert log.returncode == 0 and "\u001b" not in log.stdout, log.stdout
     assert "\\x1b" in log.stdout
     lines = [ln for ln in log.stdout.splitlines() if "zebra" in ln]
-    assert len(lines) == 2 and all("imported: not your owner's words" in ln for ln in lines)
+    assert len(lines) == 2 and all("(imported:" in ln for ln in lines)
     walk = coworker("walk", "zebra", "invoices")
     assert walk.returncode == 0, walk.stderr
     shown = [ln for ln in walk.stdout.splitlines() if "Approve the zebra invoices" in ln]
-    assert shown and all("imported: not your owner's words" in ln for ln in shown), walk.stdout
+    assert shown and all("(imported:" in ln for ln in shown), walk.stdout
 
 
 def test_tell_refuses_standard_input_it_would_have_to_change(offline_home: Home):
@@ -184,7 +184,7 @@ def test_tell_refuses_standard_input_it_would_have_to_change(offline_home: Home)
                          input=b"caf\xe9 au lait", capture_output=True, timeout=60)
     assert got.returncode == 2, got
     err = got.stderr.decode()
-    assert "not UTF-8 text (byte 0xe9 at offset 3)" in err and "Traceback" not in err
+    assert "not UTF-8" in err and "0xe9" in err and "offset 3" in err and "Traceback" not in err
     line = _one_line_error(coworker("tell", "-", "extra", "words", input="from stdin"), 2)
     assert "quote them" in line
     assert coworker("tell", "the one message").returncode == 0
@@ -208,7 +208,7 @@ def test_an_empty_or_foreign_database_is_one_line_and_never_filled(offline_home:
     raw.close()
     for args in (("log",), ("tell", "the budget moved to Friday")):
         line = _one_line_error(coworker(*args), 1)
-        assert "is not a coworker database" in line and "notes" in line, (args, line)
+        assert "not a coworker database" in line and "notes" in line, (args, line)
     raw = sqlite3.connect(offline_home.db_path)
     tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     raw.close()
@@ -223,7 +223,7 @@ def test_init_through_a_dangling_link_is_one_line(tmp_path: Path):
     root.mkdir()
     (root / "config.toml").symlink_to(root / "nowhere.toml")
     line = _one_line_error(coworker("init", env={**os.environ, "COWORKER_HOME": str(root)}), 2)
-    assert "config.toml is a link to" in line and "does not exist" in line
+    assert "config.toml" in line and "nowhere.toml" in line and "does not exist" in line
 
 
 def _locomo(tmp_path: Path, session: object) -> Path:
@@ -240,10 +240,10 @@ def test_eval_locomo_bad_files_and_paths_are_one_line(offline_home: Home, tmp_pa
                                     str(tmp_path / "missing" / "x.jsonl")), 2)
     assert "cannot write" in line
     line = _one_line_error(coworker("eval", "locomo", str(_locomo(tmp_path, "not turns"))), 2)
-    assert "sample 0 (conv-x) is not a LoCoMo conversation" in line
+    assert "sample 0 (conv-x)" in line and "LoCoMo conversation" in line
     nothing = _locomo(tmp_path, [{"speaker": "A", "dia_id": "D1:1", "text": None}])
     line = _one_line_error(coworker("eval", "locomo", str(nothing)), 2)
-    assert "speaker, dia_id and text must be text" in line
+    assert "dia_id" in line and "must be text" in line
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000, encoding="utf-8")
     assert "is not JSON" in _one_line_error(coworker("eval", "locomo", str(deep)), 2)
@@ -261,10 +261,10 @@ def test_a_run_file_that_is_not_an_object_reads_as_none(offline_home: Home):
 
 def test_small_cli_mistakes_are_told_plainly(offline_home: Home, tmp_path: Path):
     assert coworker("tell", "hello").returncode == 0
-    assert "no words to tag with" in _one_line_error(coworker("tag", "1", ""), 2)
+    assert "coworker tag ID WORD" in _one_line_error(coworker("tag", "1", ""), 2)
     assert "at most 64 characters" in _one_line_error(coworker("tag", "1", "x" * 65), 2)
     assert "-5" in _one_line_error(coworker("stop", "--timeout", "-5"), 2)
     line = _one_line_error(coworker("supersede", "m999", "new text"), 1)
     assert "no entry [m999]" in line and "leave supersedes out" not in line
     line = _one_line_error(coworker("import", os.devnull), 2)
-    assert "is not a regular file" in line
+    assert "not a regular file" in line and os.devnull in line
