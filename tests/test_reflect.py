@@ -507,9 +507,9 @@ def test_a_summary_call_with_invalid_arguments_falls_back_to_extractive(
     assert first.title != "Parser crash on emoji"
     assert first.body.startswith("the parser crashed on emoji input") and "[#" in first.body
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].startswith(
-        "1 of 3 model summaries fell back to extractive (last: ValueError: the write_summary "
-        "call does not validate ("), warnings
+    assert len(warnings) == 1 and warnings[0].startswith("1 of 3 "), warnings
+    assert "extractive" in warnings[0] and "ValueError" in warnings[0], warnings
+    assert "write_summary" in warnings[0] and "does not validate" in warnings[0], warnings
 
 
 @pytest.mark.parametrize("reply", [
@@ -530,8 +530,9 @@ def test_a_summary_not_given_through_the_forced_tool_falls_back(home: Home,
     report = rf.run(home, home.settings())
     assert methods(home) == ["extractive", "fake-model", "fake-model"]
     assert report.summary_fallbacks == 1
-    assert any("did not call write_summary" in r.getMessage() for r in caplog.records
-               if r.levelno == logging.WARNING), [r.getMessage() for r in caplog.records]
+    assert any("did not call" in r.getMessage() and "write_summary" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING), \
+        [r.getMessage() for r in caplog.records]
 
 
 BAD_LESSONS = {
@@ -583,7 +584,7 @@ def test_one_malformed_lesson_is_skipped_and_the_rest_go_through_the_gate(
     with Store.open(home.db_path) as store:
         assert [p.text for p in pr.listing(store)] == [good["text"]]
     skipped = [r.getMessage() for r in caplog.records if r.getMessage().endswith("; skipped")]
-    assert len(skipped) == 5 and all("the proposed lesson does not validate (" in m for m in skipped)
+    assert len(skipped) == 5 and all("does not validate" in m for m in skipped)
 
 
 def test_a_summary_citing_ids_as_the_prompt_asks_passes_the_check(home: Home,
@@ -676,8 +677,7 @@ def test_three_failed_summaries_in_a_row_make_the_rest_of_the_run_extractive(
     assert report.promotions.startswith("skipped")
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith("model summaries failed 3 times in a row (")
-    assert warnings[0].endswith("); the rest of this run is extractive")
+    assert "3 times in a row" in warnings[0] and warnings[0].endswith("extractive"), warnings
     with Store.open(home.db_path) as store:
         row = store.query("SELECT status, stats FROM ritual_runs WHERE ritual = 'reflect' "
                           "ORDER BY id DESC LIMIT 1")[0]
@@ -703,9 +703,9 @@ def test_failures_that_are_not_in_a_row_never_stop_the_model(home: Home, api: Fa
     assert report.summary_fallbacks == 4
     assert methods(home) == ["extractive", "extractive", "fake-model", "extractive",
                              "extractive", "fake-model"]
-    assert report.summaries == "4 of 6 model summaries fell back to extractive"
+    assert report.summaries.startswith("4 of 6 ") and "extractive" in report.summaries
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(warnings) == 1 and "4 of 6 model summaries fell back" in warnings[0], warnings
+    assert len(warnings) == 1 and warnings[0].startswith("4 of 6 "), warnings
 
 
 def test_a_malformed_memory_md_costs_the_promotions_not_the_run(home: Home,
@@ -724,14 +724,16 @@ def test_a_malformed_memory_md_costs_the_promotions_not_the_run(home: Home,
     caplog.set_level(logging.WARNING)
     report = rf.run(home, home.settings())
     assert api.requests == []  # no lessons asked for: the gate could not use them
-    assert report.promotions.startswith("MEMORY.md cannot be read"), report.promotions
+    assert report.promotions.startswith("MEMORY.md"), report.promotions
+    assert "cannot be read" in report.promotions, report.promotions
     assert "line 6" in report.promotions and "coworker doctor" in report.promotions
     assert report.sealed == {1: 1}
     with Store.open(home.db_path) as store:
         assert store.scalar("SELECT status FROM ritual_runs WHERE ritual = 'reflect' "
                             "ORDER BY id DESC LIMIT 1") == "ok"
         assert store.scalar("SELECT COUNT(*) FROM promotions") == 0
-    assert sum("MEMORY.md cannot be read" in r.getMessage() for r in caplog.records) == 1
+    assert sum("MEMORY.md" in r.getMessage() and "cannot be read" in r.getMessage()
+               for r in caplog.records) == 1
 
 
 # --- memory map ------------------------------------------------------------------------------
@@ -761,7 +763,7 @@ def test_memory_map_layout_totals_and_determinism(offline_home: Home):
 
     lines = text.splitlines()
     assert lines[0] == "# Memory map: coworker"
-    assert "generated" in lines[2].lower() and "no code reads this file" in lines[2].lower()
+    assert "generated" in lines[2].lower() and "no code reads" in lines[2].lower()
     # queued promotions come first, before the ladder
     promo = next(i for i, ln in enumerate(lines) if "promotion #1" in ln)
     ladder_at = lines.index("## The ladder")
@@ -888,7 +890,7 @@ def test_a_ladder_larger_than_the_map_shows_its_newest_rollups_and_counts_the_re
     assert len(all_r) > 6 and "not shown here" not in full
     ladder = [ln for ln in short.splitlines() if re.match(r"^\s*- \*\*L\d+ #\d+\*\*", ln)]
     assert len(ladder) == 6 and all(ln in full.splitlines() for ln in ladder), ladder
-    assert f"- … and {len(all_r) - 6} older rollups not shown here" in short
+    assert f" {len(all_r) - 6} older rollups" in short, short
     top = max(r.level for r in all_r)
     newest_top = max(r.id for r in all_r if r.level == top)
     assert ladder[0].startswith(f"- **L{top} #{newest_top}**"), ladder  # coarsest, newest first
