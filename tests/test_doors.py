@@ -188,7 +188,7 @@ def test_imported_history_is_never_input_never_a_proposer_never_the_owners_words
     # cited, even word for word, it is history, not the owner speaking
     v = propose(offline_home, "Bob owns the parser fix", [e.id])
     assert v.status == "queued", v
-    assert f"source #{e.id} was imported history, not your words" in v.reason
+    assert f"source #{e.id}" in v.reason and "imported history" in v.reason
     assert "Bob" not in memory(offline_home)
 
 
@@ -222,7 +222,8 @@ def test_tool_results_and_the_models_proposals(home: Home, api: FakeMessagesAPI)
     assert "Bob owns" not in memory(home) and "Never deploy on Fridays" in memory(home)
     # a tool result cited as a source is never the owner's words, even word for word
     v = propose(home, results[0].body, [results[0].id])
-    assert v.status == "queued" and "written by tool (memory_propose, a tool_result)" in v.reason
+    assert v.status == "queued" and f"source #{results[0].id}" in v.reason
+    assert "memory_propose" in v.reason and "tool_result" in v.reason
 
 
 def test_reflects_lessons_apply_only_as_the_owners_verbatim_clauses(offline_home: Home,

@@ -113,12 +113,12 @@ def test_an_entry_that_fails_unexpectedly_is_logged_retried_then_set_aside_and_t
     assert messages(offline_home) == [("message a.txt", "a.txt"), ("message c.txt", "c.txt")]
     assert left(offline_home) == ["b.txt"], "left for the next tick"
     assert logged(caplog, logging.ERROR, "'b.txt'", "something nobody foresaw",
-                  "tried again at the next tick")
+                  "next tick")
     for _ in range(inbox.MAX_FAILURES - 1):
         tick(offline_home)
     assert left(offline_home) == [] and filed(box / "rejected") == ["b.txt"]
     assert logged(caplog, logging.ERROR, "'b.txt'", f"{inbox.MAX_FAILURES} times in a row")
-    assert logged(caplog, logging.WARNING, "'b.txt'", "move it back into the inbox")
+    assert logged(caplog, logging.WARNING, "'b.txt'", "move it back")
     assert len(messages(offline_home)) == 2
     # the fault is gone: moved back, it is read like any other file
     monkeypatch.setattr(inputs, "add_message", real)
@@ -331,8 +331,7 @@ def test_status_names_what_waits_in_the_inbox_and_what_was_moved_aside(offline_h
     shown = coworker("status")
     assert shown.returncode == 3, shown.stderr  # not running: the figures all the same
     line = next(x for x in shown.stdout.splitlines() if x.startswith("inbox:"))
-    assert line.startswith("inbox: 1 file(s) waiting (report.txt); 1 moved to "
-                           "inbox/rejected/, never read (newest: "), line
-    assert "latin.txt; the log says why)" in line
+    assert "1 file(s) waiting" in line and "(report.txt)" in line, line
+    assert "1 moved to inbox/rejected/" in line and "latin.txt" in line, line
     data = json.loads(coworker("status", "--json").stdout)
     assert data["inbox"]["waiting"] == ["report.txt"] and data["inbox"]["rejected"] == 1
