@@ -331,10 +331,9 @@ def test_a_bad_line_after_several_batches_is_one_line_error_and_nothing_is_writt
     with Store.open(tmp_path / "c.db") as store:
         with pytest.raises(importer.BadLine) as bad:
             import_file(store, path)
-        assert str(bad.value) == (
-            "bad.jsonl line 701: field 'author_kind': 'robot' is not one of user, agent, tool, "
-            "third_party, system, unknown; fix the line, or pass --skip-bad to import the rest "
-            "without it")
+        assert bad.value.line_no == 701 and str(bad.value).startswith("bad.jsonl line 701: ")
+        assert "'author_kind'" in bad.value.what and "'robot'" in bad.value.what, bad.value.what
+        assert "third_party" in bad.value.what and "--skip-bad" in str(bad.value), bad.value
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
         skipped = import_file(store, path, skip_bad=True)
         assert (skipped.imported, [no for no, _ in skipped.skipped]) == (999, [701])
@@ -372,8 +371,7 @@ def test_a_read_error_after_several_batches_is_one_usage_error_and_nothing_is_wr
     with Store.open(tmp_path / "c.db") as store:
         with pytest.raises(importer.UsageError) as e:
             import_file(store, path)
-        assert str(e.value) == (f"cannot read {path} (Input/output error); check that it is a "
-                                "readable file")
+        assert str(path) in str(e.value) and "Input/output error" in str(e.value), e.value
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
 
 
@@ -430,8 +428,8 @@ def test_a_parser_process_that_dies_mid_file_leaves_nothing_written(
     with Store.open(tmp_path / "c.db") as store:
         with pytest.raises(importer.ParserStopped) as e:
             import_file(store, path)
-        assert str(e.value) == ("the import's parser process stopped (exit code 3) before the "
-                                "end of h.jsonl; nothing was imported, run the import again")
+        assert "exit code 3" in str(e.value) and "h.jsonl" in str(e.value), e.value
+        assert "nothing was imported" in str(e.value), e.value
         assert ev.total(store) == 0 and store.scalar("SELECT COUNT(*) FROM import_keys") == 0
         assert made == []  # this process parsed nothing itself
     assert_intact(tmp_path / "c.db")
