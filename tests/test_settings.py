@@ -315,7 +315,8 @@ def test_a_broken_secrets_file_is_one_line_exit_2_naming_it(isolated_home: Path)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: state/secrets.toml: unknown key [model] nme")
+    assert lines[0].startswith("error: state/secrets.toml: "), lines
+    assert "unknown key" in lines[0] and "[model] nme" in lines[0], lines
     assert "sk-0123456789" not in result.stdout + result.stderr
 
 
@@ -348,9 +349,9 @@ def test_a_huge_tick_is_refused_with_its_range_not_crashing_the_loop(
                                                  "max_tick_seconds": 10**12})
     with pytest.raises(ConfigError) as exc:
         load(path)
-    assert str(exc.value).startswith(
-        "config.toml: [coworker] tick_seconds: must be between 1 and 86400 (got 1000000000000); "
-        "fix it or delete the line to use the default (300)")
+    msg = str(exc.value)
+    assert msg.startswith("config.toml: [coworker] tick_seconds: "), msg
+    assert "1 and 86400" in msg and "1000000000000" in msg and "default (300)" in msg, msg
 
 
 @pytest.mark.parametrize(("section", "key", "toml", "words"), [
@@ -370,8 +371,8 @@ def test_an_out_of_range_value_names_the_range(isolated_home: Path, section: str
     with pytest.raises(ConfigError) as exc:
         load(path)
     msg = str(exc.value)
-    assert msg.startswith(f"config.toml: [{section}] {key}: must be {words} (got "), msg
-    assert "fix it or delete the line to use the default" in msg and "\n" not in msg
+    assert msg.startswith(f"config.toml: [{section}] {key}: ") and words in msg, msg
+    assert "use the default" in msg and "\n" not in msg
 
 
 def test_an_out_of_range_environment_value_names_the_range(
@@ -379,14 +380,19 @@ def test_an_out_of_range_environment_value_names_the_range(
     monkeypatch.setenv("COWORKER_COWORKER__TICK_SECONDS", "0")
     with pytest.raises(ConfigError) as exc:
         load(isolated_home / "config.toml")
-    assert str(exc.value) == ("environment variable COWORKER_COWORKER__TICK_SECONDS: must be "
-                              "between 1 and 86400 (got '0'); fix it or unset it")
+    msg = str(exc.value)
+    assert "COWORKER_COWORKER__TICK_SECONDS" in msg and "1 and 86400" in msg, msg
+    assert "(got '0')" in msg and "unset it" in msg, msg
 
 
 def test_the_template_says_each_range() -> None:
     text = render_default_config()
-    assert "# seconds between ticks when active; between 1 and 86400\ntick_seconds = 300" in text
-    assert "; more than 0 and at most 3600\ntimeout_s = 60.0" in text
+    lines = text.splitlines()
+    above = {lines[i + 1]: lines[i] for i in range(len(lines) - 1)}
+    assert above["tick_seconds = 300"].startswith("#"), above["tick_seconds = 300"]
+    assert above["tick_seconds = 300"].endswith(" 1 and 86400"), above["tick_seconds = 300"]
+    assert above["timeout_s = 60.0"].startswith("#"), above["timeout_s = 60.0"]
+    assert above["timeout_s = 60.0"].endswith(" at most 3600"), above["timeout_s = 60.0"]
 
 
 @pytest.mark.parametrize("where", ["config.toml", "state/secrets.toml"])
@@ -401,8 +407,10 @@ def test_a_file_that_is_not_utf8_is_one_line_exit_2(isolated_home: Path, where: 
     path.write_bytes(b'[model]\nname = "caf\xe9"\n')
     assert main(["init"]) == 2
     captured = capsys.readouterr()
-    assert captured.err.strip() == (f"error: {where} is not UTF-8 text (byte 0xe9 at offset 19, "
-                                    "line 2); save it as UTF-8")
+    err = captured.err.strip()
+    assert err.startswith(f"error: {where} ") and len(err.splitlines()) == 1, err
+    assert "not UTF-8" in err and "0xe9" in err and "line 2" in err, err
+    assert err.endswith("as UTF-8"), err
     assert "Traceback" not in captured.out
 
 
@@ -445,11 +453,10 @@ def test_an_environment_variable_naming_no_setting_is_a_warning_with_the_closest
     assert settings.model.name == "claude-sonnet-5"  # ignored, not an error
     warnings = [r for r in caplog.records if r.name == "runtime.settings"]
     assert [r.levelname for r in warnings] == ["WARNING", "WARNING"]  # once each per load
-    assert warnings[0].getMessage() == (
-        "environment variable COWORKER_MODLE__NAME names no setting and is ignored; did you "
-        "mean COWORKER_MODEL__NAME?")
-    assert warnings[1].getMessage().startswith(
-        "environment variable COWORKER_TICKS names no setting and is ignored; ")
+    first, second = (r.getMessage() for r in warnings)
+    assert "COWORKER_MODLE__NAME" in first and "is ignored" in first, first
+    assert first.endswith(" COWORKER_MODEL__NAME?"), first
+    assert "COWORKER_TICKS" in second and "is ignored" in second, second
     # COWORKER_HOME (set by the fixture) and real settings are not warned about
     caplog.clear()
     monkeypatch.delenv("COWORKER_MODLE__NAME")
@@ -465,8 +472,9 @@ def test_an_unknown_key_in_a_known_section_from_the_environment_is_an_error_with
     monkeypatch.setenv("COWORKER_MODEL__NMAE", "x")
     with pytest.raises(ConfigError) as exc:
         load(isolated_home / "config.toml")
-    assert str(exc.value) == ("environment variable COWORKER_MODEL__NMAE: names no setting; "
-                              "did you mean COWORKER_MODEL__NAME? fix it or unset it")
+    msg = str(exc.value)
+    assert "COWORKER_MODEL__NMAE" in msg and "COWORKER_MODEL__NAME?" in msg, msg
+    assert "unset it" in msg, msg
 
 
 def test_a_bad_value_inside_a_section_set_as_json_names_that_variable(
@@ -475,8 +483,9 @@ def test_a_bad_value_inside_a_section_set_as_json_names_that_variable(
     monkeypatch.setenv("COWORKER_MODEL", '{"name": 5}')
     with pytest.raises(ConfigError) as exc:
         load(path)
-    assert str(exc.value) == ("environment variable COWORKER_MODEL: [model] name: Input should "
-                              "be a valid string (got 5); fix it or unset it")
+    msg = str(exc.value)
+    assert "COWORKER_MODEL:" in msg and "[model] name" in msg and "(got 5)" in msg, msg
+    assert "valid string" in msg and "unset it" in msg, msg
 
 
 def test_the_settings_import_nothing_above_them() -> None:
