@@ -149,8 +149,9 @@ def test_a_backup_taken_while_the_loop_runs_restores_what_was_told_before_it(
     # told after the backup and still waiting (no model here): told again, none lost
     again = {i: b for i, b in restored.items() if i > top}
     assert set(again.values()) == set(after.values()) | set(teller.acked[len(bg):])
-    assert f"{len(again)} messages told after the backup and still waiting are told again" \
-        in result.line(), result.line()
+    assert result.since is not None and sorted(result.since.told_again) == sorted(again)
+    assert f"{len(again)} messages" in result.line() and "told again" in result.line(), \
+        result.line()
     with Store.open(home.db_path) as store:
         told_again = {e.body: e for e in ev.tail(store, 100, kind="message")
                       if e.id in again}
@@ -332,9 +333,9 @@ def test_a_restore_neither_answers_twice_nor_loses_what_was_told_after_the_backu
         waiting = {i.event.body: i.event for i in inputs.pending(store)}
     assert list(waiting) == ["and who reviews it?"] and waiting["and who reviews it?"].meta[
         "restored_from"] == b and a not in [e.id for e in waiting.values()]
-    assert (f"1 message answered since the backup stays answered; 1 message told after the "
-            f"backup and still waiting is told again (event "
-            f"{waiting['and who reviews it?'].id})") in result.line(), result.line()
+    assert result.since is not None and result.since.answered == 1, result.since
+    assert result.since.told_again == [waiting["and who reviews it?"].id], result.since
+    assert f"(event {waiting['and who reviews it?'].id})" in result.line(), result.line()
     api.enqueue(text("Dana."))
     assert run_tick(Loop(home, home.settings())).kind == "no_action"
     asked = api.requests[-1]["json"]["messages"][0]["content"][1]["text"]
@@ -349,7 +350,9 @@ def test_a_restore_into_another_history_brings_nothing_over_and_says_so(
     tell(other, "a message of another home")
     backup.take(other, tmp_path / "b")
     result = backup.restore(with_history, tmp_path / "b")
-    assert "another history than the backup" in result.line(), result.line()
+    assert result.since is not None and "another history" in (result.since.unread or ""), \
+        result.since
+    assert result.since.unread in result.line(), result.line()
     assert sorted(messages(with_history.db_path).values()) == ["a message of another home"]
 
 
@@ -365,8 +368,9 @@ def test_a_restore_keeps_set_aside_inputs_set_aside(with_history: Home, tmp_path
         for _ in range(3):
             inputs.fail(store, [first, later], "prompt is too long")
     result = backup.restore(home, tmp_path / "b")
-    assert "2 inputs set aside there stay set aside" in result.line(), result.line()
-    assert "1 message told after the backup and still waiting is told again" in result.line()
+    assert result.since is not None and result.since.set_aside == 2, result.since
+    assert len(result.since.told_again) == 1, result.since
+    assert "2 inputs" in result.line() and "`coworker retry`" in result.line(), result.line()
     with Store.open(home.db_path) as store:
         aside = {i.event.body: i for i in inputs.listing(store, "set_aside")}
         waiting = {i.event.body: i for i in inputs.pending(store)}
@@ -397,7 +401,8 @@ def test_a_restore_reads_a_crashed_coworkers_wal_and_leaves_its_files(with_histo
     assert {"coworker.db", "coworker.db-wal", "coworker.db-shm"} <= set(result.moved_aside)
     assert all((result.aside / name).exists() for name in result.moved_aside), \
         "the database moved aside, -wal and -shm, stays as it was"
-    assert "1 message told after the backup and still waiting is told again" in result.line()
+    assert result.since is not None and len(result.since.told_again) == 1, result.since
+    assert "told again" in result.line(), result.line()
     assert "told just before a crash" in messages(home.db_path).values()
 
 
