@@ -243,8 +243,7 @@ def test_a_failed_step_of_a_stop_is_a_warning(offline_home: Home, monkeypatch, c
     with caplog.at_level(logging.WARNING):
         asyncio.run(loop.run(max_ticks=1))
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert any("while stopping, stopping the scheduler failed (RuntimeError: scheduler stuck)"
-               in m for m in said), said
+    assert any("while stopping" in m and "RuntimeError: scheduler stuck" in m for m in said), said
     assert events_of(offline_home, "stop"), "the stop after it is still recorded"
 
 

@@ -6,8 +6,10 @@ arguments. No server is faked: each test starts real processes over stdio (or HT
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -270,7 +272,7 @@ def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(caplog):
             defs = json.dumps(hands.tool_definitions())
             r = await hands.call("faulty__crash", {})
             assert r.status is CallStatus.CRASHED and r.is_error
-            assert "whether the call took effect is unknown" in r.text
+            assert "effect is unknown" in r.text
             assert json.dumps(hands.tool_definitions()) == defs   # still offered while it restarts
             runner = hands.runner("faulty")
             for _ in range(WAIT * 10):
@@ -290,7 +292,7 @@ def test_a_crash_mid_call_is_an_error_result_and_the_server_restarts(caplog):
             assert runner.status.restarts == 2 and sleeper.delays == [1.0, 1.0]
     with caplog.at_level(logging.INFO, logger="runtime.hands"):
         run(go())
-    assert any(r.levelno == logging.WARNING and "during a call to crash" in r.getMessage()
+    assert any(r.levelno == logging.WARNING and "call to crash" in r.getMessage()
                for r in caplog.records)
 
 
@@ -351,7 +353,8 @@ def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_ar
             big = await hands.call("faulty__huge", {"chars": 50_000})
             assert big.status is CallStatus.OK and big.truncated
             assert len(big.full_text) == 50_000 and big.text.startswith(big.full_text[:1000])
-            assert big.text.endswith("[cut: the first 1000 of 50000 characters; the full result is kept]")
+            cut = big.text[1000:].lstrip()
+            assert cut.startswith("[cut:") and cut.endswith("]") and "1000 of 50000" in cut, cut
             small = await hands.call("faulty__huge", {"chars": 1000})
             assert not small.truncated and len(small.text) == 1000
 
@@ -359,7 +362,8 @@ def test_huge_results_are_capped_and_kept_whole_tool_errors_and_bad_arguments_ar
             assert err.status is CallStatus.TOOL_ERROR and "disk on fire" in err.text
 
             assert hands.validate("faulty__strict", {"count": 1, "label": "x"}) is None
-            assert "'label' is a required property" in hands.validate("faulty__strict", {"count": 1})
+            missing = hands.validate("faulty__strict", {"count": 1})
+            assert missing is not None and "'label'" in missing and "required" in missing
             bad = await hands.call("faulty__strict", {"count": "many", "label": "x"})
             assert bad.status is CallStatus.INVALID_ARGUMENTS and "count" in bad.text
             unknown = await hands.call("faulty__nothing", {})
@@ -383,7 +387,7 @@ def test_a_server_that_cannot_start_is_a_warning_and_a_reason_and_the_rest_work(
             assert hands.runner("good").status.state is ServerState.READY
             status = {s.name: s for s in hands.status()}
             assert status["ghost"].state is ServerState.RESTARTING
-            assert "No such file or directory" in status["ghost"].reason
+            assert os.strerror(errno.ENOENT) in status["ghost"].reason
             assert "refusing to start" in status["bad"].reason          # its last stderr line
             assert [t.server for t in hands.tools()] == ["good"] * len(hands.tools())
             r = await hands.call("good__echo", {"text": "fine"})
