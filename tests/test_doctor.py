@@ -4,6 +4,7 @@ exactly its own check, with a line that says what to do, and never a traceback."
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
@@ -249,7 +250,8 @@ def test_an_index_out_of_step_with_its_table_fails_and_reindex_fixes_it(offline_
     checks = doctor.run_checks(home)
     assert failed(checks) == ["database"], doctor.render(checks)
     detail = by_name(checks)["database"].detail
-    assert "missing from index events_ts" in detail and detail.endswith(" REINDEX")
+    assert "missing from index" in detail and "events_ts" in detail, detail
+    assert detail.endswith(" REINDEX"), detail
     conn = raw(home.db_path)  # the line it gives is the fix
     conn.execute("REINDEX")
     conn.close()
@@ -380,7 +382,8 @@ def test_a_key_in_a_config_others_can_read_fails_with_its_fix(offline_home: Home
     checks = doctor.run_checks(home, probe_model=False)
     assert failed(checks) == ["permissions"], doctor.render(checks)
     c = by_name(checks)["permissions"]
-    assert "config.toml holds a key" in c.detail and "0644" in c.detail
+    assert c.detail.startswith("config.toml ") and "holds a key" in c.detail, c.detail
+    assert "0644" in c.detail, c.detail
     assert f"chmod 600 {home.config_path}" in c.detail
     assert "state/secrets.toml" in c.detail and "ANTHROPIC_API_KEY" in c.detail
     assert "sk-test-0123456789" not in doctor.render(checks)
@@ -406,7 +409,7 @@ def test_a_secrets_file_others_can_read_fails(offline_home: Home):
     checks = doctor.run_checks(home, probe_model=False)
     assert failed(checks) == ["permissions"], doctor.render(checks)
     detail = by_name(checks)["permissions"].detail
-    assert detail.startswith("state/secrets.toml holds secrets and is readable by group/other")
+    assert detail.startswith("state/secrets.toml ") and "group/other" in detail, detail
     assert detail.endswith(f"chmod 600 {home.secrets_path}")
     assert "sk-test-0123456789" not in doctor.render(checks)
     run_fix(detail.rsplit(": ", 1)[1])
@@ -425,7 +428,7 @@ def test_loose_modes_elsewhere_warn_and_the_line_fixes_them(offline_home: Home):
     assert c.ok and c.warn, c.detail
     assert failed(checks) == [] and doctor.exit_code(checks) == 0  # a warning, not a failure
     line = [ln for ln in doctor.render(checks).splitlines() if "permissions" in ln][0]
-    assert line.startswith("WARN permissions: readable by group/other: ")
+    assert line.startswith("WARN permissions: ") and "group/other" in line, line
     for what in ("state/ (0755)", "MEMORY.md (0644)", "state/coworker.db (0644)",
                  "state/coworker.log (0644)"):
         assert what in c.detail
@@ -456,7 +459,8 @@ def test_a_malformed_memory_md_line_fails_as_strike_refuses(offline_home: Home, 
     assert c.detail.startswith(f"MEMORY.md line {line}: ") and says in c.detail, c.detail
     assert "coworker strike" in c.detail  # what refuses until it is fixed
     r = coworker("doctor", "--no-model")
-    assert r.returncode == 1 and f"FAIL memory: MEMORY.md line {line}: " in r.stdout, r.stdout
+    fails = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")]
+    assert r.returncode == 1 and fails == [f"FAIL memory: {c.detail}"], r.stdout
     home.memory_md.write_text(good + "- [m1] Dana owns the parser.\n", encoding="utf-8")
     c = by_name(doctor.run_checks(home, probe_model=False))["memory"]
     assert c.ok and not c.warn and "1 entry" in c.detail, c.detail
@@ -465,7 +469,8 @@ def test_a_malformed_memory_md_line_fails_as_strike_refuses(offline_home: Home, 
 def test_memory_md_that_is_not_utf8_fails_with_its_line(offline_home: Home):
     offline_home.memory_md.write_bytes(b"# MEMORY\n\n- [m1] caf\xe9\n")
     c = by_name(doctor.run_checks(offline_home, probe_model=False))["memory"]
-    assert not c.ok and c.detail.startswith("MEMORY.md line 3: not valid UTF-8"), c.detail
+    assert not c.ok and c.detail.startswith("MEMORY.md line 3: "), c.detail
+    assert "not valid UTF-8" in c.detail, c.detail
 
 
 # recall ----------------------------------------------------------------------------------------
@@ -600,7 +605,9 @@ def test_cli_doctor_with_a_broken_config_still_checks_the_rest(offline_home: Hom
     r = coworker("doctor")
     assert r.returncode == 1, r.stdout + r.stderr  # a verdict, not a usage error (2)
     assert "Traceback" not in r.stdout + r.stderr
-    assert "FAIL config: config.toml: not valid TOML" in r.stdout
+    fails = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL config: ")]
+    assert len(fails) == 1 and fails[0].startswith("FAIL config: config.toml"), r.stdout
+    assert "not valid TOML" in fails[0] and "line 1" in fails[0], fails
     assert "ok   database: " in r.stdout and "ok   fts: " in r.stdout
 
 
@@ -650,7 +657,7 @@ def test_the_semantic_channel_on_with_no_vectors_yet_is_a_warning(offline_home: 
         write_config(offline_home.root, semantic={"enabled": True, "provider": "http",
                                                   "url": server.url})
         c = by_name(doctor.run_checks(offline_home, probe_model=False))["semantic"]
-        assert c.ok and c.warn and "no event has a vector" in c.detail, c.detail
+        assert c.ok and c.warn and "no event has" in c.detail, c.detail
         assert "coworker embed --backfill" in c.detail
         with Store.open(offline_home.db_path) as store:
             em.backfill(store, em.make_embedder(offline_home.settings().semantic))
@@ -690,9 +697,9 @@ def test_each_mcp_server_is_a_check_and_one_that_cannot_start_fails(offline_home
     r = coworker("doctor", "--no-model")
     assert r.returncode == 1, r.stdout + r.stderr
     lines = [line for line in r.stdout.splitlines() if " mcp: " in line]
-    assert lines[0] == ("ok   mcp: faulty: 8 tools (6 read-only, 0 side effects, 2 wait for "
-                        "approval)")
-    assert lines[1].startswith("FAIL mcp: ghost: cannot start (FileNotFoundError")
+    assert lines[0].startswith("ok   mcp: faulty: "), lines  # tools, read-only, side effects,
+    assert re.findall(r"\d+", lines[0]) == ["8", "6", "0", "2"], lines  # wait for approval
+    assert lines[1].startswith("FAIL mcp: ghost: ") and "FileNotFoundError" in lines[1], lines
     assert "[[mcp.servers]]" in lines[1] and "coworker mcp-tools" in lines[1]
     assert len(lines) == 2 and "Traceback" not in r.stdout + r.stderr
     assert [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL")] == [lines[1]]
