@@ -66,7 +66,8 @@ def test_a_good_file_imports_every_line_in_order_keeping_timestamps(offline_home
     path = jsonl(tmp_path / "history.jsonl", GOOD)
     r = coworker("import", str(path))
     assert r.returncode == 0, r.stderr
-    assert re.search(r"imported 4 events \(ids 1-4\) in [\d.]+ s \([\d,]+/s\)", r.stdout), r.stdout
+    assert "imported 4 events (ids 1-4)" in r.stdout, r.stdout
+    assert re.search(r" in [0-9.]+ s \([0-9,]+/s\)", r.stdout), r.stdout  # how long, how fast
     assert "Traceback" not in r.stderr
 
     events = all_events(offline_home)
@@ -391,7 +392,7 @@ def test_a_loop_state_kind_is_refused_naming_the_line_and_the_list(kind: str,
         load(offline_home, path)
     text = str(caught.value)
     assert caught.value.line_no == 3
-    assert f"line 3: kind {kind!r} is loop state and cannot be imported" in text
+    assert f"line 3: kind {kind!r}" in text and "loop state" in text, text
     assert f"(refused kinds: {', '.join(LOOP_STATE_KINDS)})" in text
     assert f"'imported_{kind}'" in text
     assert event_count(offline_home) == 0
@@ -404,15 +405,16 @@ def test_a_refused_kind_is_one_error_line_from_the_cli_and_imports_nothing(
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, captured.err
-    assert lines[0].startswith("error: state.jsonl line 2: kind 'tick' is loop state")
-    assert "refused kinds: tick, tick_end" in lines[0] and "'imported_tick'" in lines[0]
+    assert lines[0].startswith("error: state.jsonl line 2: "), lines
+    assert "'tick'" in lines[0] and "loop state" in lines[0], lines
+    assert "tick, tick_end" in lines[0] and "'imported_tick'" in lines[0], lines
     assert "imported" not in captured.out
     assert event_count(offline_home) == 0
 
     assert main(["import", "--skip-bad", str(path)]) == 0
     captured = capsys.readouterr()
     assert "imported 1 events" in captured.out
-    assert "skipped line 2: kind 'tick' is loop state" in captured.err
+    assert "skipped line 2: " in captured.err and "'tick'" in captured.err, captured.err
     assert [e.kind for e in all_events(offline_home)] == ["message"]
 
 
@@ -450,7 +452,7 @@ def test_a_timestamp_more_than_a_day_ahead_is_a_bad_line(offline_home: Home, tmp
     with pytest.raises(BadLine) as caught:
         load(offline_home, path)
     assert caught.value.line_no == 2
-    assert "'ts'" in str(caught.value) and "more than a day in the future" in str(caught.value)
+    assert "'ts'" in str(caught.value) and "in the future" in str(caught.value)
     assert event_count(offline_home) == 0
     r = load(offline_home, path, skip_bad=True)
     assert r.imported == 1 and [n for n, _ in r.skipped] == [2]
@@ -473,7 +475,8 @@ def test_a_timestamp_out_of_range_is_a_bad_line_not_a_traceback(
                                             {**OK, "body": "fine too"}])
     assert main(["import", str(other)]) == 2
     captured = capsys.readouterr()
-    assert captured.err.strip().startswith("error: old2.jsonl line 1: field 'ts'")
+    assert captured.err.strip().startswith("error: old2.jsonl line 1: "), captured.err
+    assert "'ts'" in captured.err, captured.err
     assert len(captured.err.strip().splitlines()) == 1
     assert main(["import", "--skip-bad", str(other)]) == 0
     captured = capsys.readouterr()
@@ -610,7 +613,7 @@ def test_the_cli_says_how_many_lines_were_already_present_and_reads_the_home_zon
     assert main(["import", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("imported 0 events in ")
-    assert "; 2 already present, not imported again (the same line, or a line whose id" in out
+    assert "; 2 already present" in out, out
     assert [e.ts for e in all_events(offline_home)] == ["2025-03-01T09:00:00.000Z",
                                                         "2025-03-01T09:30:00.000Z"]
 
