@@ -116,15 +116,16 @@ def test_strike_with_memory_md_a_folder_is_one_line(offline_home: Home,
     offline_home.memory_md.mkdir()
     assert main(["strike", "m1"]) == 2
     line = _one_error_line(capsys)
-    assert "MEMORY.md is a folder, not a file; move it out of the way" in line
+    assert "MEMORY.md" in line and "a folder" in line and "move it out" in line
 
 
 def test_strike_with_memory_md_not_utf8_is_one_line(offline_home: Home,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     offline_home.memory_md.write_bytes(b"# MEMORY\n\n- [m1] caf\xe9 owner\n")
     assert main(["strike", "m1"]) == 2
-    assert _one_error_line(capsys) == ("error: MEMORY.md line 3: not valid UTF-8 text; save the "
-                                       "file as UTF-8")
+    line = _one_error_line(capsys)
+    assert line.startswith("error: MEMORY.md line 3:") and "not valid UTF-8" in line
+    assert "as UTF-8" in line  # what to do about it
 
 
 def test_strike_and_restore_with_memory_md_unreadable_are_one_line(
@@ -143,7 +144,7 @@ def test_strike_and_restore_with_memory_md_unreadable_are_one_line(
     for argv in (["strike", "m1"], ["restore", "1"]):
         assert main(argv) == 2, argv
         line = _one_error_line(capsys)
-        assert "MEMORY.md: cannot read it (permission denied)" in line and "chmod" in line
+        assert "MEMORY.md" in line and "permission denied" in line and "chmod" in line
     monkeypatch.undo()
     assert len(memorymd.snapshots(offline_home.snapshots)) == 1  # nothing half-written
 
