@@ -136,7 +136,8 @@ def test_model_keywords_land_as_model_tags_of_their_episodes_and_search_finds_th
         "onboarding": [("newcomers", "model"), ("orientation", "model")]}
     # the one dropped keyword is said once, at WARNING, with its episode
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(warnings) == 1 and "'on-call' is not a word" in warnings[0], warnings
+    assert len(warnings) == 1 and "'on-call'" in warnings[0], warnings
+    assert "not a word" in warnings[0], warnings
     assert "1 items dropped" in report.keywords, report.keywords
     # `coworker search` finds the episode by a word none of its events says
     found = [json.loads(line) for line in
@@ -192,10 +193,10 @@ def test_a_bad_item_is_dropped_with_a_warning_and_the_rest_kept(home: Home,
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "dropped 4 items" in warnings[0]
-    assert "episode 9999 was not asked about" in warnings[0]
-    assert (f"episode {pager}: the keywords of one episode does not validate (keywords: List "
-            "should have at most 12 items after validation, not 200)") in warnings[0]
-    assert "episode 'first': the keywords of one episode does not validate" in warnings[0]
+    assert "episode 9999 " in warnings[0] and "not asked about" in warnings[0], warnings
+    assert f"episode {pager}: " in warnings[0] and "does not validate" in warnings[0], warnings
+    assert "at most 12 items" in warnings[0] and "not 200" in warnings[0], warnings
+    assert "episode 'first': " in warnings[0], warnings
     assert report.keyword_calls == 1
 
 
@@ -222,7 +223,8 @@ def test_an_unusable_keyword_answer_writes_nothing_and_reflect_finishes(
     with Store.open(home.db_path) as store:
         assert store.scalar("SELECT count(*) FROM tags") == 0
         assert store.scalar("SELECT status FROM ritual_runs") == "ok"
-    assert "0 keywords on 0 episodes from 2 calls (2 failed" in report.keywords
+    # keywords, episodes, calls, failed
+    assert re.findall(r"[0-9]+", report.keywords)[:4] == ["0", "0", "2", "2"], report.keywords
     # the next run asks again for those episodes; a third failure in a row gives up
     # 20 minutes after the last note, so the same day: it joins that note's block (an episode
     # never spans more than a day, ADR-0035)
@@ -237,7 +239,7 @@ def test_an_unusable_keyword_answer_writes_nothing_and_reflect_finishes(
     api.responder = lambda rec: bad  # now summaries fail too: 3 in a row across both kinds
     rf.run(home, home.settings())
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert any("failed 3 times in a row" in w for w in warnings), warnings
+    assert any("3 times in a row" in w for w in warnings), warnings
 
 
 def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMessagesAPI,
@@ -251,8 +253,8 @@ def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMes
     # 26 calls in all: 26 summaries, none left for keywords
     assert report.summary_calls == 26 and report.keyword_calls == 0
     assert len(api.requests) == 26
-    assert report.keywords == ("model: model budget spent on summaries: no keywords asked "
-                               "for"), report.keywords
+    assert report.keywords.startswith("model: ") and "budget spent" in report.keywords, \
+        report.keywords
     # a new run has a new budget: 2 calls of 8 episodes each, the newest first
     monkeypatch.setattr(rf, "SUMMARY_CALLS_PER_RUN", 2)
     configure(home, api)
@@ -269,7 +271,8 @@ def test_keyword_calls_count_against_the_summary_budget(home: Home, api: FakeMes
         assert len(tg.with_origin(store, "rollup", "model")) == 24
     report = rf.run(home, home.settings())
     assert report.keyword_calls == 0 and len(api.requests) == 29
-    assert report.keywords == "model: no episode needed keywords"
+    assert report.keywords.startswith("model: ") and "no episode needed" in report.keywords, \
+        report.keywords
 
 
 def test_a_second_reflect_asks_no_keywords_for_episodes_that_have_them(
