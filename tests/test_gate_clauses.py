@@ -40,7 +40,8 @@ FINE = "Deploys on Fridays are fine now"
     ("\u300cDeploys on Fridays are fine now\u300d", "words you quoted"),
 ])
 def test_an_asked_quoted_or_reported_clause_is_not_the_owners_statement(body: str, why: str):
-    assert gate.verbatim_problem(FINE, [body]) == f"{gate.NOT_VERBATIM}: {why}, not a statement of yours"
+    problem = gate.verbatim_problem(FINE, [body])
+    assert problem is not None and problem.startswith(f"{gate.NOT_VERBATIM}: {why},"), problem
 
 
 @pytest.mark.parametrize(("body", "why"), [
@@ -118,8 +119,9 @@ def test_a_repetitive_message_is_read_in_about_its_length():
     """Every clause may begin a run and every run matches, but the message asks: each place
     is tried and none passes (the old check built each run anew: 25 s for a third of this)."""
     body = "a, " * 150_000 + "?"
-    assert gate.verbatim_problem(", ".join(["a"] * 2000), [body]) == \
-        f"{gate.NOT_VERBATIM}: a question you asked, not a statement of yours"
+    problem = gate.verbatim_problem(", ".join(["a"] * 2000), [body])
+    assert problem is not None and problem.startswith(f"{gate.NOT_VERBATIM}: "), problem
+    assert "a question you asked" in problem, problem
     assert gate.verbatim_problem(", ".join(["a"] * 2000), ["a, " * 150_000]) is None
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from rituals import reflect as rf
 from runtime.home import Home
+from runtime.memory import gate
 from runtime.store import Event, Store
 from runtime.store import events as ev
 from runtime.store import promotions as pr
@@ -106,6 +107,6 @@ def test_a_lesson_that_turns_the_owners_words_around_is_queued_in_auto(home: Hom
         rows = {p.text: p for p in pr.listing(store, None)}
     inverted = rows["Dana no longer owns the parser release checklist"]
     assert (inverted.status, inverted.origin) == ("queued", "reflect")
-    assert "not a verbatim clause of a cited owner message" in inverted.reason
+    assert inverted.reason.startswith(gate.NOT_VERBATIM), inverted.reason
     memory = home.memory_md.read_text()
     assert "no longer" not in memory and "dana owns the PARSER release checklist!" in memory
