@@ -68,7 +68,7 @@ def test_run_with_a_missing_role_file_exits_2_before_any_tick(home: Home, api: F
     for _ in range(3):  # three runs once set an owner's message aside as if it were at fault
         line = one_error_line(coworker("run", "--once"))
         assert "[coworker] role" in line and "missing.md" in line, line
-        assert "create it or put the role text in config.toml" in line, line
+        assert "create it" in line and "config.toml" in line, line
 
     waiting = the_input(home, event_id)
     assert waiting.failures == 0 and waiting.last_error is None
@@ -89,7 +89,7 @@ def test_start_with_a_missing_role_file_says_so_and_starts_nothing(home: Home,
                                                                    api: FakeMessagesAPI):
     write_config(home.root, api.url, coworker={"role": "missing.md"})
     line = one_error_line(coworker("start"))
-    assert "missing.md" in line and "create it or put the role text in config.toml" in line
+    assert "missing.md" in line and "create it" in line and "config.toml" in line
     assert not home.pidfile.exists(), "no background process was started"
 
 
@@ -187,7 +187,8 @@ def test_a_wrong_type_in_the_secrets_file_names_that_file(offline_home: Home):
     (offline_home.state / "secrets.toml").write_text("[model]\nmax_tokens = true\n",
                                                      encoding="utf-8")
     line = one_error_line(coworker("run", "--once"))
-    assert "state/secrets.toml: [model] max_tokens:" in line and "whole number" in line, line
+    assert "state/secrets.toml" in line and "[model] max_tokens" in line, line
+    assert "whole number" in line, line
 
 
 def test_values_of_their_own_type_still_load(isolated_home: Path):

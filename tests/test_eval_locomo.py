@@ -220,8 +220,8 @@ def test_a_model_without_hybrid_is_one_line_and_exit_2(tmp_path: Path, channels:
                    "--model", "all-minilm")
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
-    assert lines == ["error: --model names the embedder of --channels hybrid: add --channels "
-                     "hybrid"], lines
+    assert len(lines) == 1 and lines[0].startswith("error: --model"), lines
+    assert "add --channels hybrid" in lines[0], lines
 
 
 def test_hybrid_without_an_embedder_is_one_line_and_exit_2(tmp_path: Path, isolated_home: Path):
@@ -235,5 +235,6 @@ def test_hybrid_without_an_embedder_is_one_line_and_exit_2(tmp_path: Path, isola
                    "--out", str(out))
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
+    assert len(lines) == 1 and "--channels hybrid" in lines[0], lines
+    assert "semantic channel" in lines[0], lines
     assert not out.exists(), "nothing is written before the embedder answers"

@@ -147,7 +147,8 @@ def test_hybrid_without_an_embedder_is_one_line_and_exit_2(offline_home, isolate
         embed_server.stop()
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--channels hybrid needs the semantic channel" in lines[0], lines
+    assert len(lines) == 1 and "--channels hybrid" in lines[0], lines
+    assert "semantic channel" in lines[0], lines
     assert "Traceback" not in got.stderr
 
 
@@ -171,8 +172,9 @@ def test_recalibrating_keeps_a_probe_behind_a_routine_line_at_no_confidence():
 def test_a_model_without_hybrid_is_one_line_and_exit_2(isolated_home: Path):
     got = coworker("eval", "paraphrase", "--model", "all-mpnet")
     assert got.returncode == 2, got.stderr
-    assert got.stderr.strip().splitlines() == [
-        "error: --model names the embedder of --channels hybrid: add --channels hybrid"]
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --model"), lines
+    assert "add --channels hybrid" in lines[0], lines
 
 
 def test_a_model_named_is_used_whatever_the_home_says(offline_home, isolated_home: Path,

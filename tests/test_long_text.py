@@ -153,7 +153,7 @@ def test_the_gate_queues_a_text_longer_than_it_reads_without_reading_its_words(
     v, stemmed = _stemmed(gate.consider, store, offline_home, settings,
                           gate.Candidate(text, [source], 1.0, "owner"))
     assert v.status == "queued", v
-    assert f"more than the {READ_CHARS} the gate checks word by word" in v.reason
+    assert f"{READ_CHARS}" in v.reason and "word by word" in v.reason
     assert "cannot be approved whole" in v.reason, "over the budget too"
     assert stemmed == 0
     missing = gate.consider(store, offline_home, settings,
@@ -182,7 +182,8 @@ def test_promotions_table_shows_a_long_text_cut_and_json_whole(offline_home: Hom
                None, None)
     table = coworker("promotions")
     assert table.returncode == 0, table.stderr
-    assert f"({len(LONG)} characters; --json shows it whole)" in " ".join(table.stdout.split())
+    shown = " ".join(table.stdout.split())
+    assert f"({len(LONG)} characters;" in shown and "--json" in shown, shown
     assert len(table.stdout) < 5000
     whole = coworker("promotions", "--json")
     assert json.loads(whole.stdout.splitlines()[0])["text"] == LONG
@@ -205,8 +206,8 @@ def test_import_refuses_a_line_over_its_limit_and_skips_it_on_request(
         with pytest.raises(BadLine) as bad:
             import_file(store, path)
         assert bad.value.line_no == 3, bad.value
-        assert re.search(r"5,\d{3} bytes, over the 1,000 bytes one line may hold",
-                         str(bad.value)), str(bad.value)
+        assert re.search(r"5,\d{3} bytes", str(bad.value)), str(bad.value)
+        assert "over the 1,000 bytes" in str(bad.value), str(bad.value)
         assert ev.total(store) == 0, "nothing of the file is written"
     r = coworker("import", "--skip-bad", str(path))
     assert r.returncode == 0, r.stderr

@@ -145,7 +145,8 @@ def test_garbage_from_the_model_fails_the_tick_cleanly(home: Home, api: FakeMess
     tell(home, "hi")
     api.enqueue(Scripted(200, "{not json"))
     assert tick(make_loop(home)).kind == "failed"
-    assert "not a Messages API response" in events_of(home, "tick_failed")[0].body
+    said = events_of(home, "tick_failed")[0].body
+    assert "Messages API response" in said and "[model] base_url" in said, said
 
 
 @pytest.mark.parametrize("name,payload,expect", [

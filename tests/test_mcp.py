@@ -136,7 +136,8 @@ def test_search_finds_a_seeded_event_by_id(offline_home: Home):
     assert "euro" in hit["excerpt"] and hit["label"] == "note"
     assert len(billing.structured_content["hits"]) == 3
     assert {h["id"] for h in billing.structured_content["hits"]} <= set(ids["billing"])
-    assert bad.is_error and "limit must be between 1 and 200" in bad.content[0].text
+    assert bad.is_error and "limit" in bad.content[0].text
+    assert "between 1 and 200" in bad.content[0].text
 
 
 def test_recall_returns_items_and_the_block_within_its_budget(offline_home: Home):
@@ -398,7 +399,7 @@ def test_the_server_exits_when_its_client_closes_stdin(offline_home: Home, when:
     # at most the SDK's "Connection closed" error for the abandoned call; nothing but protocol
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines())
     assert "Traceback" not in err
-    assert "the client closed stdin; exiting" in err
+    assert "closed stdin" in err
 
 
 # --- a request the SDK cannot read is still answered (issue 38, item 13) -----------------------

@@ -99,7 +99,7 @@ def test_a_model_that_answered_wrongly_never_enters_the_walk(sem_home, monkeypat
         got = walk_result(store, PARAPHRASE, semantic=_semantic(home, store, PARAPHRASE, []))
     assert got.refused and got.why is not None and got.why.code == "below_threshold"
     assert got.why.probe is not None and got.why.probe.confidence >= 0.5  # it would have entered
-    assert "`coworker search` may find more" in (walk_reason(got) or "")
+    assert "`coworker search`" in (walk_reason(got) or "")
 
 
 def test_the_walk_does_not_embed_when_lexical_enters(sem_home):
@@ -171,8 +171,9 @@ def test_the_cli_walk_and_search_take_the_semantic_path(sem_home):
     got = json.loads(walked.stdout)
     assert got["entry"] == "semantic" and got["events"][0]["id"] == ids[1], got
     human = coworker("walk", *PARAPHRASE.split())  # says how it entered, not "(0/3: )"
-    assert human.returncode == 0 and "(by meaning: no words matched enough (" in \
-        human.stdout.splitlines()[0], human.stdout
+    first = human.stdout.splitlines()[0]
+    assert human.returncode == 0 and "(by meaning:" in first and "no words matched" in first, \
+        human.stdout
     found = coworker("search", *PARAPHRASE.split(), "--json")
     assert found.returncode == 0, found.stderr
     first = json.loads(found.stdout.splitlines()[0])
@@ -337,4 +338,4 @@ def test_an_answer_said_three_times_is_a_refusal_not_a_lesser_line(offline_home:
                            matrix)
     assert pr is not None and pr.behind_routine and pr.margin == 0.0, pr
     assert pr.confidence < 0.5, pr  # the walk's semantic entry refuses below 0.5
-    assert "said three times or more" in pr.why()
+    assert "three times or more" in pr.why()
