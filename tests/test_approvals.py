@@ -157,7 +157,8 @@ def test_approve_and_reject_write_the_owners_event_and_refuse_a_second_time(
     a, b = queue(store, 1), queue(store, 2)
     r = coworker("actions", "approve", str(a.id))
     assert r.returncode == 0, r.stderr
-    assert f"action {a.id} approved: git__git_commit runs once" in r.stdout
+    assert f"action {a.id} approved" in r.stdout and "git__git_commit" in r.stdout, r.stdout
+    assert "runs once" in r.stdout, r.stdout
     again = coworker("actions", "approve", str(a.id))
     assert again.returncode == 1 and "already approved" in again.stderr
     assert "Traceback" not in again.stderr
@@ -223,7 +224,10 @@ def test_status_counts_what_waits(offline_home: Home, store: Store):
     ap.decide(store, queue(store, 2).id, "rejected", "no")
     data = json.loads(coworker("status", "--json").stdout)
     assert data["actions"]["waiting"] == 1 and data["actions"]["rejected"] == 1
-    assert "actions: 1 waiting for approval (`coworker actions`)" in coworker("status").stdout
+    status = coworker("status").stdout
+    said = [ln for ln in status.splitlines() if ln.startswith("actions: ")]
+    assert len(said) == 1 and "1 waiting" in said[0], status
+    assert "`coworker actions`" in said[0], status
 
 
 def test_a_planted_secret_reaches_neither_the_database_nor_the_output(offline_home: Home):
@@ -288,7 +292,8 @@ def test_mcp_tools_lists_classes_and_names_a_server_that_cannot_start(offline_ho
     assert rows["faulty__write_file"] == ["SIDE_EFFECT", "dry-run"]
     assert rows["faulty__wipe"] == ["APPROVE", "dry-run"]   # in dry-run nothing is queued
     assert rows["faulty__hang"] == ["DISABLED", "refused"]
-    assert "ghost cannot start" in r.stdout and "No such file or directory" in r.stdout
+    [ghost] = [ln for ln in r.stdout.splitlines() if ln.startswith("ghost ")]
+    assert "cannot start" in ghost and "No such file" in ghost, r.stdout
     assert "Traceback" not in r.stdout + r.stderr and "retrying" not in r.stderr
 
 

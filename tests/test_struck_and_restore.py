@@ -275,7 +275,7 @@ def test_unstrike_refuses_what_it_cannot_put_back(offline_home: Home, tmp_path: 
         f.write("- ravi answers  billing questions\n")  # by hand, the same words
     after = offline_home.memory_md.read_bytes()
     line = one_error(cli("unstrike", "m2", code=1))
-    assert "[m4] holds the same text" in line, line
+    assert "[m4]" in line and "same text" in line, line
     assert before != after == offline_home.memory_md.read_bytes()
     assert snapshot_count(offline_home) == snaps and events_of(offline_home, "memory_restore") == []
 

@@ -149,7 +149,7 @@ def test_an_inversion_or_an_unrelated_owner_clause_cannot_supersede(offline_home
                               gate.Candidate("Dana keeps the minutes on Fridays", [minutes],
                                              0.95, "tool", "m1"))
     assert unrelated.status == gate.VerdictStatus.QUEUED, unrelated
-    assert "keeps only 33% of the words of [m1]" in unrelated.reason
+    assert "33%" in unrelated.reason and "[m1]" in unrelated.reason, unrelated.reason
     assert offline_home.memory_md.read_bytes() == before
 
 
@@ -301,9 +301,10 @@ def test_the_map_marks_a_superseded_entry_stale_and_a_queued_one_as_pending(
     page = memmap.render(store)
     assert "## MEMORY.md entries superseded" in page
     lines = [line for line in page.splitlines() if RULE in line]
-    assert lines == [f"- [m1] {RULE} _(stale: superseded by [m2] on "
-                     f"{pr.get(store, queued.promotion_id).decided_at[:10]}, promotion "  # type: ignore[union-attr]
-                     f"{queued.promotion_id}; this was true, it is not now)_"], lines
+    decided = pr.get(store, queued.promotion_id).decided_at[:10]  # type: ignore[union-attr]
+    assert len(lines) == 1 and lines[0].startswith(f"- [m1] {RULE} _(stale: "), lines
+    assert "[m2]" in lines[0] and decided in lines[0], lines
+    assert f"promotion {queued.promotion_id};" in lines[0] and lines[0].endswith(")_"), lines
 
 
 def test_an_entry_restored_to_memory_md_is_not_listed_as_superseded(offline_home: Home,
