@@ -433,14 +433,15 @@ def test_hostile_toml_is_one_config_error_line(isolated_home: Path, text: str,
 def test_a_role_file_that_is_not_utf8_is_a_config_error(isolated_home: Path) -> None:
     (isolated_home / "role.md").write_bytes(b"You triage \xff bugs.\n")
     settings = load(write_config(isolated_home, coworker={"role": "role.md"}))
-    with pytest.raises(ConfigError, match=r"\[coworker\] role: role file .*role.md is not UTF-8 "
-                                          r"text \(byte 0xff at offset 11, line 1\)"):
+    with pytest.raises(ConfigError, match=r"^\[coworker\] role: ") as exc:
         settings.role_text(isolated_home)
+    msg = str(exc.value)
+    assert "role.md" in msg and "not UTF-8" in msg and "0xff" in msg and "line 1" in msg, msg
     (isolated_home / "config.toml").write_text('[coworker]\nrole = "a\\u0000b.md"\n',
                                                encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"\[coworker\] role: 'a\\x00b.md' is not a usable "
-                                          r"path \(embedded null byte\)"):
+    with pytest.raises(ConfigError, match=r"^\[coworker\] role: 'a\\x00b.md'") as exc:
         load(isolated_home / "config.toml").role_text(isolated_home)
+    assert "embedded null byte" in str(exc.value), exc.value
 
 
 def test_an_environment_variable_naming_no_setting_is_a_warning_with_the_closest(

@@ -259,7 +259,7 @@ def test_approve_refuses_when_the_entry_left_meanwhile_and_finishes_a_half_done_
                            gate.Candidate("Deploys on Fridays are fine now until noon", [cited],
                                           0.95, "tool", "m2"))
     run("strike", "m2")
-    with pytest.raises(gate.ReviewError, match=r"\[m2\], which is no longer in MEMORY.md"):
+    with pytest.raises(gate.ReviewError, match=r"\[m2\].* no longer in MEMORY\.md"):
         gate.approve(store, offline_home, settings, second.promotion_id)
 
 
@@ -329,7 +329,7 @@ def test_the_mcp_door_cannot_supersede(offline_home: Home, store: Store):
     seed_rule(store, offline_home)
     before = offline_home.memory_md.read_bytes()
     events = ev.counts(store)
-    with pytest.raises(NotOwnersDoor, match="supersede is the owner's action"):
+    with pytest.raises(NotOwnersDoor, match="^supersede "):
         Actions(offline_home, Door.MCP, "ops-bot").supersede("m1", NEW)
     assert ev.counts(store) == events and offline_home.memory_md.read_bytes() == before
     names = [t.name for t in asyncio.run(build(offline_home).list_tools())]
