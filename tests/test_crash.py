@@ -3,7 +3,7 @@
 No event lost or duplicated, no half-sealed level, `PRAGMA integrity_check` ok, FTS in sync,
 and the finished ladder equals the one an uninterrupted run builds from the same history.
 Each kill lands when the database shows the work has reached a point, whatever the machine's
-load. Slow (about 30 s): `./run-tests --all` or `--slow-only` runs it.
+load. Slow (about 20 s): `./run-tests --all` or `--slow-only` runs it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -26,7 +27,7 @@ from runtime.store import Store
 
 from .conftest import coworker
 
-N_EVENTS = 40_000
+N_EVENTS = 15_000
 WORDS = ("parser scheduler cache login release docs unicode crash leak flaky build deploy "
          "review merge branch test customer invoice report backup").split()
 
@@ -115,13 +116,14 @@ def kill_when(proc: subprocess.Popen, db: Path, archived: int, rollups: int,
 @pytest.mark.timeout(900)  # covers the subprocesses: each one is waited on with a deadline
 def test_reflect_killed_at_several_points_then_rerun(tmp_path: Path, history: Path):
     ref_env = fresh_home(tmp_path / "reference", history)
+    home = tmp_path / "victim"  # the same imported home, copied before any reflect
+    shutil.copytree(tmp_path / "reference", home)
+    env = dict(os.environ, COWORKER_HOME=str(home))
     r = coworker("reflect", env=ref_env)
     assert r.returncode == 0, r.stderr
     reference = ladder(tmp_path / "reference" / "state" / "coworker.db")
     assert len(reference) > 1000
 
-    home = tmp_path / "victim"
-    env = fresh_home(home, history)
     db = home / "state" / "coworker.db"
     # Kill points by progress, not by the clock (a loaded machine stretches the clock): just
     # after the archive move, then at fractions of the ladder's sealing.

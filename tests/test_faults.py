@@ -44,8 +44,8 @@ from runtime.store import inputs as inputs_store
 from .conftest import tell, tells_at_once, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 
-N_TELLS = 20
-MAX_EXTRA_TELLS = 20  # told only if the 20 drained before enough kills landed inside a turn
+N_TELLS = 14
+MAX_EXTRA_TELLS = 20  # told only if the first ones drained before enough kills landed inside a turn
 MIN_KILLS_IN_TURN = 5
 MAX_KILLS = 30
 TIMEOUT_S = 1.5  # [model] timeout_s: a hung or dripping answer fails its attempt after this
@@ -55,8 +55,8 @@ FAULT_RATE = 0.4  # the chance a request is answered with a fault ...
 FAULT_CAP = 0.5  # ... while at most this share of all requests so far were faulty
 FAULT_KINDS = ("429", "529", "500", "hung", "drip", "garbage", "reset")
 COMPLETED = ("acted", "no_action", "step_cap")  # the outcomes of a completed turn (ADR-0012)
-CHAOS_S = 100.0  # the tells and kills must be done by then
-DRAIN_S = 60.0  # then every pending input must be consumed within this
+CHAOS_S = 300.0  # a hang guard, not a speed claim: the tells and kills end long before on any
+DRAIN_S = 120.0  # machine; then every pending input must be consumed (the same: a hang guard)
 
 MESSAGE = re.compile(r"\] (message \d+)$", re.M)
 TOOL_USE = re.compile(r"^\[(toolu_[A-Za-z0-9_]+)\]")
@@ -314,8 +314,8 @@ def test_faults_kills_and_restarts_lose_nothing_and_repeat_nothing(
     logdir.mkdir()
     loop = LoopProcess(home, logdir)
     t0 = time.monotonic()
-    tell_at = sorted(rng.uniform(0.5, 25.0) for _ in range(N_TELLS))
-    planned_kills = rng.randint(8, 12)
+    tell_at = sorted(rng.uniform(0.5, 15.0) for _ in range(N_TELLS))
+    planned_kills = rng.randint(6, 9)
     told: list[str] = []
     rcs: list[int] = []
     kills = 0
