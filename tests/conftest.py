@@ -352,7 +352,8 @@ SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_b
               "tests/test_config_mistakes.py", "tests/test_hands_own_state.py",
               "tests/test_approvals.py", "tests/test_user_mistakes_b.py",
               "tests/test_backup.py", "tests/test_doctor.py", "tests/test_recall.py",
-              "tests/test_cli.py", "tests/test_reflect_memory.py", "tests/test_eval_paraphrase.py"}
+              "tests/test_cli.py", "tests/test_reflect_memory.py", "tests/test_eval_paraphrase.py",
+              "tests/test_gate_clauses.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen

@@ -114,6 +114,7 @@ def test_the_same_clause_stated_elsewhere_in_the_message_still_passes():
     assert gate.verbatim_problem(FINE, [body]) is None
 
 
+@pytest.mark.slow  # a big input on purpose: its timeout catches a quadratic read
 @pytest.mark.timeout(60)  # 150 KB of this took 25 s; 450 KB now takes a second or two
 def test_a_repetitive_message_is_read_in_about_its_length():
     """Every clause may begin a run and every run matches, but the message asks: each place
@@ -125,6 +126,7 @@ def test_a_repetitive_message_is_read_in_about_its_length():
     assert gate.verbatim_problem(", ".join(["a"] * 2000), ["a, " * 150_000]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)  # the old check took 90 s on half of this (360 s here); now a second or two
 def test_a_long_pasted_message_is_read_in_about_its_length():
     rng = random.Random(7)
