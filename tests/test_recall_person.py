@@ -318,6 +318,104 @@ def test_search_widens_to_the_named_person_when_it_takes_the_hybrid_path(offline
     assert ids[0] in events  # the words' hits are still there
 
 
+# --- the named person's lines are found with the question in their own words -----------------
+
+@pytest.mark.parametrize(("text", "key", "asked"), [
+    ("What do Melanie's kids like?", "melanie", "What do my kids like?"),
+    ("Where has Melanie camped?", "melanie", "Where have I camped?"),
+    ("Is Melanie coming?", "melanie", "Am I coming?"),
+    ("What did people say to Melanie about her art?", "melanie",
+     "What did people say to me about my art?"),
+    ("melanie’s dog.", "melanie", "my dog."),
+    ("Which books are James' favourites?", "james", "Which books are my favourites?"),
+    ("When does Dana Smith fly? Dana Smith's seat.", "dana smith", "When do I fly? my seat."),
+    # "May 2024" is a date, not the speaker May; "she" is taken to be the person named
+    ("What did May plant in May 2024, and why did she?", "may",
+     "What did I plant in May 2024, and why did I?"),
+    # a date between the verb and the name stays; so do the quotes around a name
+    ("What did 3 May 2024 Dana say?", "dana", "What did 3 May 2024 I say?"),
+    ("Did 'Jess' call?", "jess", "Did 'I' call?"),
+    # a pronoun inside the name is the name's ("He" is a surname too)
+    ("What did He Jing say to his team?", "he jing", "What did I say to my team?"),
+    ("Has she met Dana's team? Did he give him hers?", "dana",
+     "Have I met my team? Did I give me mine?"),
+    ("What did Dana's husband buy her?", "dana", "What did my husband buy me?"),
+    ("Did Dana buy her a gift for her art?", "dana", "Did I buy me a gift for my art?"),
+])
+def test_a_question_is_put_in_the_named_persons_words(text: str, key: str, asked: str):
+    from runtime.memory import dates
+    from runtime.memory.recall import in_their_words
+
+    names = {"melanie": ("Melanie",), "james": ("James",), "dana smith": ("Dana Smith",),
+             "may": ("May",), "dana": ("Dana",), "jess": ("Jess",), "he jing": ("He Jing",)}
+    assert in_their_words(text, dates.named(text)[1], key, names) == asked
+
+
+SIGNED = "Which car does Dana drive?"
+OWN_ANSWER = "My automobile is blue, old and rusty."
+
+
+def _signed(home: Home, embed_server: EmbedServer, drives: int) -> tuple[Home, int]:
+    """Dana signs her notes with her name; one line of hers, unsigned, is about her own car in
+    other words; Sam drives the car for Dana `drives` times. Asked with her name, her signed
+    notes sit nearer the question than her answer; asked as she would say it ("Which car do I
+    drive?"), only the answer is near."""
+    write_config(home.root, semantic=semantic_cfg(embed_server.url))
+    rows = [_said("Sam", "message", f"I drive the car for Dana to the depot on route {i}.")
+            for i in range(drives)]
+    rows += [_said("Dana", "message", f"Dana here: sprint {i} notes are in the wiki. Dana")
+             for i in range(30)]
+    rows.append(_said("Dana", "message", OWN_ANSWER))
+    with Store.open(home.db_path) as store:
+        ids = ev.append_many(store, rows)
+    assert backfill_with_settings(home) == len(rows)
+    return home, ids[-1]
+
+
+@pytest.fixture
+def signed_home(offline_home: Home, embed_server: EmbedServer) -> tuple[Home, int]:
+    return _signed(offline_home, embed_server, 30)
+
+
+def test_the_named_persons_lines_are_found_with_the_question_in_their_words(
+        signed_home, embed_server: EmbedServer):
+    home, answer = signed_home
+    with Store.open(home.db_path, readonly=True) as store:
+        embedder, matrix = SemanticCache().get(store, home.settings().semantic)
+        person = named_person(store, SIGNED, matrix)
+        assert person is not None and person.asked == "Which car do I drive?"
+        as_asked = matrix.nearest(embedder.embed([SIGNED])[0], 20, among=person.mask)
+        assert answer not in as_asked, "her signed notes must crowd out the answer as asked"
+        embed_server.requests.clear()
+        got = recall_hybrid(store, SIGNED, embedder=embedder, matrix=matrix, gate=0.6, k=10)
+    assert got.channel == "hybrid"
+    assert answer in [int(h.event.id or 0) for h in got.hits], [h.event.body for h in got.hits]
+    # one request: the question and the question in her words, in one batch
+    assert [r["inputs"] for r in embed_server.requests] == [[SIGNED, "Which car do I drive?"]]
+
+
+def test_search_finds_the_named_persons_lines_in_their_words(offline_home: Home,
+                                                             embed_server: EmbedServer):
+    """The door's semantic function embeds the question in the person's words when asked:
+    `coworker search` widens to Dana's nearest as recall does. A door that could only embed
+    the question as asked misses her answer behind her signed notes."""
+    from runtime.memory.search import search
+
+    home, answer = _signed(offline_home, embed_server, 5)
+    question = "Which car does Dana drive on sunny weekends at the coast?"  # words fall short
+    cfg = home.settings().semantic
+    with Store.open(home.db_path, readonly=True) as store:
+        door = SemanticCache().for_query(store, cfg, question)
+        found = search(store, question, limit=20, gate=0.6, semantic=door)
+        as_asked = search(store, question, limit=20, gate=0.6,
+                          semantic=lambda text=None: door())
+    assert "Which car do I drive on sunny weekends at the coast?" in embed_server.inputs
+    assert answer in [h.id for h in found if h.kind == "event"], [h.excerpt for h in found]
+    assert answer not in [h.id for h in as_asked if h.kind == "event"]
+
+
+
+
 TYRES = "The depot car got tyres, mirrors, seats, wipers, lamps, brakes and mats."
 EXTRAS = ("needs keys cut before Monday", "wants fuel receipts filed weekly",
           "lacks a parking permit downtown", "insurance renewal arrives in June",
@@ -383,7 +481,7 @@ def test_hybrid_recall_keeps_the_named_persons_own_lines_first(
         embedder, matrix = SemanticCache().get(store, offline_home.settings().semantic)
         person = named_person(store, DEPOT, matrix)
         assert person is not None
-        near = matrix.nearest(embedder.embed([DEPOT])[0], 20, among=person.mask)
+        near = matrix.nearest(embedder.embed([person.asked])[0], 20, among=person.mask)
         got = recall_hybrid(store, DEPOT, embedder=embedder, matrix=matrix, gate=0.6, k=20)
     assert tyres not in near, "her nearest lines must miss it for this to show anything"
     ids = [int(h.event.id or 0) for h in got.hits]

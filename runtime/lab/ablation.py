@@ -4,7 +4,8 @@ Owns the list of rules (`RULES`: each one the module attributes that switch it, 
 time by `switched`, a context manager that restores them however it is left), the run (the
 work set and the paraphrase set asked with every rule as shipped and with each rule switched,
 on a home built once per set and channel, rebuilt only for a rule that acts when reflect runs;
-the LoCoMo development set when its file is given, lexical only), the figures of one report
+the LoCoMo development set when its file is given, through the same channels: hybrid embeds
+each turn once for all the runs, `_Remembering`), the figures of one report
 (`Figures`) and the verdict of issue 39: a rule STAYS only if it improves a work-shaped set, or
 improves LoCoMo dev turn recall@10 by at least 0.01 without lowering either work-shaped set;
 otherwise DELETE.
@@ -16,8 +17,9 @@ answers fewer (block + search + walk found) or adds a wrong answer or noise; it 
 when it lowers nothing and answers more, answers wrongly less often, or is less often noise.
 
 The rules issue 39 measured and deleted (the date rules of ADR-0025 and ADR-0027..0029 and the
-date weight, ADR-0031's unseen names, `in_their_words`, offline keywords) have no switch here:
-their code is gone; their figures are in docs/benchmarks.md and in git.
+date weight, ADR-0031's unseen names, offline keywords) have no switch here: their code is
+gone; their figures are in docs/benchmarks.md and in git. `in_their_words` was deleted with
+them before LoCoMo was measured hybrid; measured so (+0.018) it came back.
 
 It never edits the product: a switched rule lives only inside `switched`, and the product's
 modules are as they were when it returns. It reads; it never calls a chat model.
@@ -28,7 +30,7 @@ from __future__ import annotations
 import importlib
 import tempfile
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +73,10 @@ def _zero(_real: Any) -> float:
     return 0.0
 
 
+def _as_said(_real: Any) -> Callable[..., str]:
+    return lambda text, *_a, **_k: text
+
+
 def _kept_off(real: Any) -> Any:
     """A stand-in for `memory.rung_bm25` in recall: no kept counts, FTS5's bm25 instead."""
     off = types.SimpleNamespace(**vars(real))
@@ -106,7 +112,31 @@ RULES: tuple[Rule, ...] = (
     Rule("person", "ADR-0030 widening to the named person (and the person channel)",
          (Patch(R, "_named_speaker", _no_names), Patch(R, "named_person_or_none", _no_one),
           Patch(f"{M}.search", "named_person_or_none", _no_one))),
+    Rule("their-words", "in_their_words: the person channel asks in the person's own words",
+         (Patch(R, "in_their_words", _as_said),), hybrid_only=True),
 )
+
+
+class _Remembering:
+    """An embedder that embeds each text once for all the runs of an ablation: LoCoMo's
+    turns are the same with and without a rule, so only a rule's new queries are embedded."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.seen = inner, dict[str, Any]()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        if todo:
+            self.seen.update(zip(todo, self.inner.embed(todo), strict=True))
+        if not texts:
+            return self.inner.embed(texts)
+        return np.stack([self.seen[t] for t in texts])
 
 
 class RuleMissing(UsageError):
@@ -212,20 +242,21 @@ class _Sets:
         return {h: figures(report.questions, h) for h in ("tuning", "held")}
 
 
-def _locomo(path: Path | None) -> tuple[float, float] | None:
+def _locomo(path: Path | None, sets: _Sets) -> tuple[float, float] | None:
     if path is None:
         return None
     from .evaluate import run
 
-    o = run(path, 10, "lexical").overall
+    made = None if sets.embedder is None else (sets.embedder, sets.gate)
+    o = run(path, 10, sets.channels, made=made).overall
     return float(o["turn_recall"]), float(o["mrr10"])
 
 
 def _measure(sets: _Sets, locomo: Path | None, rule: Rule | None) -> Measured:
     fresh = rule is not None and rule.at_build
     got = Measured({name: sets.measure(name, fresh) for name in SETS})
-    if sets.channels == "lexical":
-        got.locomo = _locomo(locomo)
+    if not (rule is not None and rule.at_build and sets.channels == "hybrid"):
+        got.locomo = _locomo(locomo, sets)  # (a rule acting at build would embed anew)
     return got
 
 
@@ -286,12 +317,14 @@ class Ablation:
 def run(channels: str = "lexical", locomo: Path | None = None, keys: tuple[str, ...] = (),
         model: str | None = None, progress: Callable[[str], None] | None = None) -> Ablation:
     """Every rule of `keys` (all when empty) that acts on `channels`, measured switched and as
-    shipped; LoCoMo (lexical only) when `locomo` names its file."""
+    shipped; LoCoMo through the same channels when `locomo` names its file."""
     checked_model(channels, model)
     if locomo is not None and not locomo.is_file():
         raise UsageError(f"no LoCoMo file at {locomo}: give --locomo the development set")
     rules = [r for r in rules_named(keys) if channels == "hybrid" or not r.hybrid_only]
     embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
+    if embedder is not None:
+        embedder = _Remembering(embedder)
     with tempfile.TemporaryDirectory() as tmp:
         sets = _Sets(Path(tmp), channels, embedder, gate)
         if progress:

@@ -263,10 +263,11 @@ def eval_work(channels: str, half: str, as_json: bool, calibrate: bool,
 @eval_group.command(name="ablate")
 @click.option("--channels", type=click.Choice(CHANNELS[:2]), default="lexical",
               show_default=True, help="lexical; hybrid adds the rules that act only with the "
-              "semantic channel (LoCoMo is measured lexical only).")
+              "semantic channel (and measures LoCoMo hybrid too).")
 @click.option("--locomo", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="LoCoMo's development set, measured with and without each rule (about "
-              "25 s a run); left out when not given.")
+              "25 s a run lexical; hybrid embeds its turns once, about 10 minutes, then "
+              "about 40 s a run); left out when not given.")
 @click.option("--rule", "keys", multiple=True, help="Only this rule (repeat for more); "
               "all when not given.")
 @click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,

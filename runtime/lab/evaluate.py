@@ -482,13 +482,15 @@ def _finish(report: Report, tally: _Tally) -> None:
 
 
 def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = None,
-        progress: Callable[[str], None] | None = None, model: str | None = None) -> Report:
+        progress: Callable[[str], None] | None = None, model: str | None = None,
+        made: tuple[Embedder, float] | None = None) -> Report:
     """LoCoMo through `channels` (see the module docstring); `model`: with hybrid, the
-    packaged local model to embed with instead of the home's [semantic] settings."""
+    packaged local model to embed with instead of the home's [semantic] settings; `made`: an
+    embedder and gate already made (the ablation's, asked again run after run)."""
     checked_model(channels, model)
     samples = load(path)
     report = Report(channels, k)
-    embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
+    embedder, gate = (None, 0.0) if channels != "hybrid" else made or eval_embedder(model)
     tally = _Tally()
     try:
         out_f = out.open("w", encoding="utf-8") if out else None

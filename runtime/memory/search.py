@@ -221,7 +221,7 @@ def _fused_page(store: Store, page: _Page, words: list[str], limit: int, gate: f
     fused = None if got is None else _fused(
         store, [h.hit for h in lexical],
         {h.hit.id: h.excerpt_body for h in lexical if h.key[0] == 0},
-        got, limit, page.stale, coverage / gate if gate else 1.0, query)
+        got, limit, page.stale, coverage / gate if gate else 1.0, query, semantic)
     if fused is None:
         return None
     page.mark({(0 if h.kind == "event" else 1, h.id) for h in fused})
@@ -522,7 +522,8 @@ def _exhaustive(store: Store, words: list[str], match: str | None, limit: int,
     if semantic is not None and coverage < gate:
         got = semantic()
         fused = None if got is None else _fused(
-            store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0, query)
+            store, hits, bodies, got, limit, stale, coverage / gate if gate else 1.0, query,
+            semantic)
         if fused is not None:
             out = Hits(fused)
     return out
@@ -573,18 +574,18 @@ def _label(event: Event, stale: dict[int, str]) -> str:
 
 def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any, Any],
            limit: int, stale: dict[int, str], lexical_weight: float,
-           query: str = "") -> list[Hit] | None:
+           query: str = "", semantic: Semantic | None = None) -> list[Hit] | None:
     """Three rankings fused: the lexical hits (weighted by how much of the query they cover,
     relative to the gate: what matched a word or two of a paraphrase is mostly chance), the
     nearest events and the nearest rollups (title and summary); and a fourth when the query
-    names one person who speaks in the history: that person's nearest events to the query,
-    as recall fuses them (ADR-0030). `bodies`: the lexical event hits' whole texts. A text
-    said again (a reminder posted every week) is one hit: its best copy stands for the rest,
-    which would otherwise fill the page with one line. None, with a WARNING, when the vectors
-    cannot be read against the query's (the model changed): the caller keeps its lexical
-    page."""
+    names one person who speaks in the history: that person's nearest events to the query in
+    their own words (`semantic` embeds it), as recall fuses them (ADR-0030). `bodies`: the
+    lexical event hits' whole texts. A text said again (a reminder posted every week) is one
+    hit: its best copy stands for the rest, which would otherwise fill the page with one line.
+    None, with a WARNING, when the vectors cannot be read against the query's (the model
+    changed): the caller keeps its lexical page."""
     try:
-        near, near_rollups, person = _nearest(store, got, limit, query)
+        near, near_rollups, person = _nearest(store, got, limit, query, semantic)
     except EmbedError as e:
         log.warning("semantic channel unusable (%s); search goes on lexical only", e)
         return None
@@ -598,10 +599,11 @@ def _fused(store: Store, hits: list[Hit], bodies: dict[int, str], got: tuple[Any
     return out
 
 
-def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str
+def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str,
+             semantic: Semantic | None = None
              ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[tuple[str, int]]]:
     """The nearest events, the nearest rollups, and the named person's nearest events to the
-    query (empty when it names no one who speaks)."""
+    query in their own words (empty when it names no one who speaks)."""
     vector, matrix = got
     near = [("event", i) for i in matrix.nearest(vector, max(limit, 20))]
     rollups = getattr(matrix, "rollups", None)
@@ -611,7 +613,9 @@ def _nearest(store: Store, got: tuple[Any, Any], limit: int, query: str
              else None)
     if named is None:
         return near, near_rollups, []
-    person = [("event", i) for i in matrix.nearest(vector, max(limit, 20), among=named.mask)]
+    theirs = semantic(named.asked) if semantic is not None else None
+    person = [("event", i) for i in matrix.nearest(
+        vector if theirs is None else theirs[0], max(limit, 20), among=named.mask)]
     return near, near_rollups, person
 
 
