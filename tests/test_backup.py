@@ -227,9 +227,9 @@ def test_a_bad_destination_is_a_usage_error(with_history: Home, tmp_path: Path, 
     assert not (with_history.state / "backup").exists()
 
 
-def test_nothing_to_back_up_without_a_database(offline_home: Home, tmp_path: Path):
+def test_nothing_to_back_up_without_a_database(bare_home: Home, tmp_path: Path):
     with pytest.raises(backup.BackupRefused) as e:
-        backup.take(offline_home, tmp_path / "b")
+        backup.take(bare_home, tmp_path / "b")
     assert "no database" in one_line(e.value)
 
 

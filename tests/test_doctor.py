@@ -96,11 +96,11 @@ def test_a_healthy_home_passes_every_check_and_doctor_changes_nothing(offline_ho
             home.memory_md.read_bytes()) == before
 
 
-def test_a_fresh_home_without_a_database_is_healthy(offline_home: Home):
-    assert not offline_home.db_path.exists()
-    checks = doctor.run_checks(offline_home)
+def test_a_fresh_home_without_a_database_is_healthy(bare_home: Home):
+    assert not bare_home.db_path.exists()
+    checks = doctor.run_checks(bare_home)
     assert failed(checks) == [], doctor.render(checks)
-    assert not offline_home.db_path.exists()  # doctor did not create it
+    assert not bare_home.db_path.exists()  # doctor did not create it
 
 
 def test_probe_model_false_calls_nothing(home: Home, api: FakeMessagesAPI):
