@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import importlib
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import anthropic
-from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -28,6 +27,21 @@ from .settings import ModelSection
 from .store.events import SURROGATE
 
 log = logging.getLogger(__name__)
+
+
+class _OnFirstUse:
+    """The anthropic SDK, imported when first used: importing it costs about 3 s of CPU (its
+    types), which a loop with no model, and every command that never calls one, need not pay."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module("anthropic"), name)
+
+
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
+else:
+    anthropic = _OnFirstUse()
 
 CACHE_MARK = {"type": "ephemeral"}
 RETRY_WAIT_S = 1.0  # the first backoff; it doubles each retry (was [model] retry_wait_s)
@@ -178,9 +192,9 @@ class Model:
                 return await self.client.messages.create(
                     model=self.cfg.name,
                     max_tokens=self.cfg.max_tokens,
-                    system=cast(list[TextBlockParam], system),
-                    tools=cast(list[ToolUnionParam], tools),
-                    messages=cast(list[MessageParam], messages),
+                    system=cast("list[TextBlockParam]", system),
+                    tools=cast("list[ToolUnionParam]", tools),
+                    messages=cast("list[MessageParam]", messages),
                     **choice,
                 )
         except TimeoutError as e:
