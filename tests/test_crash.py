@@ -27,7 +27,7 @@ from runtime.store import Store
 
 from .conftest import coworker
 
-N_EVENTS = 15_000
+N_EVENTS = 12_000
 WORDS = ("parser scheduler cache login release docs unicode crash leak flaky build deploy "
          "review merge branch test customer invoice report backup").split()
 

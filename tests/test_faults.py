@@ -315,7 +315,7 @@ def test_faults_kills_and_restarts_lose_nothing_and_repeat_nothing(
     loop = LoopProcess(home, logdir)
     t0 = time.monotonic()
     tell_at = sorted(rng.uniform(0.5, 15.0) for _ in range(N_TELLS))
-    planned_kills = rng.randint(6, 9)
+    planned_kills = rng.randint(5, 7)
     told: list[str] = []
     rcs: list[int] = []
     kills = 0
@@ -516,8 +516,8 @@ def test_stop_cancels_a_hung_call_and_the_input_stays_pending(home: Home,
 def test_eight_tells_at_once_on_a_new_database_all_land(tmp_path: Path):
     """Asking for WAL while others open the same new file could answer "database is locked"
     at once, past no busy timeout (1 to 14 rounds in 300 failed so, and once the test above):
-    150 rounds, each on a new home, see it almost surely."""
-    for n in range(150):
+    60 rounds, each on a new home, see it nine times in ten at the worst rate measured."""
+    for n in range(60):
         home = Home(tmp_path / f"home{n}")
         home.init()
         errors = tells_at_once(home, 8)
