@@ -9,9 +9,9 @@ translation of every failure into a ModelError that says what to do. It knows no
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
-import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 

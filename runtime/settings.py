@@ -70,6 +70,7 @@ from .secrecy import (
     warn_ordinary_secret,
 )
 from .settings_mcp import McpSection
+from .settings_talk import Hook, NotifyTarget, ServeSection, unique_names
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +281,17 @@ class Settings(BaseSettings):
     rituals: RitualsSection = Field(default_factory=RitualsSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     mcp: McpSection = Field(default_factory=McpSection)
+    serve: ServeSection = Field(default_factory=ServeSection)
+    notify: list[NotifyTarget] = Field(default_factory=list)
+    hooks: list[Hook] = Field(default_factory=list)
+    # state/secrets.toml's [secrets] table: NAME = "value", read where config says "secret:NAME"
+    secrets: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Settings:
+        unique_names(self.notify, "[[notify]]")
+        unique_names(self.hooks, "[[hooks]]")
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -337,6 +349,9 @@ class Settings(BaseSettings):
         """Every key as "section.key" -> value, for diffing two configs."""
         out: dict[str, Any] = {}
         for section, value in self.model_dump(mode="json").items():
+            if not isinstance(value, dict) or section == "secrets":
+                out[section] = value  # a list of tables ([[notify]], [[hooks]]) is one value
+                continue
             for key, v in value.items():
                 out[f"{section}.{key}"] = v
         return out
@@ -828,6 +843,33 @@ _MCP_EXAMPLE = [
 ]
 
 
+_PLAIN_LISTS = {("serve", "allowed_hosts")}  # a list of strings, written out (no example)
+_IN_SECRETS = {("serve", "token")}  # keys kept in state/secrets.toml, never in config.toml
+_LISTS = {
+    "notify": [
+        "# Where replies reach you (at least once, each with an idempotency key). kind webhook:",
+        "# preset generic | slack | discord | mattermost | ntfy; a URL or header value may name",
+        '# a secret kept in state/secrets.toml\'s [secrets] table: "secret:NAME".',
+        "# [[notify]]",
+        '# name = "phone"',
+        '# kind = "webhook"                  # or "command" with command = ["notify-send", "coworker"]',
+        '# url = "secret:NTFY_URL"',
+        '# preset = "ntfy"',
+        '# events = ["reply"]                # also "approval", "failure"',
+    ],
+    "hooks": [
+        "# Signed webhooks from other systems (`coworker serve`, POST /hooks/NAME): each is an",
+        "# input told as hook:NAME, never with your authority.",
+        "# [[hooks]]",
+        '# name = "github"',
+        '# scheme = "github"                 # github | hmac-sha256 | bearer',
+        '# secret = "GITHUB_HOOK_SECRET"     # the NAME of a secret in state/secrets.toml [secrets]',
+        '# events = ["workflow_run"]         # the event types taken; empty: all',
+    ],
+    "secrets": [],  # state/secrets.toml only
+}
+
+
 def render_default_config() -> str:
     """The commented config.toml that `coworker init` writes: every key with its default."""
     lines = [
@@ -837,13 +879,22 @@ def render_default_config() -> str:
         "",
     ]
     for section_name, section_field in Settings.model_fields.items():
+        if section_name in _LISTS:  # arrays of tables, none by default: an example
+            lines += [*_LISTS[section_name], ""]
+            continue
         lines.append(f"[{section_name}]")
         for key, field in section_fields(section_field).items():
+            if (section_name, key) in _IN_SECRETS:
+                lines.append(f"# {key}: {field.description}")
+                continue
             if field.description:
                 bounds = range_text(field)
                 lines.append(f"# {field.description}" + (f"; {bounds}" if bounds else ""))
-            if field.default_factory is not None:
+            if field.default_factory is not None and (section_name, key) not in _PLAIN_LISTS:
                 lines.append(f"# {key}: none by default, see the example below")
+                continue
+            if field.default_factory is not None:
+                lines.append(f"{key} = []")
                 continue
             if field.default is None:
                 lines.append(f'# {key} = ""')

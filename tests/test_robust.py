@@ -310,7 +310,8 @@ def _toml_value(v: Any) -> str:
     raise TypeError(type(v))
 
 
-SECTIONS = {name: list(f.default_factory.model_fields) for name, f in Settings.model_fields.items()}
+SECTIONS = {name: list(f.default_factory.model_fields) for name, f in Settings.model_fields.items()
+            if isinstance(f.default_factory, type) and hasattr(f.default_factory, "model_fields")}
 KEYS = [(s, k) for s, keys in SECTIONS.items() for k in keys]
 TOML_LEAF = (st.booleans() | st.integers() | st.integers(-2**70, 2**70) | st.floats()
              | st.text(max_size=30) | st.dates()
