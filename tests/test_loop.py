@@ -41,8 +41,9 @@ def test_tool_use_round_trip_ends_in_a_note_event(home: Home, api: FakeMessagesA
                 text("Noted."))
     outcome = tick(make_loop(home))
     assert outcome.kind == "acted" and outcome.steps == 2
+    # the closing text answers the owner's message: a reply (ADR-0042)
     assert kinds(home, 1) == ["tick", "recall", "model_response", "tool_call", "note", "tool_result",
-                              "model_response", "tick_end"]
+                              "model_response", "outbox", "tick_end"]
     note = events_of(home, "note")[0]
     assert note.body == "parser bugs go to Dana" and note.author_kind == "agent"
     result = events_of(home, "tool_result")[0]
@@ -185,15 +186,34 @@ def test_deciding_not_to_act_is_an_outcome(home: Home, api: FakeMessagesAPI):
     assert events_of(home, "tick_end")[0].meta["outcome"] == "no_action"
 
 
-def test_reply_in_dry_run_records_and_does_not_send(home: Home, api: FakeMessagesAPI):
-    tell(home, "say hi")
+def test_a_reply_in_dry_run_is_written_as_in_live(home: Home, api: FakeMessagesAPI):
+    """Talking to the owner is not a risky side effect (ADR-0042): in dry-run the reply lands
+    as its event and file, and records the message it answers."""
+    asked = tell(home, "say hi")
     api.enqueue(tool_use("reply", {"text": "hi owner", "subject": "greeting"}), text("done"))
     tick(make_loop(home))
-    assert list((home.outbox).iterdir()) == []
-    assert events_of(home, "outbox") == []
-    dry = events_of(home, "dry_run")
-    assert len(dry) == 1 and "hi owner" in dry[0].body
-    assert "dry-run" in api.bodies[1]["messages"][2]["content"][0]["content"]
+    out = events_of(home, "outbox")
+    assert [e.body for e in out] == ["hi owner"] and out[0].meta["in_reply_to"] == [asked]
+    assert len(list(home.outbox.iterdir())) == 1
+    assert events_of(home, "dry_run") == []
+    assert "dry-run" not in api.bodies[1]["messages"][2]["content"][0]["content"]
+
+
+def test_an_answer_in_plain_text_is_a_reply_once(home: Home, api: FakeMessagesAPI):
+    """A model that answers the owner in text, without `reply`, does not leave them in
+    silence: its text is written as a reply (from_text), and a turn that did call `reply`
+    gets no second one from its closing words."""
+    asked = tell(home, "what is the build status?")
+    api.enqueue(text("The build is green."))
+    loop = make_loop(home)
+    tick(loop)
+    [out] = events_of(home, "outbox")
+    assert out.body == "The build is green." and out.meta["from_text"] is True
+    assert out.meta["in_reply_to"] == [asked]
+    tell(home, "and the deploy?")
+    api.enqueue(tool_use("reply", {"text": "Deployed."}), text("Told them."))
+    tick(loop)
+    assert [e.body for e in events_of(home, "outbox")] == ["The build is green.", "Deployed."]
 
 
 def test_reply_live_writes_outbox_event_and_file(home: Home, api: FakeMessagesAPI):

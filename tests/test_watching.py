@@ -12,12 +12,14 @@ import sys
 import time
 
 import pytest
+from pydantic import BaseModel
 
 from runtime.cli import main
 from runtime.home import Home
 from runtime.loop import Loop
 from runtime.store import Store, inputs
 from runtime.store import events as ev
+from runtime.tools import Tool
 
 from .conftest import run_tick as tick
 from .conftest import tell, write_config
@@ -48,18 +50,26 @@ def test_one_info_line_per_non_quiet_tick(home: Home, api: FakeMessagesAPI, capl
     line = lines[0]
     assert line.startswith(f"tick {mid + 1} acted: 1 input(s) (#{mid}), 3 model call(s)")
     assert "tokens in 320 out 70 cached 80" in line
-    assert "tools: note, reply" in line and "side effects: reply (dry-run)" in line
+    # a reply to the owner is written in dry-run too (ADR-0042)
+    assert "tools: note, reply" in line and "side effects: reply (to the owner)" in line
     assert line.rstrip().endswith(" s")
+
+
+class _Ping(BaseModel):
+    to: str
 
 
 def test_a_live_side_effect_gets_its_own_info_line(home: Home, api: FakeMessagesAPI, caplog):
     caplog.set_level(logging.INFO, logger="runtime.loop")
-    tell(home, "answer me")
-    api.enqueue(tool_use("reply", {"text": "Here you go"}, id="toolu_live"), text("Sent."))
-    tick(make_loop(home, live=True))
+    tell(home, "ping the build box")
+    api.enqueue(tool_use("ping", {"to": "build"}, id="toolu_live"), text("Pinged."))
+    loop = make_loop(home, live=True)
+    loop.registry.add(Tool("ping", "ping a host (a side effect in the world)", _Ping,
+                           lambda _ctx, p: f"pinged {p.to}", side_effect=True))
+    tick(loop)
     live = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LIVE")]
-    assert len(live) == 1 and "reply (tool_use toolu_live" in live[0]
-    assert "side effects: reply (live)" in tick_lines(caplog)[0]
+    assert len(live) == 1 and "ping (tool_use toolu_live" in live[0]
+    assert "side effects: ping (live)" in tick_lines(caplog)[0]
 
 
 def test_a_failed_tick_line_counts_the_calls_it_spent(home: Home, api: FakeMessagesAPI, caplog):

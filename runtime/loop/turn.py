@@ -30,6 +30,7 @@ from ..store import events as ev
 from ..store import inputs as inputs_store
 from ..store import rituals as ritual_runs
 from ..tools import Registry, ToolContext, ToolResult
+from ..tools.outbox import answer_in_text
 from .perception import builtin_due
 from .record import record
 from .spending import SpendingCap
@@ -253,6 +254,13 @@ class Turn:
         self.perception = perception
         self.resume = resume
         self.first_input = min(perception.input_ids, default=None)
+        # the messages this turn answers: a reply records them (`in_reply_to`)
+        self.answering = tuple(int(e.id) for e in perception.inputs
+                               if e.kind == "message" and e.id is not None)
+        # an owner's message not yet answered by an earlier attempt at it: a closing text
+        # answers it (`done_before` lines begin with the tool's name)
+        self.owner_asked = (any(e.actor == "owner" for e in perception.inputs)
+                            and not any(d.startswith("reply ") for d in perception.done_before))
 
     async def run(self) -> TickOutcome:
         tc, tick_id = self.tc, self.tick_id
@@ -279,6 +287,7 @@ class Turn:
                 reply = asked
             self._record_response(step, reply, replayed=step <= len(recorded))
             if not reply.tool_uses:
+                self._answered_in_text(reply.text)  # a reply, not an action: the outcome stays
                 return TickOutcome(Outcome.ACTED if acted else Outcome.NO_ACTION, tick_id, step,
                                    active=acted)
             messages.append({"role": "assistant", "content": reply.content})
@@ -291,6 +300,17 @@ class Turn:
                tick_id=tick_id, cap=cap)
         log.warning("tick %d hit the step cap (%d)", tick_id, cap)
         return TickOutcome(Outcome.STEP_CAP, tick_id, cap, active=acted)
+
+    def _answered_in_text(self, text: str) -> bool:
+        """An owner's message answered in the turn's closing text, with no `reply` call, is
+        written as a reply (ADR-0042): a model that answers in text never leaves the owner in
+        silence. Whether it wrote one."""
+        if not self.owner_asked:
+            return False
+        tc = self.tc
+        tctx = ToolContext(store=tc.store, home_root=tc.home.root, settings=tc.settings,
+                           tick_id=self.tick_id, live=tc.live, answering=self.answering)
+        return answer_in_text(tctx, text) is not None
 
     def _stopped(self, steps: int) -> TickOutcome:
         return TickOutcome(Outcome.STOPPED, self.tick_id, steps, active=True,
@@ -404,7 +424,8 @@ class Turn:
         else:
             tctx = ToolContext(store=tc.store, home_root=tc.home.root, settings=tc.settings,
                                tick_id=tick_id, live=tc.live, first_input_id=self.first_input,
-                               tool_use_id=use_id, semantic=tc.semantic)
+                               tool_use_id=use_id, semantic=tc.semantic,
+                               answering=self.answering)
             result = tc.registry.dispatch(tctx, name, raw)
         tc.work.tools.append(name)
         self._note_side_effect(name, use_id, result)
@@ -430,8 +451,12 @@ class Turn:
             if result.text.startswith(prefix):
                 self.tc.work.side_effects.append(f"{name} ({how})")
                 return
+        ours = self.tc.registry.get(name)
+        if ours is not None and ours.to_owner:
+            self.tc.work.side_effects.append(f"{name} (to the owner)")
+            return
         self.tc.work.side_effects.append(f"{name} (live)")
-        if self.tc.registry.get(name) is not None:
+        if ours is not None:
             log.info("LIVE side effect: %s (tool_use %s, tick %d): %s", name, use_id,
                      self.tick_id, result.text[:300])
 

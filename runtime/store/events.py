@@ -540,6 +540,15 @@ def by_tool_use(store: Store, kind: str, tool_use_id: str,
     return Event.from_row(rows[0]) if rows else None
 
 
+def any_in_ticks(store: Store, kind: str, ticks: Sequence[int]) -> bool:
+    """Whether an event of `kind` was written in one of `ticks` (the attempts of one turn)."""
+    if not ticks:
+        return False
+    return store.scalar(
+        f"SELECT EXISTS (SELECT 1 FROM events WHERE kind = ? AND tick_id IN "
+        f"({','.join('?' * len(ticks))}))", (kind, *ticks)) == 1
+
+
 def inbox_file_seen(store: Store, digest: str, name: str, identity: str) -> int | None:
     """The id of the owner message the loop itself recorded from this very inbox file (same
     name, content hash and identity: device, inode, size, mtime, ctime), else None. It is

@@ -41,6 +41,7 @@ class ToolContext:
     first_input_id: int | None = None  # memory reads ignore this tick's own inputs and steps
     tool_use_id: str | None = None  # with the turn of tick_id, a live side effect's ledger key
     semantic: Any = None  # the loop's `memory.embed.SemanticCache`, for walk and search
+    answering: tuple[int, ...] = ()  # the messages this turn answers (a reply records them)
 
     def record(self, kind: str, body: str, author_kind: str = "agent", actor: str = "coworker",
                **meta: Any) -> int:
@@ -56,6 +57,9 @@ class Tool:
     params: type[BaseModel]
     run: Callable[[ToolContext, Any], str]
     side_effect: bool = False
+    # a side effect that only talks to the owner (`reply`): carried out in dry-run too, keyed
+    # against a replay like any other (ADR-0042); dry-run guards actions in the world
+    to_owner: bool = False
     # safe to run again under the same tool_use id (it finds and finishes its own earlier
     # work): a replay after a kill mid-call completes it instead of refusing it
     idempotent: bool = False
@@ -108,7 +112,7 @@ class Registry:
             return params
         if ctx.tool_use_id is not None:  # a lone surrogate (a JSON "\udcff" escape) cannot be stored
             ctx.tool_use_id = ev.SURROGATE.sub("\ufffd", ctx.tool_use_id)
-        if tool.side_effect and not ctx.live:
+        if tool.side_effect and not ctx.live and not tool.to_owner:
             return _dry_run(ctx, tool, params)
         key = ctx.tool_use_id if tool.side_effect else None
         if key is not None:
