@@ -250,9 +250,96 @@ def tell(text: tuple[str, ...]) -> None:
                   + (f" (woke pid {told.woke_pid})" if told.woke_pid else ""))
     elif told.woke_pid is None:
         out.print(f"recorded as event {told.event_id}; no coworker is running, it reads this "
-                  "when it starts (`coworker start`)")
+                  "when it starts (`coworker start`); its answer appears in `coworker replies`")
     else:
-        out.print(f"recorded as event {told.event_id}; woke the coworker (pid {told.woke_pid})")
+        out.print(f"recorded as event {told.event_id}; woke the coworker (pid {told.woke_pid}); "
+                  "its answer appears in `coworker replies`")
+
+
+@cli.command()
+@click.option("--all", "every", is_flag=True, help="Also the replies already read (the newest).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def replies(every: bool, as_json: bool) -> None:
+    """The coworker's replies to you, unread first; those shown are marked read.
+
+    \b
+    Examples:
+      coworker replies
+      coworker replies --all --json
+    """
+    from . import talk
+
+    got = talk.replies(_home(), every)
+    for e, read in got:
+        if as_json:
+            click.echo(json.dumps({"id": e.id, "ts": e.ts, "read": read, "text": e.body,
+                                   "subject": e.meta.get("subject") or None,
+                                   "in_reply_to": e.meta.get("in_reply_to") or []},
+                                  ensure_ascii=False))
+        else:
+            click.echo(talk.reply_text(e))
+    if not got and not as_json:
+        err.print("no unread replies" + ("" if every else "; `coworker replies --all` lists "
+                                         "the earlier ones"))
+
+
+@cli.command()
+@click.argument("text", nargs=-1, required=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, 86400), default=120.0,
+              show_default=True, help="Seconds to wait for the answer.")
+def ask(text: tuple[str, ...], timeout_s: float) -> None:
+    """Tell the coworker something and wait for its answer to that message; print it.
+
+    Exit 0 with the answer; 1 when none came within --timeout (it still arrives in
+    `coworker replies`).
+
+    \b
+    Examples:
+      coworker ask "What did we decide about the parser?"
+      coworker ask --timeout 30 "Is the build green?"
+    """
+    from . import talk
+
+    message = " ".join(text).strip()
+    if not message:
+        raise UsageError('nothing to ask: coworker ask "your question"')
+    home = _home()
+    told = _owner().tell(message)
+    if told.event_id is None:
+        raise UsageError(f"the database is busy ({told.busy}); your question is saved as "
+                         f"{told.inbox_path}: its answer will arrive in `coworker replies`")
+    if told.woke_pid is None:
+        err.print(f"no coworker is running here: your question is event {told.event_id}; "
+                  "start it (`coworker start`) and the answer arrives in `coworker replies`")
+        raise click.exceptions.Exit(1)
+    answer = talk.wait_for_reply(home, told.event_id, timeout_s)
+    if answer is None:
+        err.print(f"no answer within {timeout_s:g} s; it will still arrive in "
+                  "`coworker replies`")
+        raise click.exceptions.Exit(1)
+    click.echo(answer.body)
+
+
+@cli.command()
+def chat() -> None:
+    """Talk with the running coworker: each line you type is told, its replies appear as they
+    are written, with the recent conversation shown first. Ctrl-D or Ctrl-C leaves.
+
+    \b
+    Example:
+      coworker chat
+    """
+    from . import talk
+
+    session = talk.Chat(_home(), read=lambda: input("> "),
+                        show=lambda line: click.echo(line))
+    if not session.running():
+        err.print("no coworker is running here: start it with `coworker start`, then "
+                  "`coworker chat` again (what you tell it now waits for it)")
+        raise click.exceptions.Exit(NOT_RUNNING)
+    click.echo("chatting with the coworker; Ctrl-D or Ctrl-C leaves")
+    session.run()
+    click.echo("")
 
 
 @cli.command()

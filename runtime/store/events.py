@@ -41,7 +41,7 @@ AUTHOR_KINDS = ("user", "agent", "tool", "third_party", "system", "unknown")
 # The loop's own bookkeeping: not content a summary, a card, a search or a recall is made of.
 BOOKKEEPING_KINDS = frozenset({
     "tick", "tick_end", "start", "stop", "crash", "tool_call", "config_reload", "config_error",
-    "step_cap", "promise_due", "recall",
+    "step_cap", "promise_due", "recall", "replies_read",
 })
 
 # The kinds the loop reads as its own state. Import refuses them (an imported `tick` or
@@ -55,7 +55,7 @@ KNOWN_KINDS = (
     "config_reload",
     "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
     "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
-    "watch_change", "vouch", "unvouch")
+    "watch_change", "vouch", "unvouch", "replies_read")
 # The owner's events whose body is text the owner wrote (`Event.owners_words`); the owner's
 # other events record an action and may quote what someone else wrote.
 OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
@@ -65,7 +65,7 @@ OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
 VOUCHABLE_AUTHOR_KINDS = frozenset({"user", "unknown"})
 LOOP_STATE_KINDS = ("tick", "tick_end", "tick_failed", "promise", "promise_due", "recall",
                     "ritual_due", "input_set_aside", "watch_baseline", "watch_change", "vouch",
-                    "unvouch")
+                    "unvouch", "replies_read")
 
 
 def now_iso() -> str:
