@@ -320,6 +320,23 @@ def ask(text: tuple[str, ...], timeout_s: float) -> None:
     click.echo(answer.body)
 
 
+def _offer_start(home: Home) -> bool:
+    """In a terminal, offer to start the coworker (dry-run, as `coworker start`); whether it
+    was started. Anywhere else, no question is asked."""
+    if not (sys.stdin is not None and sys.stdin.isatty()):
+        return False
+    try:
+        answer = input("no coworker is running here; start it now (dry-run)? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    if answer.strip().lower() not in ("y", "yes"):
+        return False
+    home.settings().role_text(home.root)  # a bad config or role file: exit 2, as start says
+    pid = process.spawn_detached(home, [])
+    out.print(f"coworker started (pid {pid}); log: {home.log_path}")
+    return True
+
+
 @cli.command()
 def chat() -> None:
     """Talk with the running coworker: each line you type is told, its replies appear as they
@@ -331,9 +348,9 @@ def chat() -> None:
     """
     from . import talk
 
-    session = talk.Chat(_home(), read=lambda: input("> "),
-                        show=lambda line: click.echo(line))
-    if not session.running():
+    home = _home()
+    session = talk.Chat(home, read=lambda: input("> "), show=lambda line: click.echo(line))
+    if not session.running() and not _offer_start(home):
         err.print("no coworker is running here: start it with `coworker start`, then "
                   "`coworker chat` again (what you tell it now waits for it)")
         raise click.exceptions.Exit(NOT_RUNNING)
@@ -1166,6 +1183,61 @@ def mcp() -> None:
     from .mcp_server import serve
 
     serve(_home())
+
+
+@cli.command("serve")
+def serve_command() -> None:
+    """Run the local HTTP server in the foreground until Ctrl-C (or SIGTERM): POST /tell
+    takes the owner's message with the owner's token (`coworker token`), POST /hooks/NAME a
+    signed webhook of a [[hooks]] entry. It listens on [serve] host and port (127.0.0.1:8765);
+    `[serve] enabled = true` starts it with the loop instead. Guide: docs/serve.md.
+
+    \b
+    Examples:
+      coworker serve
+      curl -H "Authorization: Bearer $(coworker token)" -d '{"text": "hi"}' \\
+           http://127.0.0.1:8765/tell
+    """
+    from . import logs
+    from .serve.server import run_foreground
+
+    home = _home()
+    settings = home.settings()
+    logs.setup(home, settings.logging.level, "text", stderr=True)
+    try:
+        run_foreground(home, settings, _listening)
+    except OSError as e:
+        raise CoworkerError(
+            f"cannot listen on {settings.serve.host}:{settings.serve.port} "
+            f"({e.strerror or e}): is a coworker already serving there (`[serve] enabled` "
+            "in a running loop)? Stop it, or set another [serve] port") from e
+
+
+def _listening(where: str) -> None:
+    out.print(f"coworker serve: listening on {where} (POST /tell, POST /hooks/NAME); Ctrl-C "
+              "stops it")
+    sys.stdout.flush()  # a supervisor or a script waits for this line
+
+
+@cli.command()
+@click.option("--rotate", is_flag=True,
+              help="Write a new token; the old one stops working at once.")
+def token(rotate: bool) -> None:
+    """Print the owner's bearer token for `coworker serve` (POST /tell), alone on one line.
+
+    It lives in state/secrets.toml under [serve] (0600); `coworker init` writes it, and one is
+    made now if there is none. A running server takes a rotated token at its next request.
+
+    \b
+    Examples:
+      coworker token
+      coworker token --rotate
+    """
+    from .serve import token as token_file
+
+    path = _home().secrets_path
+    value = token_file.rotate(path) if rotate else token_file.ensure(path)[0]
+    click.echo(value)
 
 
 @cli.command()

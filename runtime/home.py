@@ -231,10 +231,23 @@ class Home:
             if not self.memory_md.exists():
                 created.append("MEMORY.md")
             self.ensure_dirs()
+            self._ensure_token()
         except OSError as e:  # permission, a read-only file system, a full disk
             raise UsageError(f"cannot write {e.filename or self.root} ({e.strerror}); make the "
                              "folder writable, or choose another") from e
         return created
+
+    def _ensure_token(self) -> None:
+        """The owner's token for `coworker serve` in state/secrets.toml (0600), made when the
+        file holds none; the rest of the file is kept. A file that does not parse is left
+        alone: loading the settings says what is wrong with it."""
+        from .errors import ConfigError
+        from .serve import token
+
+        try:
+            token.ensure(self.secrets_path)
+        except ConfigError:
+            pass
 
     def settings(self) -> settings_mod.Settings:
         return settings_mod.load(self.config_path, self.said)

@@ -141,3 +141,22 @@ def _read_until(fd: int, marker: str, timeout_s: float) -> str:
 def test_tell_says_where_its_answer_appears(offline_home: Home):
     r = coworker("tell", "hello")
     assert r.returncode == 0 and "coworker replies" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_chat_in_a_terminal_offers_to_start_the_coworker(offline_home: Home):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(offline_home.root)
+        os.execv(sys.executable, [sys.executable, "-m", "runtime.cli", "chat"])
+    try:
+        seen = _read_until(fd, "[y/N]", 30)
+        os.write(fd, b"y\n")
+        seen += _read_until(fd, "Ctrl-D", 30)
+        assert "coworker started (pid" in seen
+        os.write(fd, b"\x04")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, seen
+    finally:
+        assert coworker("stop").returncode == 0

@@ -95,6 +95,7 @@ class Loop:
         self._stop = Stop()
         self._lock: process.PidLock | None = None
         self._signals: list[int] = []
+        self.server: Any = None  # runtime.serve.server.ServerThread, when [serve] enabled
         self._started_epoch = time.time()
         self._next_tick_epoch: float | None = None
         self._due_rituals = perception.DueRituals()
@@ -168,6 +169,7 @@ class Loop:
         self._lock.acquire()
         self._write_runfile(running=True)  # `status` shows this process's facts, never the last one's
         self._install_signals()
+        self._start_server()
         self.state = RunState.STARTING
         self._warn_if_no_longer_live()
         record(self.store, "start", f"coworker started (pid {os.getpid()})", pid=os.getpid(),
@@ -295,6 +297,21 @@ class Loop:
         with contextlib.suppress(ValueError):
             signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)  # until the lock is gone
 
+    def _start_server(self) -> None:
+        """`[serve] enabled`: the local HTTP server (runtime/serve) in a thread of this
+        process, stopped first when the loop stops. One that cannot start is a WARNING; the
+        loop runs without it."""
+        if not self.settings.serve.enabled:
+            return
+        from ..serve.server import ServerThread
+
+        try:
+            self.server = ServerThread.start(self.home, self.settings)
+        except Exception as e:
+            log.warning("[serve] enabled, but the HTTP server did not start (%s: %s); the "
+                        "coworker runs without it: free the port or set another [serve] port, "
+                        "then restart", type(e).__name__, e)
+
     async def _close(self, exc: BaseException | None) -> None:
         """Everything a start took, given back; an Exception is a crash, anything else (a clean
         end, a cancel, Ctrl-C) a stop."""
@@ -308,6 +325,10 @@ class Loop:
             with _or_warn("recording the crash"):
                 record(self.store, "crash", f"{type(crashed).__name__}: {crashed}",
                        error=repr(crashed))
+        if self.server is not None:  # first: no request comes in while the rest stops
+            with _or_warn("stopping the HTTP server"):
+                await asyncio.to_thread(self.server.stop)
+            self.server = None
         self.state = RunState.STOPPING
         if self.scheduler is not None:
             with _or_warn("stopping the scheduler"):

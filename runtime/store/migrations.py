@@ -624,6 +624,28 @@ def m017_let_redaction_reach_approvals(db: sqlite3.Connection) -> None:
     """)
 
 
+def m019_create_hook_deliveries(db: sqlite3.Connection) -> None:
+    # Issue 40: a webhook another system sends (`coworker serve`, POST /hooks/NAME) is taken
+    # once. A redelivery is known by its delivery id (GitHub's X-GitHub-Delivery, or the
+    # header a hook names), unique per hook, and, since that header is not signed, by the
+    # digest of its body within a window. A row is written in the same transaction as the
+    # hook's input event; it holds no payload (the event does).
+    _script(db, """
+        CREATE TABLE hook_deliveries (
+            id INTEGER PRIMARY KEY,
+            hook TEXT NOT NULL,
+            delivery_id TEXT,
+            digest TEXT NOT NULL,
+            event_type TEXT,
+            event_id INTEGER NOT NULL,
+            received_at TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX hook_deliveries_delivery ON hook_deliveries(hook, delivery_id)
+            WHERE delivery_id IS NOT NULL;
+        CREATE INDEX hook_deliveries_digest ON hook_deliveries(hook, digest, received_at);
+    """)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -642,6 +664,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m015_count_vector_changes,
     m016_key_side_effects_by_turn,
     m017_let_redaction_reach_approvals,
+    m019_create_hook_deliveries,
 ]
 
 
