@@ -298,6 +298,7 @@ class Actions:
                 "last_failure": inputs_store.last_failure(store),
                 "actions": approvals.counts(store),
                 "inbox": _inbox_state(home.inbox),
+                "deliveries": _deliveries(store, home),
             }
         return {
             "home": str(home.root),
@@ -768,6 +769,18 @@ def to_inbox(home: Home, message: str) -> Path:
     target = home.inbox / name
     os.replace(tmp, target)
     return target
+
+
+def _deliveries(store: Store, home: Home) -> dict[str, Any] | None:
+    """What `status` says of the [[notify]] deliveries (runtime/notify), or None when
+    config.toml does not parse (said after the status)."""
+    from .errors import ConfigError
+    from .notify.deliver import status as delivery_status
+
+    try:
+        return delivery_status(store, home.settings())
+    except ConfigError:
+        return None
 
 
 def _inbox_state(inbox: Path, shown: int = 3) -> dict[str, Any]:

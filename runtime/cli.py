@@ -925,6 +925,42 @@ def actions(action: str, action_id: int | None, why: str | None, show_all: bool,
     render.actions(rows, show_all)
 
 
+@cli.command()
+@click.option("--test", "test_name", metavar="NAME",
+              help="Send a test message through the [[notify]] target NAME.")
+def notify(test_name: str | None) -> None:
+    """The [[notify]] targets replies reach you through; --test NAME sends a test message.
+
+    Without --test, one line a target: its kind, where it sends (a URL's scheme and host
+    only), what it is sent. Exit 0 sent; 1 the attempt failed (one line why); 2 no target of
+    that name, or its secret is not set.
+
+    \b
+    Examples:
+      coworker notify
+      coworker notify --test phone
+    """
+    from .notify.deliver import send_test
+    from .notify.senders import SendError, where
+
+    home = _home()
+    settings = home.settings()
+    if test_name is None:
+        for t in settings.notify:  # a URL as its scheme and host: its path is a credential
+            reach = t.command[0] if t.kind == "command" else \
+                t.url if str(t.url).startswith("secret:") else where(t.url)
+            out.print(f"{t.name}: {t.kind} {reach} ({t.preset}), events "
+                      f"{', '.join(t.events)}")
+        if not settings.notify:
+            out.print("no [[notify]] targets in config.toml (docs/notify.md shows how)")
+        return
+    try:
+        reached = send_test(settings, test_name, str(home.root))
+    except SendError as e:
+        raise Refused(f"notify {test_name}: the test message was not delivered: {e}") from None
+    out.print(f"notify {test_name}: test message delivered ({reached})")
+
+
 @cli.command(name="mcp-tools")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line, one a server.")
 def mcp_tools(as_json: bool) -> None:

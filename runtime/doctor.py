@@ -6,7 +6,8 @@ trigger and index its migrations made; the FTS indexes agree with their tables; 
 as strike and the promotions need it; rituals are scheduled and reflect ran when it should have;
 recall is on; logging is at a level a person sees; no key sits in a file others can read, and
 the coworker's memory is private; the model answers; today's model usage against the daily
-caps; each configured MCP server starts and lists its tools, and which it leaves out) and
+caps; each configured MCP server starts and lists its tools, and which it leaves out; each
+`[[notify]]` target's secrets are set and its host answers or its command is found) and
 their one-line
 verdicts: ok, WARN (worth fixing, exit code still 0) or FAIL. Each check is isolated: one that
 fails, or crashes, never stops the others. It never changes anything: no migration, no repair,
@@ -97,7 +98,8 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
     steps.append(("spending", lambda: _spending(home, settings)))
     steps.append(("semantic", lambda: _semantic(home, settings)))
     checks = [_guarded(name, fn) for name, fn in steps]
-    return checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
+    return (checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
+            + _guarded_all("notify", lambda: _notify(settings)))  # one a [[notify]] target
 
 
 def render(checks: list[Check]) -> str:
@@ -662,4 +664,23 @@ def _mcp(settings: Settings | None) -> list[Check]:
                 "the server"), warn=True))
             continue
         checks.append(Check(name, True, tools))
+    return checks
+
+
+def _notify(settings: Settings | None) -> list[Check]:
+    """One check a [[notify]] target, sending nothing: its secrets are set, a webhook's host
+    answers (printed as scheme and host only: the path is a credential), a command is found."""
+    if settings is None:
+        return [Check("notify", False, NOT_CHECKED)]
+    if not settings.notify:
+        return [Check("notify", True, "no [[notify]] targets (replies wait in `coworker replies`)")]
+    from .notify.senders import describe
+
+    checks = []
+    for t in settings.notify:
+        try:
+            ok, warn, detail = describe(t, settings.secrets)
+        except ConfigError as e:
+            ok, warn, detail = False, False, str(e)
+        checks.append(Check("notify", ok, redact(f"{t.name}: {detail}"), warn=warn))
     return checks

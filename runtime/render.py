@@ -167,6 +167,16 @@ def status(data: dict[str, Any]) -> None:
     out.print(f"memory walks, last 7 days: {walks['walks']} ({walks['refusals']} refused)")
     waiting = data.get("actions", {}).get("waiting", 0)
     out.print(f"actions: {waiting} waiting for approval (`coworker actions`)")
+    _deliveries(data.get("deliveries"))
+
+
+def _deliveries(d: dict[str, Any] | None) -> None:
+    """One line on the [[notify]] deliveries, when a target is configured."""
+    if not d or not d["targets"]:
+        return
+    out.print(f"deliveries: {d['pending']} pending ({d['retrying']} retrying), {d['failed']} "
+              "given up in 7 days" + (f"; last error: {one_line(d['last_error'], 160)}"
+                                      if d["last_error"] else ""))
 
 
 def _running(data: dict[str, Any]) -> None:

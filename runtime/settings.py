@@ -550,7 +550,15 @@ def load(path: Path, said: set[str] | None = None) -> Settings:
         register_secret(value)
     for value in settings.mcp.secret_values():  # secret_env and bare bearer credentials too
         register_secret(value)
+    for value in _notify_values(settings):  # a webhook URL is a credential, written out or not
+        register_secret(value)
     return settings
+
+
+def _notify_values(settings: Settings) -> list[str]:
+    """The [[notify]] URLs and header values written out in the files (not "secret:NAME")."""
+    return [v for t in settings.notify for v in (t.url, *t.headers.values())
+            if v and not v.startswith("secret:")]
 
 
 def _warn_removed(where: str, name: str, said: set[str]) -> None:

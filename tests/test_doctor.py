@@ -24,7 +24,8 @@ from .conftest import coworker, write_config
 from .fakeapi import FakeMessagesAPI, error
 
 NAMES = ["config", "config in use", "folders", "database", "fts", "memory", "rituals", "recall",
-         "logging", "permissions", "model", "spending", "semantic", "mcp"]  # mcp: one line a server, or one
+         "logging", "permissions", "model", "spending", "semantic", "mcp",  # mcp: one line a server, or one
+         "notify"]  # one line a [[notify]] target, or one
 
 
 @pytest.fixture(autouse=True)
@@ -136,8 +137,8 @@ def test_an_invalid_config_fails_the_config_check_with_its_fix(offline_home: Hom
     assert says in c["config"].detail and "fix" in c["config"].detail
     # What needs the settings says so instead of guessing; the rest is still checked.
     assert set(failed(checks)) == {"config", "rituals", "recall", "logging", "model", "spending",
-                                   "semantic", "mcp"}
-    for name in ("rituals", "recall", "logging", "model", "spending", "semantic", "mcp"):
+                                   "semantic", "mcp", "notify"}
+    for name in ("rituals", "recall", "logging", "model", "spending", "semantic", "mcp", "notify"):
         assert c[name].detail == doctor.NOT_CHECKED
     assert doctor.exit_code(checks) == 1
 

@@ -107,6 +107,7 @@ class Loop:
         self._work = TickWork()
         self.hands: Any = None  # runtime.hands.hands.Hands, started with the loop
         self.watches: Any = None  # runtime.loop.hands.Watches
+        self.notifier: Any = None  # runtime.notify.Notifier: [[notify]] deliveries, a thread
         self._hands_changed = False
         self._make_model()
 
@@ -180,6 +181,7 @@ class Loop:
         try:
             self._start_rituals()
             await self._start_hands()
+            self._start_notify()
         except BaseException as e:
             await self._close(e)
             raise
@@ -280,6 +282,14 @@ class Loop:
         self.scheduler = Scheduler(self.settings, self._ritual_fired)
         self.scheduler.start()
 
+    def _start_notify(self) -> None:
+        """[[notify]] deliveries run in a thread of their own (runtime/notify): a slow or
+        failing target never holds a tick; the targets configured now are noted first."""
+        from ..notify import Notifier
+
+        self.notifier = Notifier(self.home.db_path, lambda: self.settings)
+        self.notifier.start()
+
     def _install_signals(self) -> None:
         aio = asyncio.get_running_loop()
         for sig, handler in ((signal.SIGTERM, lambda: self.stop("SIGTERM")),
@@ -339,6 +349,10 @@ class Loop:
                        reason=self._stop.reason)
             log.info("coworker stopped cleanly (%s)", self._stop.reason)
         self._remove_signals()
+        if self.notifier is not None:
+            with _or_warn("stopping the [[notify]] deliveries"):
+                await asyncio.to_thread(self.notifier.stop, CLOSE_S * 2)
+            self.notifier = None
         if self.hands is not None:
             with _or_warn("stopping the MCP servers (some may still run)"):
                 await asyncio.wait_for(asyncio.shield(self.hands.stop()), CLOSE_S * 2)

@@ -646,6 +646,54 @@ def m019_create_hook_deliveries(db: sqlite3.Connection) -> None:
     """)
 
 
+def m018_create_deliveries(db: sqlite3.Connection) -> None:
+    # Issue 40: a reply (an approval waiting, a failure) reaching the owner through each
+    # `[[notify]]` target, at least once. One row a (event, target), made in the same
+    # transaction that moves the target's cursor past the event, so a kill between a reply and
+    # its send leaves a pending row (or an event past no cursor) and the send happens after
+    # the restart, under the row's idempotency key. A status only moves forward (pending ->
+    # delivered | failed); nothing is deleted. `delivery_cursors`: per target, the last event
+    # scanned, and whether the target was configured at the last pass (a target removed and
+    # added again starts from then, not from where it was left).
+    _script(db, """
+        CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            event_id INTEGER NOT NULL,
+            target TEXT NOT NULL,
+            what TEXT NOT NULL CHECK (what IN ('reply', 'approval', 'failure')),
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'delivered', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at TEXT NOT NULL,
+            last_error TEXT,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            delivered_at TEXT,
+            UNIQUE (event_id, target)
+        );
+        CREATE INDEX deliveries_queue ON deliveries(status, target, event_id);
+        CREATE INDEX deliveries_sent ON deliveries(target, delivered_at);
+        CREATE TRIGGER deliveries_forward BEFORE UPDATE ON deliveries
+        WHEN new.id IS NOT old.id OR new.event_id IS NOT old.event_id
+          OR new.target IS NOT old.target OR new.what IS NOT old.what
+          OR new.idempotency_key IS NOT old.idempotency_key
+          OR new.created_at IS NOT old.created_at OR old.status <> 'pending' BEGIN
+            SELECT RAISE(ABORT, 'a delivery only moves forward, and what it sends never changes');
+        END;
+        CREATE TRIGGER deliveries_no_delete BEFORE DELETE ON deliveries BEGIN
+            SELECT RAISE(ABORT, 'deliveries are never deleted');
+        END;
+        CREATE TABLE delivery_cursors (
+            target TEXT PRIMARY KEY,
+            last_event_id INTEGER NOT NULL,
+            active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+            updated_at TEXT NOT NULL
+        );
+    """)
+
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -664,6 +712,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m015_count_vector_changes,
     m016_key_side_effects_by_turn,
     m017_let_redaction_reach_approvals,
+    m018_create_deliveries,
     m019_create_hook_deliveries,
 ]
 
