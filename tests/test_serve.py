@@ -525,6 +525,7 @@ def test_a_hooks_remember_never_reaches_memory_md_in_any_mode(
         loop.store.close()
     asked = json.dumps(api.requests[0]["json"])
     assert "hook:bearer" in asked and "not from your owner" in asked
+    assert "a webhook from another system" in asked  # said as what it is, data to weigh
     assert "Fridays" not in home.memory_md.read_text(encoding="utf-8")
     with Store.open(home.db_path, readonly=True) as store:
         rows = pr.listing(store)
