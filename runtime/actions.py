@@ -299,6 +299,7 @@ class Actions:
                 "actions": approvals.counts(store),
                 "inbox": _inbox_state(home.inbox),
                 "deliveries": _deliveries(store, home),
+                "serve": _serve_state(home),
             }
         return {
             "home": str(home.root),
@@ -781,6 +782,27 @@ def _deliveries(store: Store, home: Home) -> dict[str, Any] | None:
         return delivery_status(store, home.settings())
     except ConfigError:
         return None
+
+
+def _serve_state(home: Home) -> dict[str, Any] | None:
+    """What `status` says of the local HTTP server: None when `[serve]` is off (or config.toml
+    does not parse), else its URL and whether something answers there now."""
+    import socket
+
+    from .errors import ConfigError
+
+    try:
+        cfg = home.settings().serve
+    except ConfigError:
+        return None
+    if not cfg.enabled:
+        return None
+    try:
+        with socket.create_connection((cfg.host, cfg.port), timeout=0.2):
+            listening = True
+    except OSError:
+        listening = False
+    return {"url": f"http://{cfg.host}:{cfg.port}", "listening": listening}
 
 
 def _inbox_state(inbox: Path, shown: int = 3) -> dict[str, Any]:

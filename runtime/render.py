@@ -168,6 +168,10 @@ def status(data: dict[str, Any]) -> None:
     waiting = data.get("actions", {}).get("waiting", 0)
     out.print(f"actions: {waiting} waiting for approval (`coworker actions`)")
     _deliveries(data.get("deliveries"))
+    serve = data.get("serve")
+    if serve:
+        out.print(f"serve: {serve['url']} (" + ("listening" if serve["listening"] else
+                  "not answering; it starts with the loop, or `coworker serve`") + ")")
 
 
 def _deliveries(d: dict[str, Any] | None) -> None:

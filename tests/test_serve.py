@@ -342,6 +342,15 @@ def test_the_loop_starts_the_server_and_stops_it_with_itself(offline_home: Home)
     assert events(offline_home)[-1].body == "over http, loop running"
 
 
+def test_status_says_where_the_server_listens(offline_home: Home):
+    port = configure(offline_home, enabled=True)
+    quiet = json.loads(coworker("status", "--json").stdout)["serve"]
+    assert quiet == {"url": f"http://127.0.0.1:{port}", "listening": False}
+    with serve_thread(offline_home):
+        text = coworker("status").stdout
+    assert f"serve: http://127.0.0.1:{port} (listening)" in text
+
+
 # --- in process, the same server: the other schemes, limits, Host ----------------------------
 
 def test_hmac_and_bearer_hooks_and_their_delivery_id_header(offline_home: Home):
