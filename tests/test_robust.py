@@ -461,3 +461,58 @@ def test_sqlite_accepts_what_the_store_writes() -> None:
     assert db.execute("SELECT json_valid(?)", (json.dumps({"x": math.inf}),)).fetchone()[0] == 0
     row = ev.Event(kind="note", meta={"x": math.inf}).to_row()
     assert db.execute("SELECT json_valid(?)", (row[5],)).fetchone()[0] == 1
+
+
+# [[notify]] and [[hooks]] (issue 40): what users type there, fuzzed like the sections above
+NOTIFY = st.fixed_dictionaries(
+    {"name": st.sampled_from(["phone", "Phone", "", "a b", "x" * 40]) | st.text(max_size=6),
+     "kind": st.sampled_from(["webhook", "command", "email"])},
+    optional={"url": st.sampled_from(["http://127.0.0.1:9/h", "https://hooks.slack.com/x",
+                                      "secret:NTFY_URL", "ftp://x", ""]) | st.text(max_size=8),
+              "preset": st.sampled_from(["slack", "ntfy", "teams"]),
+              "command": st.lists(st.text(max_size=5), max_size=2) | TOML_LEAF,
+              "events": st.lists(st.sampled_from(["reply", "approval", "bogus"]), max_size=2),
+              "timeout_s": TOML_LEAF, "max_per_hour": TOML_LEAF,
+              "quiet_hours": st.sampled_from(["22:00-07:00", "25:00-07:00", "night"]),
+              "headers": st.dictionaries(st.text(max_size=5), TOML_LEAF, max_size=2),
+              "extra": TOML_LEAF})
+HOOK = st.fixed_dictionaries(
+    {"name": st.sampled_from(["github", "ci", "", "a/b"]),
+     "scheme": st.sampled_from(["github", "hmac-sha256", "bearer", "md5"])},
+    optional={"secret": st.sampled_from(["GH", "secret:GH", "not a name", ""]) | TOML_LEAF,
+              "events": st.lists(st.text(max_size=8), max_size=2) | TOML_LEAF,
+              "signature_header": TOML_LEAF})
+
+
+PLAIN_NOTIFY = st.fixed_dictionaries(  # entries a user writes right, so both outcomes are met
+    {"name": st.sampled_from(["phone", "ops"]), "kind": st.just("webhook"),
+     "url": st.sampled_from(["http://127.0.0.1:9/h", "secret:NTFY_URL"])},
+    optional={"preset": st.sampled_from(["slack", "ntfy", "discord"])})
+PLAIN_HOOK = st.fixed_dictionaries({"name": st.sampled_from(["github", "ci"]),
+                                    "scheme": st.just("github"), "secret": st.just("GH")})
+
+
+def _render_lists(notify: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> str:
+    lines = []
+    for table, entries in (("notify", notify), ("hooks", hooks)):
+        for entry in entries:
+            lines.append(f"[[{table}]]")
+            lines += [f"{_toml_str(k)} = {_toml_value(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_fuzz_notify_and_hooks_give_settings_or_one_config_error_line(
+        isolated_home: Path) -> None:
+    path = isolated_home / "config.toml"
+    seen = {"ok": 0, "error": 0}
+
+    @settings(derandomize=True, max_examples=examples(120), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.lists(PLAIN_NOTIFY | NOTIFY, max_size=2), st.lists(PLAIN_HOOK | HOOK, max_size=2))
+    def run(notify: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> None:
+        path.write_text(_render_lists(notify, hooks), encoding="utf-8")
+        _load_or_one_line(path, seen)
+
+    run()
+    print(f"\nfuzz notify and hooks: {seen}")
+    assert seen["ok"] and seen["error"], seen
