@@ -138,8 +138,10 @@ class Guard:
             return _error(400, "the Host header does not name this server; add the name you "
                                "reach it by to [serve] allowed_hosts")
         source = source_of(scope)
-        if self.limits.failures.spent(source) or not self.limits.requests.take(source):
-            wait = max(self.limits.failures.wait_s(source), self.limits.requests.wait_s(source))
+        # the request rate only: failed credentials are counted where they fail (`refused`),
+        # so a source that failed too often is still heard when its credential is right
+        if not self.limits.requests.take(source):
+            wait = self.limits.requests.wait_s(source)
             return _error(429, f"too many requests from {source}; try again in {wait} s",
                           {"Retry-After": str(wait)})
         if guard.declared_too_large(headers.get("content-length")):
@@ -188,7 +190,12 @@ class Routes:
         """A missing or wrong credential: one WARNING, a failure counted against the source,
         nothing written."""
         source = source_of(request.scope)
-        self.limits.failures.take(source)
+        if not self.limits.failures.take(source):  # guessing: slowed, never a valid request
+            wait = self.limits.failures.wait_s(source)
+            log.warning("serve: %s %s from %s refused: too many failed credentials",
+                        request.method, request.url.path, source)
+            return _error(429, f"too many failed credentials from {source}; try again in "
+                          f"{wait} s", {"Retry-After": str(wait)})
         log.warning("serve: %s %s from %s refused: %s; nothing written", request.method,
                     request.url.path, source, why)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None

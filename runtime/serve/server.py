@@ -90,7 +90,9 @@ def server(home: Home, settings: Settings, limits: Limits | None = None) -> _Ser
         app, log_config=None, access_log=False, lifespan="off", http="h11", ws="none",
         loop="asyncio", server_header=False, timeout_keep_alive=5,
         timeout_graceful_shutdown=int(STOP_S), limit_concurrency=100,
-        proxy_headers=True, forwarded_allow_ips="127.0.0.1,::1")
+        # X-Forwarded-For is believed only behind the reverse proxy allow_remote asks for:
+        # on loopback every local program would be a "proxy" naming any source it likes
+        proxy_headers=settings.serve.allow_remote, forwarded_allow_ips="127.0.0.1,::1")
     for name in ("uvicorn", "uvicorn.error"):  # its start and stop lines: ours say it
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     return _Server(config)
