@@ -542,7 +542,9 @@ def load(path: Path, said: set[str] | None = None) -> Settings:
     register_secret(settings.model.resolved_api_key())
     for name, value in secret_items(data):
         register_secret(value)
-        if not can_be_secret(value):
+        for word in value.split():  # "Bearer <token>": the token alone is hidden too
+            register_secret(word)
+        if not any(can_be_secret(w) for w in (value, *value.split())):
             warn_ordinary_secret(f"config {name}")
     for where in settings.mcp.ordinary_secrets():
         warn_ordinary_secret(f"config {where}")
@@ -556,9 +558,12 @@ def load(path: Path, said: set[str] | None = None) -> Settings:
 
 
 def _notify_values(settings: Settings) -> list[str]:
-    """The [[notify]] URLs and header values written out in the files (not "secret:NAME")."""
-    return [v for t in settings.notify for v in (t.url, *t.headers.values())
-            if v and not v.startswith("secret:")]
+    """The [[notify]] URLs and header values written out in the files (not "secret:NAME"),
+    and each word of a header value ("Bearer <token>": the token alone may be echoed)."""
+    values = [v for t in settings.notify for v in (t.url, *t.headers.values())
+              if v and not v.startswith("secret:")]
+    return values + [w for t in settings.notify for v in t.headers.values()
+                     if not v.startswith("secret:") for w in v.split()]
 
 
 def _warn_removed(where: str, name: str, said: set[str]) -> None:

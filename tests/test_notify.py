@@ -600,3 +600,52 @@ def test_a_literal_url_added_by_a_reload_is_hidden_from_the_reload_event(offline
         loop.store.close()
     shown = json.dumps(reload.meta)
     assert "notify" in shown and "LITERALtok998877" not in shown and "hdr-LITERAL" not in shown
+
+
+def test_a_notify_header_credential_is_hidden_from_a_config_reload(offline_home: Home) -> None:
+    """A `[[notify]]` header written out in config.toml ("Bearer <token>") is redacted from
+    the "config.toml reloaded" WARNING and its event before any delivery has resolved it, and
+    the loader does not call a strong token behind "Bearer " ordinary."""
+    from runtime.loop.lifecycle import _changes
+    from runtime.secrecy import redact
+    from runtime.store.events import meta_json
+
+    old = offline_home.settings()
+    with offline_home.config_path.open("a", encoding="utf-8") as f:
+        f.write('\n[[notify]]\nname = "ops"\nkind = "webhook"\nurl = "http://127.0.0.1:9/h"\n'
+                'headers = { Authorization = "Bearer sk-header-secret-12345" }\n')
+    new = offline_home.settings()
+    shown = redact(meta_json({"changed": _changes(old, new)}))
+    assert "sk-header-secret-12345" not in shown and "notify" in shown
+    assert "sk-header-secret-12345" not in redact("echoed: sk-header-secret-12345")
+
+
+def test_a_target_removed_while_no_target_ran_is_owed_nothing_from_the_gap(
+        offline_home: Home, sink: Any):
+    """A loop that runs with no [[notify]] still marks the old target gone, so the target
+    added back later starts after the newest event, not at its old cursor."""
+    s = sink()
+    before = offline_home.config_path.read_text(encoding="utf-8")
+    add_notify(offline_home, webhook("phone", s.url))
+    n = notifier(offline_home)
+    with Store.open(offline_home.db_path) as store:
+        reply(store, "while configured")
+    passes_until(n, lambda: len(s.requests) == 1)
+    n.close()
+    offline_home.config_path.write_text(before, encoding="utf-8")  # removed
+    gone = notifier(offline_home)
+    gone.run_pass()
+    gone.close()
+    with Store.open(offline_home.db_path) as store:
+        reply(store, "in the gap, one")
+        reply(store, "in the gap, two")
+    add_notify(offline_home, webhook("phone", s.url))  # back
+    back = notifier(offline_home)
+    back.run_pass()
+    with Store.open(offline_home.db_path) as store:
+        reply(store, "after it came back")
+    passes_until(back, lambda: len(s.requests) == 2)
+    back.close()
+    sent = [r["body"].decode("utf-8", "replace") for r in s.requests]
+    assert len(sent) == 2 and "after it came back" in sent[1]
+    assert not any("gap" in x for x in sent), sent

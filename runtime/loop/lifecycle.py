@@ -590,7 +590,7 @@ def _changes(old: Settings, new: Settings) -> dict[str, list[Any]]:
     """The keys an edit changed, [old, new] each; an API key shows as *** both ways."""
     old_flat, new_flat = old.flat(), new.flat()
     changed = {k: [old_flat.get(k), v] for k, v in new_flat.items() if old_flat.get(k) != v}
-    for k in changed:
-        if k.startswith("model.api_key"):
+    for k in changed:  # what may hold a credential is named, never shown
+        if k.startswith("model.api_key") or k in ("notify", "hooks", "secrets", "serve.token"):
             changed[k] = ["***", "***"]
     return changed

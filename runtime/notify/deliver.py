@@ -133,6 +133,7 @@ class Notifier:
         self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.store: Store | None = None
+        self._none_marked = False  # with no targets: `deliveries.begin` was told so already
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,8 +207,16 @@ class Notifier:
         return self.store
 
     def _begin(self, targets: Sequence[NotifyTarget]) -> None:
-        if targets or self.store is not None:
-            dl.begin(self._open(), [t.name for t in targets])
+        """The targets configured now (`deliveries.begin`). With none, once per process (and
+        again after targets came and went): a target removed while no coworker ran must be
+        marked gone, so that when it comes back it is owed nothing from the gap."""
+        if targets:
+            self._none_marked = False
+        elif self._none_marked or not (self.store is not None or self.db_path.exists()):
+            return
+        else:
+            self._none_marked = True
+        dl.begin(self._open(), [t.name for t in targets])
 
     def run_pass(self, now: datetime | None = None) -> PassReport:
         settings = self.settings()
