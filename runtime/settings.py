@@ -539,6 +539,13 @@ def load(path: Path, said: set[str] | None = None) -> Settings:
                 f"(or set single keys as {name}__KEY) or unset it") from e
         raise ConfigError(_single_line(
             f"settings: {e}; fix the value or unset the COWORKER_* variable")) from e
+    _register_secrets(settings, data)
+    return settings
+
+
+def _register_secrets(settings: Settings, data: dict[str, Any]) -> None:
+    """Every secret the files and the environment hold, registered for `redact`; a value
+    under a secret's name too ordinary to hide is one WARNING."""
     register_secret(settings.model.resolved_api_key())
     for name, value in secret_items(data):
         register_secret(value)
@@ -554,7 +561,6 @@ def load(path: Path, said: set[str] | None = None) -> Settings:
         register_secret(value)
     for value in _notify_values(settings):  # a webhook URL is a credential, written out or not
         register_secret(value)
-    return settings
 
 
 def _notify_values(settings: Settings) -> list[str]:
