@@ -649,3 +649,23 @@ def test_a_target_removed_while_no_target_ran_is_owed_nothing_from_the_gap(
     sent = [r["body"].decode("utf-8", "replace") for r in s.requests]
     assert len(sent) == 2 and "after it came back" in sent[1]
     assert not any("gap" in x for x in sent), sent
+
+
+def test_a_command_target_is_not_handed_the_coworkers_secrets(offline_home: Home,
+                                                              tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    """A notifying command gets what a notifier needs (PATH, HOME, the session bus, the
+    locale) and its NOTIFY_* variables, never the model's API key or other secrets the
+    coworker's environment holds."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-passed-on-123")
+    monkeypatch.setenv("NTFY_URL", "https://ntfy.sh/never-passed-on-topic")
+    out = tmp_path / "env.json"
+    argv = [sys.executable, "-c",
+            f"import json, os, sys; sys.stdin.read(); json.dump(dict(os.environ), "
+            f"open({str(out)!r}, 'w'))"]
+    add_notify(offline_home, f'[[notify]]\nname = "env"\nkind = "command"\n'
+                             f"command = {json.dumps(argv)}\n")
+    assert coworker("notify", "--test", "env").returncode == 0
+    env = json.loads(out.read_text(encoding="utf-8"))
+    assert "ANTHROPIC_API_KEY" not in env and "NTFY_URL" not in env
+    assert env["PATH"] and env["NOTIFY_KIND"]

@@ -147,8 +147,16 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+# what a notifying command may need from the coworker's environment (a desktop notifier its
+# session bus, a mailer its locale); never the rest, which holds the model's API key and any
+# secret:NAME kept in the environment
+PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SHELL",
+              "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
+
+
 def _command(target: NotifyTarget, m: Message) -> None:
-    env = {**os.environ, "NOTIFY_IDEMPOTENCY_KEY": m.key, "NOTIFY_KIND": m.what,
+    passed = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
+    env = {**passed, "NOTIFY_IDEMPOTENCY_KEY": m.key, "NOTIFY_KIND": m.what,
            "NOTIFY_SUBJECT": " ".join(m.subject.split()),
            "NOTIFY_EVENT_ID": "" if m.event_id is None else str(m.event_id)}
     try:
