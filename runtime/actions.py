@@ -802,7 +802,8 @@ def _serve_state(home: Home) -> dict[str, Any] | None:
             listening = True
     except OSError:
         listening = False
-    return {"url": f"http://{cfg.host}:{cfg.port}", "listening": listening}
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host  # an IPv6 address in a URL
+    return {"url": f"http://{host}:{cfg.port}", "listening": listening}
 
 
 def _inbox_state(inbox: Path, shown: int = 3) -> dict[str, Any]:

@@ -79,10 +79,17 @@ def recent(home: Home, n: int = RECENT) -> list[Event]:
     return sorted(said, key=lambda e: (e.ts, e.id or 0))[-n:]
 
 
+SHOWN_CHARS = 500  # of a message in the opening history (a webhook's payload may be 64,000)
+
+
 def line_of(e: Event) -> str:
     if e.kind == "outbox":
         return reply_text(e)
-    return f"[{when(e)}] #{e.id} {e.actor}: {e.body}"
+    body = " ".join(e.body.split())
+    if len(body) > SHOWN_CHARS:
+        body = (f"{body[:SHOWN_CHARS]}... ({len(e.body):,} characters; "
+                f"`coworker log` shows event {e.id} whole)")
+    return f"[{when(e)}] #{e.id} {e.actor}: {body}"
 
 
 @dataclass

@@ -160,3 +160,16 @@ def test_chat_in_a_terminal_offers_to_start_the_coworker(offline_home: Home):
         assert os.waitstatus_to_exitcode(status) == 0, seen
     finally:
         assert coworker("stop").returncode == 0
+
+
+def test_the_opening_history_cuts_a_long_message(offline_home: Home):
+    """A webhook's payload may be 64,000 characters: the chat's opening history shows its
+    start and says where the rest is."""
+    from runtime import talk
+    from runtime.store import Event
+
+    with Store.open(offline_home.db_path) as store:
+        big = ev.append(store, Event(kind="message", actor="hook:github", author_kind="agent",
+                                     body='{"x": "' + "y" * 10_000 + '"}'))
+    [line] = [talk.line_of(e) for e in talk.recent(offline_home)]
+    assert len(line) < talk.SHOWN_CHARS + 200 and f"event {big}" in line
