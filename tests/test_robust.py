@@ -402,21 +402,26 @@ def _load_or_one_line(path: Path, seen: dict[str, int]) -> None:
         seen["ok"] += 1
 
 
-def test_fuzz_config_values_give_settings_or_one_config_error_line(
-        isolated_home: Path) -> None:
-    path = isolated_home / "config.toml"
+def _fuzz_config_texts(path: Path, texts: st.SearchStrategy[str], n: int, what: str) -> None:
+    """Each text as config.toml: settings or one config error line; both are met."""
     seen = {"ok": 0, "error": 0}
 
-    @settings(derandomize=True, max_examples=examples(150), deadline=None, database=None,
+    @settings(derandomize=True, max_examples=examples(n), deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(configs())
-    def run(cfg: dict[str, dict[str, Any]]) -> None:
-        path.write_text(_render(cfg), encoding="utf-8")
+    @given(texts)
+    def run(text: str) -> None:
+        path.write_text(text, encoding="utf-8")
         _load_or_one_line(path, seen)
 
     run()
-    print(f"\nfuzz config values: {seen}")
+    print(f"\nfuzz {what}: {seen}")
     assert seen["ok"] and seen["error"], seen
+
+
+def test_fuzz_config_values_give_settings_or_one_config_error_line(
+        isolated_home: Path) -> None:
+    _fuzz_config_texts(isolated_home / "config.toml", configs().map(_render), 150,
+                       "config values")
 
 
 def test_fuzz_config_bytes_and_environment_values(isolated_home: Path) -> None:
@@ -503,16 +508,7 @@ def _render_lists(notify: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> 
 
 def test_fuzz_notify_and_hooks_give_settings_or_one_config_error_line(
         isolated_home: Path) -> None:
-    path = isolated_home / "config.toml"
-    seen = {"ok": 0, "error": 0}
-
-    @settings(derandomize=True, max_examples=examples(120), deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(st.lists(PLAIN_NOTIFY | NOTIFY, max_size=2), st.lists(PLAIN_HOOK | HOOK, max_size=2))
-    def run(notify: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> None:
-        path.write_text(_render_lists(notify, hooks), encoding="utf-8")
-        _load_or_one_line(path, seen)
-
-    run()
-    print(f"\nfuzz notify and hooks: {seen}")
-    assert seen["ok"] and seen["error"], seen
+    _fuzz_config_texts(isolated_home / "config.toml",
+                       st.builds(_render_lists, st.lists(PLAIN_NOTIFY | NOTIFY, max_size=2),
+                                 st.lists(PLAIN_HOOK | HOOK, max_size=2)),
+                       120, "notify and hooks")
