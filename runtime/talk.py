@@ -111,8 +111,9 @@ class Chat:
         past = recent(self.home)
         for e in past:
             self.show(line_of(e))
-        with _open(self.home) if self.home.db_path.exists() else _nothing() as store:
-            self._since = ev.max_id(store) if store is not None else 0
+        if self.home.db_path.exists():  # replies from now on are new
+            with _open(self.home) as store:
+                self._since = ev.max_id(store)
         watcher = threading.Thread(target=self._watch, name="chat-replies", daemon=True)
         watcher.start()
         try:
@@ -152,11 +153,3 @@ class Chat:
             if new:
                 self._since = max(int(e.id or 0) for e, _ in new)
                 rp.mark_read(store, [int(e.id or 0) for e, _ in new])
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
