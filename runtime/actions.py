@@ -54,9 +54,11 @@ class Door(StrEnum):
 
     CLI = "cli"    # the owner at a terminal: the owner's own words and authority
     MCP = "mcp"    # another agent over MCP: reads, and tells as an agent
+    PAGE = "page"  # the owner's page in a browser (signed in with the owner's token, a CSRF
+    #                token on every change): the owner's own words and authority, as the CLI
 
 
-OWNERS_DOORS = frozenset({Door.CLI})
+OWNERS_DOORS = frozenset({Door.CLI, Door.PAGE})
 
 
 class NotOwnersDoor(Refused):

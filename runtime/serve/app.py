@@ -37,7 +37,6 @@ import anyio
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -374,15 +373,37 @@ async def _gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=400)  # the client left mid-body: nobody reads the answer
 
 
+class Dispatch:
+    """ASGI: the team's MCP (`/mcp`, and the OAuth resource metadata the SDK's auth names
+    under `/.well-known/`) to its own app, which also gets the server's lifespan (the SDK's
+    session manager runs there); every other path to the doors and the page."""
+
+    def __init__(self, doors: ASGIApp, team: ASGIApp) -> None:
+        self.doors, self.team = doors, team
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or _team_path(scope.get("path", "")):
+            await self.team(scope, receive, send)
+        else:
+            await self.doors(scope, receive, send)
+
+
+def _team_path(path: str) -> bool:
+    return path == "/mcp" or path.startswith(("/mcp/", "/.well-known/"))
+
+
 def make_app(home: Home, settings: Settings, limits: Limits | None = None,
-             wake: Callable[[Home], int | None] = process.wake) -> Starlette:
-    """The app for one home: the routes behind the guard."""
+             wake: Callable[[Home], int | None] = process.wake) -> ASGIApp:
+    """The app for one home: the doors, the page and the team's MCP, behind the guard."""
+    from . import page, team
+
     current = Current(home, settings)
     limits = limits or Limits.default()
     routes = Routes(home, current, limits, wake)
-    return Starlette(
+    doors = Starlette(
         routes=[Route("/tell", routes.tell, methods=["POST"]),
-                Route("/hooks/{name}", routes.hook, methods=["POST"])],
-        middleware=[Middleware(Guard, current=current, limits=limits)],
+                Route("/hooks/{name}", routes.hook, methods=["POST"]),
+                *page.routes(home, current, limits, wake)],
         exception_handlers={HTTPException: _http_error, TooLarge: _too_large_error,
                             ClientDisconnect: _gone})
+    return Guard(Dispatch(doors, team.make_app(home, current)), current, limits)

@@ -87,7 +87,7 @@ class _Server(uvicorn.Server):
 def server(home: Home, settings: Settings, limits: Limits | None = None) -> _Server:
     app = make_app(home, settings, limits)
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="off", http="h11", ws="none",
+        app, log_config=None, access_log=False, lifespan="on", http="h11", ws="none",
         loop="asyncio", server_header=False, timeout_keep_alive=5,
         timeout_graceful_shutdown=int(STOP_S), limit_concurrency=100,
         # X-Forwarded-For is believed only behind the reverse proxy allow_remote asks for:
