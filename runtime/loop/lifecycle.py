@@ -459,7 +459,19 @@ class Loop:
             "model": self.settings.model.name if self.model else None,
             "writes": "live" if self.live else "dry-run",
             "capped": self._cap.reason,
+            "hands": self._hands_report(),
         }
+
+    def _hands_report(self) -> list[dict[str, Any]] | None:
+        """Each MCP server's state as the owner's page shows it (None before they start)."""
+        if self.hands is None:
+            return None
+        try:
+            return [{"name": s.name, "state": str(s.state), "reason": s.reason,
+                     "tools": len(s.tools)} for s in self.hands.status()]
+        except Exception as e:  # noqa: BLE001 - a report is never worth a tick
+            log.warning("the hands' state could not be reported (%s: %s)", type(e).__name__, e)
+            return None
 
     # config ------------------------------------------------------------------------------
     def reload_config(self) -> None:

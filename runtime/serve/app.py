@@ -358,10 +358,11 @@ def hook_event(d: Delivery, text: str, digest: str) -> Event:
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     if status == 404:
-        return _error(404, f"no such path {request.url.path[:100]!r}: POST /tell or "
-                           "POST /hooks/NAME")
+        return _error(404, f"no such path {request.url.path[:100]!r}: POST /tell, "
+                           "POST /hooks/NAME, the page at / or MCP at /mcp")
     if status == 405:
-        return _error(405, f"{request.method} is not taken here: POST", {"Allow": "POST"})
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "POST")
+        return _error(405, f"{request.method} is not taken here: {allow}", {"Allow": allow})
     return _error(status, str(getattr(exc, "detail", "")) or "bad request")
 
 

@@ -1,0 +1,82 @@
+"""The owner's sign-in on the page: the session cookie, its CSRF token, and the Origin check.
+
+Owns three small decisions, each a pure function of the owner's token (`[serve] token`):
+- a session is the cookie `coworker_session` = `v1.<issued>.<nonce>.<mac>`, where `mac` is
+  HMAC-SHA256 under the owner's token of the rest. Nothing is kept on the server: a session
+  holds while the token that signed it is the token now and for SESSION_DAYS, so
+  `coworker token --rotate` signs every browser out at once, and a restart signs none out;
+- every state-changing request carries `csrf`, the HMAC of its cookie under the token (a form
+  field, or the `X-CSRF-Token` header); a page elsewhere cannot read it, so cannot send it;
+- a browser's `Origin` (or, lacking it, `Referer`) on a POST must be this server's own origin:
+  the scheme it was reached by and the Host header the guard already allowed.
+Every comparison is in constant time. It never reads the store and never logs a secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+COOKIE = "coworker_session"
+SESSION_DAYS = 14
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-csrf-token"
+_VERSION = "v1"
+
+
+def _mac(token: str, text: str) -> str:
+    return hmac.new(token.encode("utf-8"), text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def new_session(token: str, clock: Callable[[], float] = time.time) -> str:
+    """A fresh session cookie's value, signed by the owner's token."""
+    body = f"{_VERSION}.{int(clock())}.{secrets.token_urlsafe(12)}"
+    return f"{body}.{_mac(token, 'session|' + body)}"
+
+
+def valid(token: str | None, cookie: str | None, clock: Callable[[], float] = time.time) -> bool:
+    """Whether `cookie` is a session the owner's current token signed, not yet expired."""
+    if not token or not cookie or len(cookie) > 200:
+        return False
+    body, _, mac = cookie.rpartition(".")
+    parts = body.split(".")
+    if len(parts) != 3 or parts[0] != _VERSION or not parts[1].isdigit():
+        return False
+    if not hmac.compare_digest(mac.encode(), _mac(token, "session|" + body).encode()):
+        return False
+    age = clock() - int(parts[1])
+    return -300 <= age <= SESSION_DAYS * 86400  # a few minutes of clock skew, then the days
+
+
+def csrf(token: str, cookie: str) -> str:
+    """The CSRF token of one session."""
+    return _mac(token, "csrf|" + cookie)[:40]
+
+
+def csrf_ok(token: str | None, cookie: str | None, given: str | None) -> bool:
+    if not token or not cookie or not given:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), csrf(token, cookie).encode())
+
+
+def own_origin(scheme: str, host: str | None) -> str | None:
+    """`scheme://host` as a browser writes the Origin of a page of this server."""
+    return f"{scheme}://{host.lower()}" if host else None
+
+
+def same_origin(origin: str | None, referer: str | None, own: str | None) -> bool:
+    """A POST's Origin, or its Referer's origin when a browser sent no Origin, against this
+    server's own. Neither header (a script, not a browser): allowed here; the cookie and the
+    CSRF token still decide."""
+    if own is None:
+        return False
+    if origin:
+        return origin.lower() == own  # "null" (a sandboxed frame, a file) is never ours
+    if referer:
+        parts = urlsplit(referer)
+        return f"{parts.scheme}://{parts.netloc}".lower() == own
+    return True
