@@ -154,8 +154,9 @@ class Page:
             cookie = self.signed_in(request)
             if cookie is None:
                 return _back("/login")
-            page: dict[str, Any] = {"here": request.url.path, "csrf": session.csrf(self.token() or "", cookie),
-                    "note": request.query_params.get("note")}
+            page: dict[str, Any] = {
+                "here": request.url.path, "note": request.query_params.get("note"),
+                "csrf": session.csrf(self.token() or "", cookie)}
             try:
                 data = await anyio.to_thread.run_sync(gather, request)
             except CoworkerError as e:
