@@ -244,3 +244,26 @@ def test_new_replies_are_listed_after_the_last_one_seen(page: tuple[TestClient, 
     assert [(s["side"], s["who"]) for s in said] == [("owner", "you"), ("reply", "coworker")]
     assert said[1]["in_reply_to"] == [first]
     assert client.get("/said?after=x").status_code == 400
+
+
+def test_behind_a_tls_proxy_the_browsers_https_origin_is_this_server(
+        offline_home: Home) -> None:
+    from .conftest import write_config
+
+    write_config(offline_home.root, serve={"allowed_hosts": ["coworker.example.org"]})
+    token, _ = token_file.ensure(offline_home.secrets_path)
+    app = make_app(offline_home, offline_home.settings())
+    proxy = "https://coworker.example.org"
+    with TestClient(app, base_url="http://coworker.example.org", follow_redirects=False) as c:
+        for origin in ("https://coworker.example.org.evil.example", "https://evil.example"):
+            assert c.post("/login", data={"token": token},
+                          headers={"Origin": origin}).status_code == 403
+        r = c.post("/login", data={"token": token}, headers={"Origin": proxy})
+        assert r.status_code == 303 and "secure" in r.headers["set-cookie"].lower()
+        # the cookie is Secure: the test's client (plain http) would not send it back
+        c.cookies.set(session.COOKIE, r.cookies[session.COOKIE])
+        csrf = session.csrf(token, r.cookies[session.COOKIE])
+        r = c.post("/do/tell", data={"csrf": csrf, "text": "from the phone"},
+                   headers={"Origin": proxy})
+        assert r.status_code == 303
+    assert events(offline_home, "message")[-1].body == "from the phone"

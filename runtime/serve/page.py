@@ -72,8 +72,10 @@ def _back(path: str, note: str | None = None) -> RedirectResponse:
     return RedirectResponse(where, status_code=303, headers=HEADERS)
 
 
-def _own_origin(request: Request) -> str | None:
-    return session.own_origin(request.url.scheme, request.headers.get("host"))
+def _ours(request: Request) -> bool:
+    """Whether a POST comes from this server's own page (or from no browser at all)."""
+    return session.same_origin(request.headers.get("origin"), request.headers.get("referer"),
+                               request.headers.get("host"))
 
 
 class Page:
@@ -116,8 +118,7 @@ class Page:
         return render("login.html", note=request.query_params.get("note"))
 
     async def login(self, request: Request) -> Response:
-        if not session.same_origin(request.headers.get("origin"),
-                                   request.headers.get("referer"), _own_origin(request)):
+        if not _ours(request):
             return self._refused(request, "a sign-in from another site's page")
         source = _source(request)
         if self.limits.failures.spent(source):
@@ -136,7 +137,8 @@ class Page:
         response = _back("/")
         response.set_cookie(session.COOKIE, session.new_session(token),
                             max_age=session.SESSION_DAYS * 86400, httponly=True,
-                            samesite="strict", secure=request.url.scheme == "https", path="/")
+                            samesite="strict", path="/", secure=session.by_tls(
+                                request.headers.get("origin"), request.url.scheme))
         log.info("serve: the owner signed in on the page from %s", source)
         return response
 
@@ -208,8 +210,7 @@ class Page:
         cookie = self.signed_in(request)
         if cookie is None:
             return self._refused(request, "not signed in")
-        if not session.same_origin(request.headers.get("origin"),
-                                   request.headers.get("referer"), _own_origin(request)):
+        if not _ours(request):
             return self._refused(request, "a request from another site's page")
         form = await self._form(request)
         if form is None:

@@ -7,8 +7,8 @@ Owns three small decisions, each a pure function of the owner's token (`[serve] 
   `coworker token --rotate` signs every browser out at once, and a restart signs none out;
 - every state-changing request carries `csrf`, the HMAC of its cookie under the token (a form
   field, or the `X-CSRF-Token` header); a page elsewhere cannot read it, so cannot send it;
-- a browser's `Origin` (or, lacking it, `Referer`) on a POST must be this server's own origin:
-  the scheme it was reached by and the Host header the guard already allowed.
+- a browser's `Origin` (or, lacking it, `Referer`) on a POST must name this server: the Host
+  header the guard already allowed.
 Every comparison is in constant time. It never reads the store and never logs a secret.
 """
 
@@ -63,20 +63,21 @@ def csrf_ok(token: str | None, cookie: str | None, given: str | None) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "replace"), csrf(token, cookie).encode())
 
 
-def own_origin(scheme: str, host: str | None) -> str | None:
-    """`scheme://host` as a browser writes the Origin of a page of this server."""
-    return f"{scheme}://{host.lower()}" if host else None
-
-
-def same_origin(origin: str | None, referer: str | None, own: str | None) -> bool:
+def same_origin(origin: str | None, referer: str | None, host: str | None) -> bool:
     """A POST's Origin, or its Referer's origin when a browser sent no Origin, against this
-    server's own. Neither header (a script, not a browser): allowed here; the cookie and the
-    CSRF token still decide."""
-    if own is None:
+    server's Host header (which the guard allowed): the same host and port, by http or https
+    (behind a reverse proxy with TLS the browser's scheme is https where this server's is
+    http). Neither header (a script, not a browser): allowed here; the cookie and the CSRF
+    token still decide."""
+    if not host:
         return False
-    if origin:
-        return origin.lower() == own  # "null" (a sandboxed frame, a file) is never ours
-    if referer:
-        parts = urlsplit(referer)
-        return f"{parts.scheme}://{parts.netloc}".lower() == own
-    return True
+    seen = origin or referer
+    if not seen:
+        return True
+    parts = urlsplit(seen)  # "null" (a sandboxed frame, a file) has no host: never ours
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+
+
+def by_tls(origin: str | None, scheme: str) -> bool:
+    """Whether the browser reached the page by https (then the cookie is sent only so)."""
+    return scheme == "https" or (origin or "").lower().startswith("https://")
