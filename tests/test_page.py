@@ -19,8 +19,7 @@ from runtime.serve import session
 from runtime.serve import token as token_file
 from runtime.serve.app import make_app
 from runtime.serve.guard import Bucket, Limits
-from runtime.store import Event, Store
-from runtime.store import approvals
+from runtime.store import Event, Store, approvals
 from runtime.store import events as ev
 from runtime.store import promotions as pr
 
