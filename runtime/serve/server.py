@@ -141,7 +141,8 @@ class ServerThread:
         sock = listen(settings.serve.host, settings.serve.port)
         t = cls(server(home, settings, limits), sock)
         t.thread.start()
-        log.info("serve: listening on %s (POST /tell, POST /hooks/NAME)", where(settings))
+        log.info("serve: listening on %s (the page at /, POST /tell, POST /hooks/NAME, MCP at "
+                 "/mcp)", where(settings))
         return t
 
     def _run(self) -> None:
