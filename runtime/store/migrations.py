@@ -693,6 +693,45 @@ def m018_create_deliveries(db: sqlite3.Connection) -> None:
     """)
 
 
+def m020_create_clients(db: sqlite3.Connection) -> None:
+    # Issue 41: the team's agents reach the memory at `coworker serve`'s /mcp, each with a
+    # bearer token of its own (`coworker clients add NAME [--can tell]`). A token is kept only
+    # as its SHA-256 (it is random, not a password); `can` is `read` (the memory tools and
+    # resources) or `tell` (those and `tell`, as actor `mcp:NAME`). A revoked client keeps
+    # its row (`revoked_at` set once); a name is held by one client at a time. Each client's
+    # calls are counted by what it called (a tool's or a resource's name).
+    _script(db, """
+        CREATE TABLE clients (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL,
+            token_sha256 TEXT NOT NULL UNIQUE,
+            can TEXT NOT NULL CHECK (can IN ('read', 'tell')),
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        CREATE UNIQUE INDEX clients_active_name ON clients(name) WHERE revoked_at IS NULL;
+        CREATE TRIGGER clients_forward BEFORE UPDATE ON clients
+        WHEN new.id IS NOT old.id OR new.name IS NOT old.name
+          OR new.token_sha256 IS NOT old.token_sha256 OR new.can IS NOT old.can
+          OR new.created_at IS NOT old.created_at OR old.revoked_at IS NOT NULL BEGIN
+            SELECT RAISE(ABORT, 'a client is only ever revoked, once, and never changed');
+        END;
+        CREATE TRIGGER clients_no_delete BEFORE DELETE ON clients BEGIN
+            SELECT RAISE(ABORT, 'clients are never deleted');
+        END;
+        CREATE TABLE client_calls (
+            client_id INTEGER NOT NULL REFERENCES clients(id),
+            what TEXT NOT NULL,
+            calls INTEGER NOT NULL DEFAULT 0,
+            last_at TEXT NOT NULL,
+            PRIMARY KEY (client_id, what)
+        );
+        CREATE TRIGGER client_calls_no_delete BEFORE DELETE ON client_calls BEGIN
+            SELECT RAISE(ABORT, 'client calls are never deleted');
+        END;
+    """)
+
+
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
@@ -714,6 +753,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m017_let_redaction_reach_approvals,
     m018_create_deliveries,
     m019_create_hook_deliveries,
+    m020_create_clients,
 ]
 
 
