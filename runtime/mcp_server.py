@@ -14,6 +14,12 @@ authored by an agent (actor `mcp:<client name>`, or `mcp` when the client gives 
 author_kind `agent`), never as the owner, and wakes a running loop. A "remember ..." told this
 way is only ever queued for the owner's review at the promotion gate.
 
+Who calls is the door's to say (`build`'s `who`, a `Caller` a call): over stdio the client's
+own clientInfo name, free to tell; over `coworker serve`'s `/mcp` (runtime/serve/team.py, the
+same tools and resources through the SDK's streamable HTTP) the NAME of the client's token,
+which may `tell` only when the owner gave it `--can tell` (else a tool error, nothing
+written), each of its calls counted. A count that fails is a WARNING; the call goes on.
+
 It never prints to stdout (stdout is the protocol; logs go to stderr only), never calls a
 model, never edits or deletes an event, and never changes settings.
 
@@ -41,12 +47,15 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types
 from mcp.server import MCPServer
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
@@ -126,10 +135,24 @@ def _read(path: Path, missing: str) -> str:
         return missing
 
 
-def _actions(home: Home, ctx: Context | None, semantic: SemanticCache | None = None) -> Actions:
-    """The actions this door allows, as the calling client (reads, and tell as an agent), with
-    the server's semantic channel (its embedder loads once for the server's life)."""
-    return Actions(home, Door.MCP, client_name(ctx), semantic=semantic)
+@dataclass(frozen=True)
+class Caller:
+    """Who calls, as the door knows it: the name a `tell` is recorded under (actor
+    `mcp:<name>`; `mcp` when None), whether it may `tell` at all, and how its calls are
+    counted (None: not counted). Over stdio (`stdio_caller`) the client names itself and may
+    tell; over `coworker serve`'s /mcp the name and the leave come from its token
+    (runtime/serve/team.py)."""
+
+    name: str | None
+    may_tell: bool = True
+    counted: Callable[[str], None] | None = None  # one call of a tool or resource, by name
+
+
+Who = Callable[[Context | None], Caller]
+
+
+def stdio_caller(ctx: Context | None) -> Caller:
+    return Caller(client_name(ctx))
 
 
 def client_name(ctx: Context | None) -> str | None:
@@ -145,11 +168,33 @@ def client_name(ctx: Context | None) -> str | None:
     return name or None
 
 
-def build(home: Home) -> MCPServer:
-    """The server for this home: five tools and two resources, nothing started yet."""
+def _tally(caller: Caller, what: str) -> None:
+    """Count one call; a count that fails is a WARNING and never stops the call."""
+    if caller.counted is None:
+        return
+    try:
+        caller.counted(what)
+    except Exception as e:  # noqa: BLE001 - counting must never break a call
+        log.warning("coworker mcp: %s's call of %s not counted (%s: %s); the call goes on",
+                    caller.name or "a client", what, type(e).__name__, e)
+
+
+def read_only(name: str | None) -> str:
+    """The tool error a client that may only read gets from `tell`."""
+    who = name or "NAME"
+    return (f"client {who} may only read here; nothing was written. The owner can let it "
+            f"tell: `coworker clients revoke {who}`, then `coworker clients add {who} --can "
+            "tell` (a new token)")
+
+
+def build(home: Home, who: Who = stdio_caller, token_verifier: TokenVerifier | None = None,
+          auth: AuthSettings | None = None) -> MCPServer:
+    """The server for this home: five tools and two resources, nothing started yet. `who`
+    says who each call comes from (`Caller`): over stdio the client's own name, free to tell.
+    `token_verifier` and `auth` are the SDK's bearer authentication, for HTTP."""
     semantic = SemanticCache()  # one channel for the server's life, every call shares it
     mcp = MCPServer(
-        name="coworker", version=__version__,
+        name="coworker", version=__version__, token_verifier=token_verifier, auth=auth,
         instructions=(
             "The memory of a coworker (an agent that runs in the background and remembers its "
             "work). Use memory_walk to find what it knows, from coarse summaries down to raw "
@@ -158,6 +203,16 @@ def build(home: Home) -> MCPServer:
             "keyword search; memory_recall is what the coworker itself would recall for a "
             "message; pins_list is what the owner keeps in its context; tell sends it a message "
             "from you, another agent: it arrives as an agent's message, never as its owner's."))
+
+    async def call(what: str, ctx: Context | None, fn: Callable[[Actions, Caller], T]) -> T:
+        """One call of the tool or resource `what`, counted, as `who` says the caller is
+        (asked here, in the request's own context, where the HTTP door finds its token)."""
+        caller = who(ctx)
+
+        def run() -> T:
+            _tally(caller, what)
+            return fn(Actions(home, Door.MCP, caller.name, semantic=semantic), caller)
+        return await _call(run)
 
     @mcp.tool(annotations=READS)
     async def memory_walk(query: str, ctx: Context) -> dict[str, Any]:
@@ -169,7 +224,7 @@ def build(home: Home) -> MCPServer:
         of them): the memory does not hold it with confidence. Deterministic; no model call.
         Cite the ids in `events` when you use them. At most 2000 characters of the query are
         read; a longer one is cut and the result has "query_truncated": true."""
-        return await _call(lambda: render.walk_json(_actions(home, ctx, semantic).walk(query)))
+        return await call("memory_walk", ctx, lambda a, _: render.walk_json(a.walk(query)))
 
     @mcp.tool(annotations=READS)
     async def memory_search(query: str, ctx: Context, limit: int = 10,
@@ -184,14 +239,14 @@ def build(home: Home) -> MCPServer:
         if not 1 <= limit <= 200:
             raise ToolError(f"limit must be between 1 and 200, not {limit}")
 
-        def run() -> dict[str, Any]:
-            hits = _actions(home, ctx, semantic).search(query, limit, after=after)
+        def run(a: Actions, _: Caller) -> dict[str, Any]:
+            hits = a.search(query, limit, after=after)
             found: dict[str, Any] = {"hits": [h.as_dict() for h in hits],
                                      "next_cursor": hits.next_cursor}
             if cap_query(query)[1]:
                 found["query_truncated"] = True
             return found
-        return await _call(run)
+        return await call("memory_search", ctx, run)
 
     @mcp.tool(annotations=READS)
     async def memory_recall(text: str, ctx: Context) -> dict[str, Any]:
@@ -201,14 +256,14 @@ def build(home: Home) -> MCPServer:
         text it would put in its own context (null when nothing is recalled). At most 2000
         characters of the text are read; a longer one is cut and the result has
         "query_truncated": true."""
-        return await _call(lambda: _actions(home, ctx, semantic).recall(text))
+        return await call("memory_recall", ctx, lambda a, _: a.recall(text))
 
     @mcp.tool(annotations=READS)
     async def pins_list(ctx: Context) -> dict[str, Any]:
         """The owner's active pins: text the coworker keeps in its context on every tick.
         Returns {"pins": [{id, ts, text}]}, oldest first."""
-        return await _call(lambda: {"pins": [{"id": p.id, "ts": p.ts, "text": p.text}
-                                             for p in _actions(home, ctx).pins()]})
+        return await call("pins_list", ctx, lambda a, _: {
+            "pins": [{"id": p.id, "ts": p.ts, "text": p.text} for p in a.pins()]})
 
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
                                           idempotentHint=False, openWorldHint=False))
@@ -222,22 +277,24 @@ def build(home: Home) -> MCPServer:
         if not text.strip():
             raise ToolError('nothing to tell: pass the message as `text`')
 
-        def run() -> dict[str, Any]:
-            told = _actions(home, ctx).tell(text)
+        def run(a: Actions, caller: Caller) -> dict[str, Any]:
+            if not caller.may_tell:
+                raise ToolError(read_only(caller.name))
+            told = a.tell(text)
             return {"event_id": told.event_id, "woke_pid": told.woke_pid}
-        return await _call(run)
+        return await call("tell", ctx, run)
 
     @mcp.resource("memory://MEMORY.md", name="MEMORY.md", mime_type="text/markdown",
                   description="What this coworker always has in mind: one entry a line, with "
                               "its sources. Curated by reflect and by the owner.")
     async def memory_md() -> str:
-        return await _off_loop(lambda: _read(home.memory_md, NO_MEMORY_MD))
+        return await call("MEMORY.md", None, lambda *_: _read(home.memory_md, NO_MEMORY_MD))
 
     @mcp.resource("memory://memory-map.md", name="memory-map.md", mime_type="text/markdown",
                   description="The map of the coworker's memory (the summary ladder, coarsest "
                               "first), regenerated by each reflect run.")
     async def memory_map() -> str:
-        return await _off_loop(lambda: _read(home.memory_map, NO_MAP))
+        return await call("memory-map.md", None, lambda *_: _read(home.memory_map, NO_MAP))
 
     return mcp
 
