@@ -1276,6 +1276,103 @@ def token(rotate: bool) -> None:
     click.echo(value)
 
 
+# --- the team's MCP clients (`coworker serve`'s /mcp; runtime/serve/team.py) -----------------
+
+@cli.group()
+def clients() -> None:
+    """The team's agents that may use this coworker's memory over MCP at `coworker serve`'s
+    /mcp: each has a name and a bearer token of its own. Guide: docs/team.md.
+
+    \b
+    Examples:
+      coworker clients add ci-bot
+      coworker clients add planner --can tell
+      coworker clients list
+      coworker clients revoke ci-bot
+    """
+
+
+@clients.command(name="add")
+@click.argument("name")
+@click.option("--can", type=click.Choice(["read", "tell"]), default="read", show_default=True,
+              help="read: the memory tools and resources; tell: those, and telling the "
+                   "coworker (as an agent, never as you).")
+def clients_add(name: str, can: str) -> None:
+    """Add a client NAME and print its token, alone on one line: shown only this once.
+
+    NAME is 1 to 40 letters, digits, '.', '_' or '-' (no spaces or colons). By default the
+    client may read (memory_walk, memory_search, memory_recall, pins_list, MEMORY.md, the
+    memory map); with --can tell it may also tell, as actor mcp:NAME, never as you. The token
+    is kept only as its SHA-256; a running server takes it at once. Exit 0; 1 when an active
+    client has the name (revoke it first); 2 for a bad name.
+
+    \b
+    Examples:
+      coworker clients add ci-bot
+      coworker clients add planner --can tell
+    """
+    from .serve.server import where
+    from .store import clients as cs
+
+    home = _home()
+    with _store(home) as store:
+        client, token = cs.add(store, name, can)
+    click.echo(token)
+    may = ("read and tell (as actor mcp:" + client.name + ", never as you)" if client.may_tell
+           else "read only (memory_walk, memory_search, memory_recall, pins_list, resources)")
+    err.print(f"client {client.name} added; it may {may}. The token above is shown only now: "
+              f"give it to the agent's MCP client as the header `Authorization: Bearer "
+              f"<token>`, URL {where(home.settings())}/mcp (streamable HTTP; `coworker serve` "
+              "must run). Guide: docs/team.md", markup=False, highlight=False)
+
+
+@clients.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line, one a client.")
+def clients_list(as_json: bool) -> None:
+    """Every client, revoked ones too: what it may do, when it was added and revoked, its
+    calls by tool or resource, and its last call.
+
+    \b
+    Example:
+      coworker clients list
+    """
+    from .store import clients as cs
+
+    with _store(_home()) as store:  # read-write: a database from before m020 gains the table
+        rows = cs.listing(store)
+    if as_json:
+        for c in rows:
+            render.json_line({"name": c.name, "can": c.can, "created_at": c.created_at,
+                              "revoked_at": c.revoked_at, "last_call_at": c.last_call_at,
+                              "calls": c.calls})
+        return
+    if not rows:
+        out.print("no clients yet: `coworker clients add NAME` makes one")
+        return
+    out.print(render.table(
+        ["name", "can", "created", "revoked", "last call", "calls"],
+        [(c.name, c.can, c.created_at[:19], (c.revoked_at or "")[:19],
+          (c.last_call_at or "")[:19],
+          ", ".join(f"{what} {n}" for what, n in c.calls.items()) or "none") for c in rows]))
+
+
+@clients.command(name="revoke")
+@click.argument("name")
+def clients_revoke(name: str) -> None:
+    """Revoke the client NAME: its token is refused from now on, a running server included.
+    Its row and its counted calls stay. Exit 0; 1 when no active client has that name.
+
+    \b
+    Example:
+      coworker clients revoke ci-bot
+    """
+    from .store import clients as cs
+
+    with _store(_home()) as store:
+        client = cs.revoke(store, name)
+    out.print(f"client {client.name} revoked: its token is refused from now on")
+
+
 @cli.command()
 @click.option("--no-model", is_flag=True, help="Skip the one tiny model call.")
 def doctor(no_model: bool) -> None:
