@@ -330,3 +330,22 @@ def test_a_cli_mistake_is_one_line_and_a_nonzero_exit(offline_home: Home, args: 
     assert says in done.stderr, done.stderr
     with Store.open(offline_home.db_path, readonly=True) as store:
         assert [c.name for c in clients_store.listing(store)] == ["dup", "dup-gone"]
+
+
+def test_a_source_that_keeps_failing_tokens_is_turned_away_429(offline_home: Home):
+    from runtime.serve.guard import Bucket, Limits
+
+    now = [1000.0]
+    limits = Limits(Bucket(1000, 100.0, lambda: now[0]), Bucket(2, 1 / 30, lambda: now[0]))
+    token = add("ci-bot")
+    configure(offline_home)
+    t = ServerThread.start(offline_home, offline_home.settings(), limits)
+    try:
+        wrong = {"Authorization": "Bearer " + "x" * 43}
+        assert [post(t.port, INITIALIZE, wrong)[0] for _ in range(2)] == [401, 401]
+        status, headers, body = post(t.port, INITIALIZE, {"Authorization": f"Bearer {token}"})
+        assert status == 429 and int(headers["retry-after"]) >= 30 and "too many" in body
+        now[0] += 31  # one more try, 30 s later: the right token is heard again
+        assert post(t.port, INITIALIZE, {"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        t.stop()

@@ -407,4 +407,4 @@ def make_app(home: Home, settings: Settings, limits: Limits | None = None,
                 *page.routes(home, current, limits, wake)],
         exception_handlers={HTTPException: _http_error, TooLarge: _too_large_error,
                             ClientDisconnect: _gone})
-    return Guard(Dispatch(doors, team.make_app(home, current)), current, limits)
+    return Guard(Dispatch(doors, team.make_app(home, current, limits)), current, limits)

@@ -93,7 +93,8 @@ def server(home: Home, settings: Settings, limits: Limits | None = None) -> _Ser
         # X-Forwarded-For is believed only behind the reverse proxy allow_remote asks for:
         # on loopback every local program would be a "proxy" naming any source it likes
         proxy_headers=settings.serve.allow_remote, forwarded_allow_ips="127.0.0.1,::1")
-    for name in ("uvicorn", "uvicorn.error"):  # its start and stop lines: ours say it
+    # uvicorn's start and stop lines, and the MCP SDK's line per session: ours say what matters
+    for name in ("uvicorn", "uvicorn.error", "mcp"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     return _Server(config)
 

@@ -18,7 +18,9 @@ WARNING; the call goes on).
 
 No token, an unknown one or a revoked one is answered 401 by the SDK (with WWW-Authenticate)
 and logged as one WARNING without the token's text; an `Origin` that is not this server's is
-answered 403. The allowed Hosts are the bind address, this machine's loopback names and
+answered 403. A refused token counts against its source as the other doors' do (app.py's
+`Limits.failures`: ten, then one every 30 s); a source past it gets 429 before its token is
+looked up. The allowed Hosts are the bind address, this machine's loopback names and
 `[serve] allowed_hosts`, each with any port; the allowed Origins are http(s):// of those,
 re-read with the settings (`Current`) on each request. Every request has passed app.py's
 `Guard` (Host, rate, body limit) before it comes here.
@@ -37,13 +39,14 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..home import Home
 from ..mcp_server import Caller, build
 from ..store import Store
 from ..store import clients as clients_store
-from .guard import LOOPBACK_NAMES, host_name
+from .guard import LOOPBACK_NAMES, Limits, host_name
 
 log = logging.getLogger("runtime.serve")
 
@@ -124,8 +127,9 @@ class Team:
     """ASGI: the SDK's app at /mcp, with the allowed Hosts and Origins re-read from the
     settings, and one WARNING for each request refused for its token."""
 
-    def __init__(self, app: ASGIApp, current: Any, security: TransportSecuritySettings) -> None:
-        self.app, self.current, self.security = app, current, security
+    def __init__(self, app: ASGIApp, current: Any, security: TransportSecuritySettings,
+                 limits: Limits) -> None:
+        self.app, self.current, self.security, self.limits = app, current, security, limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan: the SDK's session manager runs there
@@ -134,15 +138,24 @@ class Team:
         serve = self.current.get().serve
         self.security.allowed_hosts, self.security.allowed_origins = allowed(
             serve.host, list(serve.allowed_hosts))
+        client = scope.get("client")
+        source = str(client[0]) if client else "unknown"
+        if self.limits.failures.spent(source):  # guessing tokens: not even looked up now
+            wait = self.limits.failures.wait_s(source)
+            log.warning("serve: %s %s from %s refused: too many failed tokens",
+                        scope.get("method"), scope.get("path"), source)
+            await JSONResponse({"error": f"too many failed tokens from {source}; try again "
+                                         f"in {wait} s"}, status_code=429,
+                               headers={"Retry-After": str(wait)})(scope, receive, send)
+            return
         said: list[str] = []
         mark = _refusal.set(said)
 
         async def answer(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 401:
-                client = scope.get("client")
+                self.limits.failures.take(source)
                 log.warning("serve: %s %s from %s refused: %s; nothing written",
-                            scope.get("method"), scope.get("path"),
-                            client[0] if client else "unknown",
+                            scope.get("method"), scope.get("path"), source,
                             said[0] if said else "no token (send Authorization: Bearer "
                                                  "<token>; `coworker clients add NAME`)")
             await send(message)
@@ -152,7 +165,7 @@ class Team:
             _refusal.reset(mark)
 
 
-def make_app(home: Home, current: Any) -> ASGIApp:
+def make_app(home: Home, current: Any, limits: Limits) -> ASGIApp:
     """The team's MCP for one home (`current`: app.py's `Current`, the settings on disk)."""
     from .server import where
 
@@ -165,4 +178,4 @@ def make_app(home: Home, current: Any) -> ASGIApp:
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                          allowed_hosts=hosts, allowed_origins=origins)
     return Team(mcp.streamable_http_app(streamable_http_path=PATH, transport_security=security,
-                                        host=settings.serve.host), current, security)
+                                        host=settings.serve.host), current, security, limits)
