@@ -143,6 +143,37 @@ def mcp_tell(home: Home, message: str, name: str) -> dict:
     return anyio.run(go)
 
 
+def test_the_owners_page_is_the_owner_its_tell_an_input_and_its_remember_applies_in_auto(
+        offline_home: Home):
+    """The page at / of `coworker serve`, signed in with the owner's token: its box tells as
+    `coworker tell` does, its buttons are the owner's commands (door `page`)."""
+    from starlette.testclient import TestClient
+
+    from runtime.serve import session
+    from runtime.serve import token as token_file
+    from runtime.serve.app import make_app
+
+    write_config(offline_home.root, memory=AUTO)
+    token, _ = token_file.ensure(offline_home.secrets_path)
+    base = "http://127.0.0.1:8765"
+    with TestClient(make_app(offline_home, offline_home.settings()), base_url=base,
+                    follow_redirects=False) as page:
+        assert page.post("/login", data={"token": token}).status_code == 303
+        csrf = session.csrf(token, page.cookies[session.COOKIE])
+        assert page.post("/do/tell", data={"csrf": csrf, "text": "remember that Dana owns "
+                                           "the parser fix"}).status_code == 303
+        e = last(offline_home)
+        assert (e.actor, e.author_kind, e.meta.get("via")) == ("owner", "user", "tell")
+        assert e.owners_words and status(offline_home, e.id) == "pending"
+        assert page.post("/do/pin", data={"csrf": csrf, "text": "Never deploy on Fridays"}
+                         ).status_code == 303
+    pin = last(offline_home, "pin")
+    assert (pin.actor, pin.author_kind) == ("owner", "user") and status(offline_home, pin.id) is None
+    tick(offline_home)
+    row = rows(offline_home)["Dana owns the parser fix"]
+    assert (row.status, row.origin) == ("applied", "owner")
+
+
 def test_mcp_tell_is_another_agent_an_input_and_its_remember_is_always_queued(
         offline_home: Home):
     write_config(offline_home.root, memory=AUTO)
