@@ -1223,10 +1223,12 @@ def mcp() -> None:
 
 @cli.command("serve")
 def serve_command() -> None:
-    """Run the local HTTP server in the foreground until Ctrl-C (or SIGTERM): POST /tell
-    takes the owner's message with the owner's token (`coworker token`), POST /hooks/NAME a
-    signed webhook of a [[hooks]] entry. It listens on [serve] host and port (127.0.0.1:8765);
-    `[serve] enabled = true` starts it with the loop instead. Guide: docs/serve.md.
+    """Run the local HTTP server in the foreground until Ctrl-C (or SIGTERM): the owner's page
+    at / (sign in with `coworker token`), POST /tell (the owner's message, with the owner's
+    token), POST /hooks/NAME (a signed webhook of a [[hooks]] entry) and MCP at /mcp for a
+    team's agents (`coworker clients add`). It listens on [serve] host and port
+    (127.0.0.1:8765); `[serve] enabled = true` starts it with the loop instead. Guides:
+    docs/serve.md, docs/team.md.
 
     \b
     Examples:
@@ -1250,8 +1252,8 @@ def serve_command() -> None:
 
 
 def _listening(where: str) -> None:
-    out.print(f"coworker serve: listening on {where} (POST /tell, POST /hooks/NAME); Ctrl-C "
-              "stops it")
+    out.print(f"coworker serve: listening on {where} (your page at {where}/, POST /tell, "
+              "POST /hooks/NAME, MCP at /mcp); Ctrl-C stops it")
     sys.stdout.flush()  # a supervisor or a script waits for this line
 
 
