@@ -108,7 +108,7 @@ class Page:
     def _refused(self, request: Request, why: str) -> Response:
         log.warning("serve: page %s %s from %s refused: %s; nothing changed", request.method,
                     request.url.path, _source(request), why)
-        return HTMLResponse(f"refused: {why}", status_code=403, headers=HEADERS)
+        return render("refused.html", 403, why=why, note=None)
 
     # -- signing in and out -----------------------------------------------------------------
 

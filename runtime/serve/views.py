@@ -11,6 +11,7 @@ templates escape it). Blocking: the page runs these in a worker thread.
 from __future__ import annotations
 
 import json
+from datetime import UTC, tzinfo
 from typing import Any
 
 from .. import process, render
@@ -29,7 +30,7 @@ def _open(home: Home) -> Store:
     return Store.open(home.db_path, readonly=home.db_path.exists())
 
 
-def said(e: Event) -> dict[str, Any]:
+def said(e: Event, zone: tzinfo = UTC) -> dict[str, Any]:
     """One line of the conversation: who, when, and the text (cut, with where the rest is)."""
     text = e.body
     if len(text) > SHOWN_CHARS:
@@ -41,7 +42,7 @@ def said(e: Event) -> dict[str, Any]:
         who, side = "you", "owner"
     else:
         who, side = e.actor, "other"
-    return {"id": e.id, "ts": e.ts, "when": e.ts[:16].replace("T", " "), "who": who,
+    return {"id": e.id, "ts": e.ts, "when": render.when(e.ts, zone), "who": who,
             "side": side, "text": text, "subject": e.meta.get("subject") or None,
             "in_reply_to": [int(i) for i in e.meta.get("in_reply_to") or []
                             if isinstance(i, int)]}
@@ -51,13 +52,14 @@ def conversation(home: Home, after: int = 0, n: int = RECENT) -> list[dict[str, 
     """The last `n` messages and replies (oldest first), or those after event `after`."""
     if not home.db_path.exists():
         return []
+    zone = home.settings().coworker.zone
     with _open(home) as store:
         if after:
             got = ev.since(store, after, SAID_KINDS)[:n]
         else:
             got = ev.tail(store, n, kind="message") + ev.tail(store, n, kind="outbox")
             got = sorted(got, key=lambda e: int(e.id or 0))[-n:]
-    return [said(e) for e in got]
+    return [said(e, zone) for e in got]
 
 
 def status(home: Home) -> dict[str, Any]:
@@ -70,7 +72,11 @@ def status(home: Home) -> dict[str, Any]:
     with _open(home) as store:
         used = usage.today(store)
     model = settings.model
+    zone = settings.coworker.zone
     data["mode"] = data.get("writes") or settings.writes.mode
+    data["last_tick"] = render.when(data.get("last_tick_at"), zone) or None
+    data["next_tick"] = render.when(data.get("next_tick_at"), zone) or None
+    data["promotions_queued"] = len(Actions(home, Door.PAGE).promotions())
     data["spending"] = {"calls": used.calls, "tokens": used.tokens,
                         "daily_calls": model.daily_calls, "daily_tokens": model.daily_tokens}
     data["hands"] = run.get("hands") if isinstance(run.get("hands"), list) else [
@@ -80,14 +86,14 @@ def status(home: Home) -> dict[str, Any]:
     return data
 
 
-def _sources(store: Store, ids: list[int]) -> list[dict[str, Any]]:
+def _sources(store: Store, ids: list[int], zone: tzinfo) -> list[dict[str, Any]]:
     found = ev.history_of(store, ids)
     rows = []
     for i in ids:
         e = found.get(i)
         rows.append({"id": i, "missing": e is None} if e is None else
                     {"id": i, "missing": False, "kind": e.kind, "actor": e.actor,
-                     "when": e.ts[:16].replace("T", " "),
+                     "when": render.when(e.ts, zone),
                      "text": render.one_line(e.body, SOURCE_CHARS)})
     return rows
 
@@ -97,17 +103,18 @@ def queues(home: Home) -> dict[str, Any]:
     the events that led to it."""
     owner = Actions(home, Door.PAGE)
     actions, promotions = owner.waiting_actions(), owner.promotions()
+    zone = home.settings().coworker.zone
     with _open(home) as store:
         return {
-            "actions": [{"id": a.id, "when": a.ts[:16].replace("T", " "), "name": a.name,
+            "actions": [{"id": a.id, "when": render.when(a.ts, zone), "name": a.name,
                          "server": a.server, "arguments": json.dumps(
                              a.arguments, indent=2, ensure_ascii=False, sort_keys=True),
-                         "reason": a.reason, "expires": a.expires_at[:16].replace("T", " "),
-                         "sources": _sources(store, list(a.sources))} for a in actions],
-            "promotions": [{"id": p.id, "when": p.ts[:16].replace("T", " "), "text": p.text,
+                         "reason": a.reason, "expires": render.when(a.expires_at, zone),
+                         "sources": _sources(store, list(a.sources), zone)} for a in actions],
+            "promotions": [{"id": p.id, "when": render.when(p.ts, zone), "text": p.text,
                             "origin": p.origin, "why": p.reason, "supersedes": p.supersedes,
                             "confidence": p.confidence,
-                            "sources": _sources(store, list(p.source_events or []))}
+                            "sources": _sources(store, list(p.source_events or []), zone)}
                            for p in promotions],
         }
 
@@ -119,19 +126,20 @@ def memory(home: Home) -> dict[str, Any]:
     entries = MemoryFile.load(home.memory_md).numbered().entries \
         if home.memory_md.exists() else []
     present = {e.id for e in entries}
+    zone = home.settings().coworker.zone
     struck: dict[str, dict[str, Any]] = {}
     if home.db_path.exists():
         with _open(home) as store:
             for e in reversed(ev.tail(store, 50, kind="memory_strike")):
                 key = e.meta.get("entry_id")
                 if isinstance(key, str) and key not in present and key not in struck:
-                    struck[key] = {"id": key, "when": e.ts[:16].replace("T", " "),
+                    struck[key] = {"id": key, "when": render.when(e.ts, zone),
                                    "text": e.body}
     return {
         "entries": [{"id": e.id, "text": e.text, "sources": list(e.sources), "date": e.date}
                     for e in entries],
         "struck": list(struck.values()),
-        "pins": [{"id": p.id, "when": p.ts[:16].replace("T", " "), "text": p.text}
+        "pins": [{"id": p.id, "when": render.when(p.ts, zone), "text": p.text}
                  for p in Actions(home, Door.PAGE).pins()],
         "map": home.memory_map.read_text(encoding="utf-8", errors="replace")
         if home.memory_map.exists() else None,
@@ -141,6 +149,11 @@ def memory(home: Home) -> dict[str, Any]:
 def look(home: Home, query: str, how: str) -> dict[str, Any]:
     """A search (hits) or a walk (its trace, events or refusal) for `query`."""
     owner = Actions(home, Door.PAGE)
+    zone = home.settings().coworker.zone
     if how == "walk":
-        return {"walk": render.walk_json(owner.walk(query))}
-    return {"hits": [h.as_dict() for h in owner.search(query, 20)]}
+        walk = render.walk_json(owner.walk(query))
+        for e in walk.get("events") or []:
+            e["when"] = render.when(e.get("ts"), zone)
+        return {"walk": walk}
+    return {"hits": [{**h.as_dict(), "when": render.when(h.ts, zone)}
+                     for h in owner.search(query, 20)]}
