@@ -1340,7 +1340,8 @@ def clients_list(as_json: bool) -> None:
     """
     from .store import clients as cs
 
-    with _store(_home()) as store:  # read-write: a database from before m020 gains the table
+    home = _home()
+    with _store(home) as store:  # read-write: a database from before m020 gains the table
         rows = cs.listing(store)
     if as_json:
         for c in rows:
@@ -1351,10 +1352,11 @@ def clients_list(as_json: bool) -> None:
     if not rows:
         out.print("no clients yet: `coworker clients add NAME` makes one")
         return
+    zone = home.settings().coworker.zone  # times to the minute, in the owner's timezone
     out.print(render.table(
         ["name", "can", "created", "revoked", "last call", "calls"],
-        [(c.name, c.can, c.created_at[:19], (c.revoked_at or "")[:19],
-          (c.last_call_at or "")[:19],
+        [(c.name, c.can, render.when(c.created_at, zone), render.when(c.revoked_at, zone),
+          render.when(c.last_call_at, zone),
           ", ".join(f"{what} {n}" for what, n in c.calls.items()) or "none") for c in rows]))
 
 
