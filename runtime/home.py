@@ -224,7 +224,8 @@ class Home:
                                  "exist; remove the link or create what it points to")
         try:
             if not self.config_path.exists():
-                write_private(self.config_path, settings_mod.render_default_config())
+                write_private(self.config_path, settings_mod.render_default_config(
+                    settings_mod.new_coworker_id()))  # its own id: never one shared by default
                 created.append("config.toml")
             if not self.state.exists():
                 created.append("state/")

@@ -111,8 +111,24 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+COWORKER_ID = r"^[a-z0-9][a-z0-9_]{2,47}$"  # a PostgreSQL schema's name, unquoted: cw_<id>
+
+
+def new_coworker_id(name: str = "coworker") -> str:
+    """A fresh, unique `[coworker] id`: the name's letters and digits, then 40 random bits."""
+    import re
+    import secrets
+
+    stem = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:24] or "coworker"
+    return f"{stem}_{secrets.token_hex(5)}"
+
+
 class CoworkerSection(Section):
     name: str = Field("coworker", description="what the coworker calls itself")
+    id: str | None = Field(None, description=(
+        "this coworker's own id, written by `coworker init` (lowercase letters, digits and _, "
+        "3 to 48): on a shared database its rows are this id's; two homes are one coworker "
+        "only when given the same id on purpose"))
     role: str = Field(
         DEFAULT_ROLE,
         description="the role prompt: text, or a path (relative to the home) to a .md/.txt file",
@@ -129,6 +145,16 @@ class CoworkerSection(Section):
     def zone(self) -> ZoneInfo:
         """The owner's time zone: the days memory reads ("on 3 March", "yesterday") are its."""
         return ZoneInfo(self.timezone)
+
+    @field_validator("id")
+    @classmethod
+    def _an_id(cls, v: str | None) -> str | None:
+        import re
+
+        if v is not None and not re.fullmatch(COWORKER_ID, v):
+            raise ValueError(f"{v[:60]!r} is not an id: 3 to 48 lowercase letters, digits and _, "
+                             "beginning with a letter or a digit (`coworker init` writes one)")
+        return v
 
     @field_validator("timezone")
     @classmethod
@@ -889,8 +915,9 @@ _LISTS = {
 }
 
 
-def render_default_config() -> str:
-    """The commented config.toml that `coworker init` writes: every key with its default."""
+def render_default_config(coworker_id: str | None = None) -> str:
+    """The commented config.toml that `coworker init` writes: every key with its default,
+    and the new home's `[coworker] id` when given."""
     lines = [
         "# coworker settings. Every key is shown with its default; edit and save, and a running",
         "# coworker applies the change at its next tick (`coworker status` says whether it has).",
@@ -915,7 +942,9 @@ def render_default_config() -> str:
             if field.default_factory is not None:
                 lines.append(f"{key} = []")
                 continue
-            if field.default is None:
+            if (section_name, key) == ("coworker", "id") and coworker_id is not None:
+                lines.append(f'{key} = "{coworker_id}"')
+            elif field.default is None:
                 lines.append(f'# {key} = ""')
             else:
                 lines.append(f"{key} = {_toml_value(field.default)}")

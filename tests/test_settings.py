@@ -74,10 +74,26 @@ def test_rendered_default_config_parses_and_loads_to_exactly_the_defaults(
     assert load(path).model_dump() == defaults
 
 
-def test_coworker_init_writes_the_rendered_default(isolated_home: Path) -> None:
+def test_coworker_init_writes_the_rendered_default_with_an_id_of_its_own(
+        isolated_home: Path, tmp_path: Path) -> None:
     result = coworker("init")
     assert result.returncode == 0, result.stderr
-    assert (isolated_home / "config.toml").read_text(encoding="utf-8") == render_default_config()
+    written = (isolated_home / "config.toml").read_text(encoding="utf-8")
+    given = load(isolated_home / "config.toml").coworker.id
+    assert given and given.startswith("coworker_") and len(given) == len("coworker_") + 10
+    assert written == render_default_config(given)
+    other = tmp_path / "other"
+    assert coworker("init", env={**os.environ, "COWORKER_HOME": str(other)}).returncode == 0
+    assert load(other / "config.toml").coworker.id not in (None, given)  # never one shared
+
+
+@pytest.mark.parametrize("bad", ["Bad Id!", "ab", "_starts_with_underscore", "x" * 49, "a-b-c"])
+def test_a_coworker_id_that_is_no_id_is_one_line(isolated_home: Path, bad: str) -> None:
+    (isolated_home / "config.toml").write_text(f'[coworker]\nid = "{bad}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load(isolated_home / "config.toml")
+    assert "is not an id: 3 to 48 lowercase letters" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_repo_config_toml_is_the_rendered_default() -> None:
