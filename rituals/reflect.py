@@ -504,7 +504,7 @@ def model_keywords(settings: Settings, store: Store | None = None) -> kw.Ask | N
 def run(home: Home, settings: Settings, *, dry_run: bool = False,
         progress: Callable[[int], None] | None = None) -> ReflectReport:
     """Open the store, run reflect with the configured model parts, close the store."""
-    with Store.open(home.db_path) as store:
+    with home.open_store() as store:
         return reflect(home, settings, store, dry_run=dry_run,
                        summarize=model_summarizer(settings, store),
                        summarizer_name=settings.model.name,

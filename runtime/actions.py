@@ -198,12 +198,7 @@ class Actions:
     def _store(self, readonly: bool = False, busy_timeout_ms: int | None = None) -> Store:
         """A connection for one action. Read-only when it only reads, except that a home with no
         database yet gets an empty, migrated one (as `init` makes)."""
-        path = self.home.db_path
-        if readonly and path.exists():
-            return Store.open(path, readonly=True)
-        if busy_timeout_ms is not None:
-            return Store.open(path, busy_timeout_ms=busy_timeout_ms)
-        return Store.open(path)
+        return self.home.open_store(readonly=readonly, busy_timeout_ms=busy_timeout_ms)
 
     def _owner_event(self, store: Store, kind: str, body: str, **meta: Any) -> int:
         return ev.append(store, Event(kind=kind, body=body, actor="owner", author_kind="user",

@@ -73,9 +73,7 @@ def _warn(warning: str | None) -> None:
 
 
 def _store(home: Home, readonly: bool = False) -> Store:
-    if readonly and not home.db_path.exists():
-        return Store.open(home.db_path)  # creates and migrates an empty store
-    return Store.open(home.db_path, readonly=readonly)
+    return home.open_store(readonly=readonly)  # none yet: an empty, migrated one
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -104,7 +102,7 @@ def init() -> None:
     home = Home.locate()
     created = home.init()
     home.settings()  # an existing config that does not parse is reported now, not later
-    Store.open(home.db_path).close()
+    home.open_store().close()
     if created:
         out.print(f"created {', '.join(created)} in {home.root}")
     else:
@@ -1195,7 +1193,7 @@ def demo(keep: Path | None) -> None:
             out.print(f"... ({len(lines) - len(shown)} more lines"
                       + (f" in {d.home.memory_map})" if keep else
                          "; `coworker demo --keep DIR` keeps the whole map)"))
-        with Store.open(d.home.db_path, readonly=True) as store:
+        with d.home.open_store(readonly=True) as store:
             for q in (d.found_query, d.refused_query):
                 out.print(f"\n$ coworker walk {q}")
                 render.walk(store, q, render.walk_json(

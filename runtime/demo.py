@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .home import Home
 from .importer import import_file
-from .store import Store
 from .synth import write_jsonl
 
 EVENTS = 840  # about two weeks of working days at the synthetic pace
@@ -47,7 +46,7 @@ def build(root: Path) -> Demo:
     # "Ticket #101: the parser crashes on unicode input. Can you look?" -> a query from it
     words = first["body"].split(": ", 1)[1].replace("the ", "").removesuffix(" Can you look?")
     words = words.rstrip(".")
-    with Store.open(home.db_path) as store:
+    with home.open_store() as store:
         report = import_file(store, src)
         reflected = reflect(home, home.settings(), store)
     return Demo(home, report.imported, reflected.as_stats(), " ".join(words.split()[:4]))

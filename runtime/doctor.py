@@ -492,7 +492,7 @@ def _loose_files(home: Home) -> list[tuple[Path, int]]:
 def _model(settings: Settings | None, home: Home | None = None) -> Check:
     """One tiny model call, unless a daily cap is reached; the call counts against the caps."""
     from .model import Model
-    from .store import Store, usage
+    from .store import usage
 
     name = "model"
     if settings is None:
@@ -506,7 +506,7 @@ def _model(settings: Settings | None, home: Home | None = None) -> Check:
                                  "[model] api_key to give it one): inputs are recorded only")
     with contextlib.suppress(Exception):  # no database yet: nothing spent today either
         if home is not None and home.db_path.exists():
-            with Store.open(home.db_path, readonly=True) as store:
+            with home.open_store(readonly=True) as store:
                 if capped := usage.cap_reason(store, cfg):
                     return Check(name, True, f"not called: [model] {capped}; the coworker "
                                              "makes no model call until 00:00 UTC", warn=True)
@@ -533,12 +533,12 @@ def _model(settings: Settings | None, home: Home | None = None) -> Check:
 
 def _count_probe(home: Home | None) -> None:
     """doctor's one call counts against the daily caps, as every model call does."""
-    from .store import Store, usage
+    from .store import usage
 
     if home is None or not home.db_path.exists():
         return
     try:
-        with Store.open(home.db_path) as store:
+        with home.open_store() as store:
             usage.record_calls(store, "doctor's model check", 1)
     except Exception as e:  # a busy or damaged database: the check itself said what it could
         log.warning("doctor's model call was not counted (%s: %s)", type(e).__name__, e)
@@ -583,7 +583,6 @@ def _semantic(home: Home, settings: Settings | None) -> Check:
     the history has vectors of its model (none at all, after turning the channel on, means
     nothing is found by meaning until a backfill)."""
     from .memory import embed as em
-    from .store import Store
     from .store import vectors as vs
     from .store.events import BOOKKEEPING_KINDS
 
@@ -601,7 +600,7 @@ def _semantic(home: Home, settings: Settings | None) -> Check:
 
     unembedded: object = False  # no database yet: the database check says so
     if home.db_path.exists():
-        with Store.open(home.db_path, readonly=True) as store:
+        with home.open_store(readonly=True) as store:
             after = vs.window_start(store, em.WINDOW)
             have = vs.count(store, embedder.name, "event", after)
             unembedded = not have and vs.missing_events(store, embedder.name,

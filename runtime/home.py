@@ -22,9 +22,13 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import settings as settings_mod
 from .errors import CoworkerError, NotInitialised, UsageError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 MEMORY_MD_HEADER = (
     "# MEMORY\n\n"
@@ -110,6 +114,22 @@ class Home:
     @property
     def db_path(self) -> Path:
         return self.state / "coworker.db"
+
+    def open_store(self, *, readonly: bool = False, busy_timeout_ms: int | None = None,
+                   migrate: bool = True) -> Store:
+        """This home's store: the one place a backend is chosen (its SQLite file today;
+        ADR-0044). Read-only only where a history exists: a reader of a home with none gets
+        an empty, migrated store, as a writer would make it."""
+        from .store import Store
+        from .store.db import BUSY_TIMEOUT_MS
+
+        return Store.open(self.db_path, readonly=readonly and self.has_store(), migrate=migrate,
+                          busy_timeout_ms=BUSY_TIMEOUT_MS if busy_timeout_ms is None
+                          else busy_timeout_ms)
+
+    def has_store(self) -> bool:
+        """Whether this home has a history yet (its database exists)."""
+        return self.db_path.exists()
 
     @property
     def memory_md(self) -> Path:

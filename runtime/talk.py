@@ -27,7 +27,7 @@ RECENT = 10  # messages and replies shown when a chat opens
 
 
 def _open(home: Home) -> Store:
-    return Store.open(home.db_path, readonly=home.db_path.exists())
+    return home.open_store(readonly=True)
 
 
 def when(e: Event) -> str:
@@ -48,7 +48,7 @@ def replies(home: Home, every: bool = False) -> list[tuple[Event, bool]]:
     read, since they are shown now."""
     if not home.db_path.exists():
         return []
-    with Store.open(home.db_path) as store:
+    with home.open_store() as store:
         got = rp.listed(store, every)
         rp.mark_read(store, [int(e.id) for e, read in got if not read and e.id is not None])
     return got
@@ -60,7 +60,7 @@ def wait_for_reply(home: Home, message_id: int, timeout_s: float,
     when found (it is shown)."""
     deadline = clock() + timeout_s
     while True:
-        with Store.open(home.db_path) as store:
+        with home.open_store() as store:
             found = rp.answering(store, message_id)
             if found is not None and found.id is not None:
                 rp.mark_read(store, [found.id])
@@ -146,7 +146,7 @@ class Chat:
     def _show_new(self) -> None:
         if not self.home.db_path.exists():
             return
-        with Store.open(self.home.db_path) as store:
+        with self.home.open_store() as store:
             new = [e for e in rp.listed(store) if e[0].id is not None and e[0].id > self._since]
             for e, _ in new:
                 self.show(reply_text(e))

@@ -34,8 +34,8 @@ from ..memory.embed import SemanticCache
 from ..model import Model
 from ..scheduler import Scheduler, register_and_find_missed
 from ..settings import Settings, file_hash
-from ..store import Store, iso_z, now_iso, telemetry, turns
 from ..store import events as ev
+from ..store import iso_z, now_iso, telemetry, turns
 from ..store import promises as promises_store
 from ..tools import Registry, default_registry
 from . import inbox, perception
@@ -85,7 +85,7 @@ class Loop:
         self.registry = registry or default_registry()
         self.scheduler: Scheduler | None = None
         self.state = RunState.STOPPED
-        self.store = Store.open(home.db_path)
+        self.store = home.open_store()
         self.model: Model | None = None
         self.interval = float(settings.coworker.tick_seconds)
         self.stats = LoopStats()

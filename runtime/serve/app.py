@@ -49,7 +49,7 @@ from ..home import Home
 from ..secrecy import register_secret
 from ..settings import Settings
 from ..settings_talk import SECRET_PREFIX, Hook, resolve_secret
-from ..store import Event, Store
+from ..store import Event
 from ..store import hooks as hooks_store
 from . import guard
 from .guard import Limits, TooLarge, Verdict
@@ -297,7 +297,7 @@ class Routes:
         return JSONResponse({"event_id": taken.event_id}, status_code=202)
 
     def _record(self, d: Delivery, digest: str, event: Event) -> hooks_store.Taken:
-        with Store.open(self.home.db_path) as store:
+        with self.home.open_store() as store:
             return hooks_store.take(store, d.hook.name, d.delivery_id, digest, event,
                                     d.event_type)
 

@@ -44,7 +44,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..home import Home
 from ..mcp_server import Caller, build
-from ..store import Store
 from ..store import clients as clients_store
 from .guard import LOOPBACK_NAMES, Limits, host_name
 
@@ -81,7 +80,7 @@ class Verifier:
         if not self.home.db_path.exists():
             return None, "an unknown token (no client yet: `coworker clients add NAME`)"
         try:
-            with Store.open(self.home.db_path, readonly=True) as store:
+            with self.home.open_store(readonly=True) as store:
                 client = clients_store.verify(store, token)
         except Exception as e:  # noqa: BLE001 - a token that cannot be checked is refused
             return None, f"its token could not be checked ({type(e).__name__}: {e})"
@@ -104,7 +103,7 @@ def caller(home: Home, ctx: Context | None) -> Caller:
 
 
 def _count(home: Home, client_id: int, what: str) -> None:
-    with Store.open(home.db_path, busy_timeout_ms=COUNT_BUSY_MS) as store:
+    with home.open_store(busy_timeout_ms=COUNT_BUSY_MS) as store:
         clients_store.count(store, client_id, what)
 
 

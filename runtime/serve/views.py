@@ -27,7 +27,7 @@ SOURCE_CHARS = 300  # of an event that led to a queued item
 
 
 def _open(home: Home) -> Store:
-    return Store.open(home.db_path, readonly=home.db_path.exists())
+    return home.open_store(readonly=True)
 
 
 def said(e: Event, zone: tzinfo = UTC) -> dict[str, Any]:
