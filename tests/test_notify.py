@@ -160,7 +160,7 @@ def reply(store: Store, text_: str, subject: str = "", answers: int | None = Non
 
 
 def notifier(home: Home, **kw: Any) -> Notifier:
-    n = Notifier(home.db_path, home.settings, wait=kw.pop("wait", FAST), **kw)
+    n = Notifier(home, home.settings, wait=kw.pop("wait", FAST), **kw)
     n._begin(home.settings().notify)  # as start() does, without the thread
     return n
 

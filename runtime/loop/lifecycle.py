@@ -287,7 +287,7 @@ class Loop:
         failing target never holds a tick; the targets configured now are noted first."""
         from ..notify import Notifier
 
-        self.notifier = Notifier(self.home.db_path, lambda: self.settings)
+        self.notifier = Notifier(self.home, lambda: self.settings)
         self.notifier.start()
 
     def _install_signals(self) -> None:

@@ -29,7 +29,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from pathlib import Path
 from secrets import token_hex
 from time import monotonic
 from typing import Any
@@ -38,6 +37,7 @@ from zoneinfo import ZoneInfo
 from tenacity import RetryCallState, Retrying, wait_exponential
 
 from ..errors import ConfigError, UsageError
+from ..home import Home
 from ..secrecy import redact
 from ..settings import Settings
 from ..settings_talk import NotifyTarget
@@ -125,9 +125,9 @@ class Notifier:
     sender thread a target at most), `wake()`, `stop()`. Without `start()`, `run_pass()` is
     one pass that sends in the caller's thread."""
 
-    def __init__(self, db_path: Path, settings: Callable[[], Settings], *, wait: Any = WAIT,
+    def __init__(self, home: Home, settings: Callable[[], Settings], *, wait: Any = WAIT,
                  max_attempts: int = MAX_ATTEMPTS, poll_s: float = POLL_S) -> None:
-        self.db_path = db_path
+        self.home = home
         self.settings = settings
         self.wait = wait
         self.max_attempts = max_attempts
@@ -203,7 +203,7 @@ class Notifier:
     # one pass ------------------------------------------------------------------------------
     def _open(self) -> Store:
         if self.store is None:
-            self.store = Store.open(self.db_path)
+            self.store = self.home.open_store()
         return self.store
 
     def _begin(self, targets: Sequence[NotifyTarget]) -> None:
@@ -212,7 +212,7 @@ class Notifier:
         marked gone, so that when it comes back it is owed nothing from the gap."""
         if targets:
             self._none_marked = False
-        elif self._none_marked or not (self.store is not None or self.db_path.exists()):
+        elif self._none_marked or not (self.store is not None or self.home.has_store()):
             return
         else:
             self._none_marked = True
