@@ -210,8 +210,9 @@ def build(home: Home, who: Who = stdio_caller, token_verifier: TokenVerifier | N
         caller = who(ctx)
 
         def run() -> T:
-            _tally(caller, what)
-            return fn(Actions(home, Door.MCP, caller.name, semantic=semantic), caller)
+            done = fn(Actions(home, Door.MCP, caller.name, semantic=semantic), caller)
+            _tally(caller, what)  # what it was given: a refused call is not counted
+            return done
         return await _call(run)
 
     @mcp.tool(annotations=READS)

@@ -159,7 +159,7 @@ def test_the_owners_page_is_the_owner_its_tell_an_input_and_its_remember_applies
     with TestClient(make_app(offline_home, offline_home.settings()), base_url=base,
                     follow_redirects=False) as page:
         assert page.post("/login", data={"token": token}).status_code == 303
-        csrf = session.csrf(token, page.cookies[session.COOKIE])
+        csrf = session.csrf(token, page.cookies[session.cookie_name(8765)])
         assert page.post("/do/tell", data={"csrf": csrf, "text": "remember that Dana owns "
                                            "the parser fix"}).status_code == 303
         e = last(offline_home)

@@ -24,6 +24,7 @@ from runtime.store import events as ev
 from runtime.store import promotions as pr
 
 BASE = "http://127.0.0.1:8765"
+COOKIE = session.cookie_name(8765)  # the server's port: [serve] port's default
 HOSTILE = ('<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
            '<a href="javascript:alert(3)">x</a>')
 TEMPLATES = Path(__file__).parent.parent / "runtime" / "serve" / "templates"
@@ -50,7 +51,7 @@ def page(offline_home: Home) -> Iterator[tuple[TestClient, Home, str]]:
 def signed_in(client: TestClient, token: str) -> str:
     r = client.post("/login", data={"token": token}, headers={"Origin": BASE})
     assert r.status_code == 303, r.text
-    cookie = client.cookies.get(session.COOKIE)
+    cookie = client.cookies.get(COOKIE)
     assert cookie
     return session.csrf(token, cookie)
 
@@ -75,7 +76,7 @@ def test_nothing_is_shown_before_sign_in_and_a_wrong_token_sets_nothing(
 
     with caplog.at_level(logging.WARNING, "runtime.serve"):
         r = client.post("/login", data={"token": "not-the-token"}, headers={"Origin": BASE})
-    assert r.status_code == 401 and session.COOKIE not in r.headers.get("set-cookie", "")
+    assert r.status_code == 401 and COOKIE not in r.headers.get("set-cookie", "")
     refused = [m for m in caplog.messages if "sign-in" in m]
     assert len(refused) == 1 and "wrong token" in refused[0] and "not-the-token" not in refused[0]
     assert client.get("/").status_code == 303
@@ -100,13 +101,16 @@ def test_a_sign_in_from_another_sites_page_is_refused(page: tuple[TestClient, Ho
         assert r.status_code == 403 and "set-cookie" not in r.headers, headers
 
 
-def test_failed_sign_ins_are_slowed(page: tuple[TestClient, Home, str]) -> None:
+def test_failed_sign_ins_are_slowed_but_never_lock_the_owner_out(
+        page: tuple[TestClient, Home, str]) -> None:
     client, _, token = page
     for _ in range(3):
         assert client.post("/login", data={"token": "guess"}).status_code == 401
-    r = client.post("/login", data={"token": token})  # even the right one waits its turn
+    r = client.post("/login", data={"token": "guess"})
     assert r.status_code == 429 and "try again in" in r.text
-    assert session.COOKIE not in client.cookies
+    assert COOKIE not in client.cookies
+    assert client.post("/login", data={"token": token}).status_code == 303  # the right one is
+    assert COOKIE in client.cookies  # always heard: a stranger's guesses lock nobody out
 
 
 def test_telling_needs_the_cookie_the_csrf_token_and_this_servers_origin(
@@ -123,13 +127,13 @@ def test_telling_needs_the_cookie_the_csrf_token_and_this_servers_origin(
         r = client.post("/do/tell", data=form, headers=headers)
         assert r.status_code == 403 and "Nothing was changed" in r.text, form
         assert 'href="/login"' in r.text  # a way back
-    cookie = client.cookies.get(session.COOKIE)
+    cookie = client.cookies.get(COOKIE)
     client.cookies.clear()
     r = client.post("/do/tell", data={"text": "no cookie", "csrf": csrf})
     assert r.status_code == 403
     assert len(events(home, "message")) == before  # nothing was written by any of them
 
-    client.cookies.set(session.COOKIE, cookie or "")
+    client.cookies.set(COOKIE, cookie or "")
     r = client.post("/do/tell", data={"text": "check the build", "csrf": csrf},
                     headers={"Origin": BASE})
     assert r.status_code == 303 and r.headers["location"].startswith("/?note=Told")
@@ -261,9 +265,85 @@ def test_behind_a_tls_proxy_the_browsers_https_origin_is_this_server(
         r = c.post("/login", data={"token": token}, headers={"Origin": proxy})
         assert r.status_code == 303 and "secure" in r.headers["set-cookie"].lower()
         # the cookie is Secure: the test's client (plain http) would not send it back
-        c.cookies.set(session.COOKIE, r.cookies[session.COOKIE])
-        csrf = session.csrf(token, r.cookies[session.COOKIE])
+        c.cookies.set(COOKIE, r.cookies[COOKIE])
+        csrf = session.csrf(token, r.cookies[COOKIE])
         r = c.post("/do/tell", data={"csrf": csrf, "text": "from the phone"},
                    headers={"Origin": proxy})
         assert r.status_code == 303
     assert events(offline_home, "message")[-1].body == "from the phone"
+
+
+def test_a_walk_that_finds_events_is_shown_and_a_refused_one_says_why(
+        page: tuple[TestClient, Home, str]) -> None:
+    client, home, token = page
+    with Store.open(home.db_path) as store:
+        ev.append(store, Event.owner_message("we deploy the billing service on Tuesdays", "tell"))
+    signed_in(client, token)
+    found = client.get("/look?q=deploy billing Tuesdays&how=walk")
+    assert found.status_code == 200 and "we deploy the billing service" in found.text
+    assert "Trace" in found.text
+    refused = client.get("/look?q=zebra quantum&how=walk")
+    assert refused.status_code == 200 and "Refused (below_threshold)" in refused.text
+    hits = client.get("/look?q=billing")
+    assert hits.status_code == 200 and "billing" in hits.text
+
+
+def test_a_decision_is_never_guessed_from_a_wrong_verb(page: tuple[TestClient, Home, str]
+                                                       ) -> None:
+    client, home, token = page
+    with Store.open(home.db_path) as store:
+        keep = pr.add(store, "Deploys happen on Tuesdays", None, 0.9, "queued", "gated", "tool")
+    csrf = signed_in(client, token)
+    for form in ({"verb": "aprove"}, {}):
+        r = client.post("/do/promotion", data={"csrf": csrf, "id": str(keep.id), **form})
+        assert r.status_code == 303 and "Not%20done" in r.headers["location"]
+    with Store.open(home.db_path, readonly=True) as store:
+        assert pr.get(store, keep.id).status == "queued"
+
+
+def test_only_a_note_this_server_signed_is_shown(page: tuple[TestClient, Home, str]) -> None:
+    client, _, token = page
+    lure = "Session expired: paste your token at evil.example"
+    assert lure not in client.get(f"/login?note={lure}").text
+    assert lure not in client.get(f"/login?note={lure}&sig=0123456789abcdef01234567").text
+    csrf = signed_in(client, token)
+    assert lure not in client.get(f"/?note={lure}").text
+    r = client.post("/do/tell", data={"csrf": csrf, "text": "hello"})
+    shown = client.get(r.headers["location"])
+    assert "Told (#" in shown.text and 'id="note"' in shown.text
+
+
+def test_signing_out_ends_every_browsers_session(page: tuple[TestClient, Home, str]) -> None:
+    client, _, token = page
+    signed_in(client, token)
+    other = client.cookies[COOKIE]  # a second browser's session
+    client.cookies.clear()
+    csrf = signed_in(client, token)
+    r = client.post("/logout", data={"csrf": csrf})
+    assert r.headers["location"].startswith("/login?note=Signed")
+    assert client.get("/").headers["location"] == "/login"
+    client.cookies.clear()
+    client.cookies.set(COOKIE, other)
+    assert client.get("/").headers["location"] == "/login"  # the other browser's too
+    client.cookies.clear()
+    signed_in(client, token)  # and a new sign-in works at once
+    assert client.get("/").status_code == 200
+
+
+def test_odd_requests_get_a_clear_4xx_never_a_crash(page: tuple[TestClient, Home, str]) -> None:
+    client, home, token = page
+    csrf = signed_in(client, token)
+    assert client.get(f"/said?after={'9' * 30}").status_code == 400
+    assert client.get("/said?after=-1").status_code == 400
+    r = client.post("/do/tell", content=b"\xff\xfe", headers={
+        "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400
+    r = client.post("/do/tell", content=b"&".join(b"f%d=1" % i for i in range(30)))
+    assert r.status_code == 400
+    r = client.post("/do/tell", content=b"text=" + b"a" * (2 << 20))
+    assert r.status_code == 413
+    r = client.post("/do/pin", data={"csrf": csrf, "text": ""})
+    assert r.status_code == 303 and "Not%20done" in r.headers["location"]
+    (home.root / "config.toml").write_text('[coworker]\ntick_seconds = "x"\n', encoding="utf-8")
+    r = client.get("/said?after=0")
+    assert r.status_code == 503 and "tick_seconds" in r.json()["error"]

@@ -331,7 +331,7 @@ def test_sign_in_with_the_owners_token_and_a_wrong_one_sets_nothing(
         b.sign_in(token)
         b.shot("signed-in")
         [cookie] = b.d.get_cookies()
-        assert cookie["name"] == "coworker_session" and cookie["httpOnly"] is True
+        assert cookie["name"] == f"coworker_session_{t.port}" and cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict" and cookie["path"] == "/"
         assert b.script("return document.cookie") == ""  # no script of the page can read it
         assert token not in cookie["value"]
@@ -509,7 +509,7 @@ def test_a_form_without_the_cookie_or_the_csrf_token_changes_nothing(
 
         b.sign_in(token)
         b.find("#text").send_keys("told without the cookie")
-        b.d.delete_cookie("coworker_session")
+        b.d.delete_cookie(f"coworker_session_{t.port}")
         b.find("#tell button[type=submit]").click()
         refused("not signed in")
         b.shot("no-cookie")
@@ -530,7 +530,7 @@ def test_a_form_without_the_cookie_or_the_csrf_token_changes_nothing(
         b.find(f"#action-{waiting.id} button.approve").click()
         refused("no CSRF token")
         b.get("/queue")
-        b.d.delete_cookie("coworker_session")
+        b.d.delete_cookie(f"coworker_session_{t.port}")
         b.find(f"#action-{waiting.id} button.approve").click()
         refused("not signed in")
         b.shot("approve-refused")

@@ -296,7 +296,8 @@ def test_clients_list_shows_each_clients_counted_calls(
     done = coworker("clients", "list", "--json")
     assert done.returncode == 0, done.stderr
     rows = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert rows["reader"]["calls"] == {"memory-map.md": 1, "memory_search": 2, "tell": 1}
+    # what each was given: the reader's refused tell is no call of tell
+    assert rows["reader"]["calls"] == {"memory-map.md": 1, "memory_search": 2}
     assert rows["teller"]["calls"] == {"tell": 1}
     assert rows["reader"]["can"] == "read" and rows["teller"]["can"] == "tell"
     assert rows["reader"]["last_call_at"] >= rows["reader"]["created_at"]
@@ -332,7 +333,8 @@ def test_a_cli_mistake_is_one_line_and_a_nonzero_exit(offline_home: Home, args: 
         assert [c.name for c in clients_store.listing(store)] == ["dup", "dup-gone"]
 
 
-def test_a_source_that_keeps_failing_tokens_is_turned_away_429(offline_home: Home):
+def test_a_source_that_keeps_failing_tokens_is_turned_away_429_but_a_right_token_is_heard(
+        offline_home: Home):
     from runtime.serve.guard import Bucket, Limits
 
     now = [1000.0]
@@ -342,10 +344,34 @@ def test_a_source_that_keeps_failing_tokens_is_turned_away_429(offline_home: Hom
     t = ServerThread.start(offline_home, offline_home.settings(), limits)
     try:
         wrong = {"Authorization": "Bearer " + "x" * 43}
+        assert [post(t.port, INITIALIZE, {})[0] for _ in range(3)] == [401] * 3  # no guesses
         assert [post(t.port, INITIALIZE, wrong)[0] for _ in range(2)] == [401, 401]
-        status, headers, body = post(t.port, INITIALIZE, {"Authorization": f"Bearer {token}"})
+        status, headers, body = post(t.port, INITIALIZE, wrong)
         assert status == 429 and int(headers["retry-after"]) >= 30 and "too many" in body
-        now[0] += 31  # one more try, 30 s later: the right token is heard again
+        # a stranger's guesses from the same address (a proxy's) never lock a client out
         assert post(t.port, INITIALIZE, {"Authorization": f"Bearer {token}"})[0] == 200
+        now[0] += 31  # one more guess is compared 30 s later
+        assert post(t.port, INITIALIZE, wrong)[0] == 401
+    finally:
+        t.stop()
+
+
+def test_the_host_as_the_guard_reads_it_and_each_stranger_behind_a_proxy_counted_apart(
+        offline_home: Home):
+    from runtime.serve.guard import Bucket, Limits
+
+    now = [1000.0]
+    limits = Limits(Bucket(1000, 100.0, lambda: now[0]), Bucket(2, 1 / 30, lambda: now[0]))
+    token = add("ci-bot")
+    configure(offline_home, allowed_hosts=["coworker.example.org"])  # a proxy is declared
+    t = ServerThread.start(offline_home, offline_home.settings(), limits)
+    try:
+        ok = {"Authorization": f"Bearer {token}"}
+        for host in (f"LOCALHOST:{t.port}", f"localhost.:{t.port}", "Coworker.Example.Org"):
+            assert post(t.port, INITIALIZE, {**ok, "Host": host})[0] == 200, host
+        wrong = {"Authorization": "Bearer " + "x" * 43, "X-Forwarded-For": "1.2.3.4"}
+        assert [post(t.port, INITIALIZE, wrong)[0] for _ in range(3)] == [401, 401, 429]
+        other = {**wrong, "X-Forwarded-For": "5.6.7.8"}  # another stranger: not slowed
+        assert post(t.port, INITIALIZE, other)[0] == 401
     finally:
         t.stop()

@@ -370,6 +370,13 @@ async def _too_large_error(request: Request, exc: Exception) -> Response:
     return _too_large()
 
 
+async def _crash(request: Request, exc: Exception) -> Response:
+    """A request the server failed on: logged whole at ERROR, answered as every error is."""
+    log.error("serve: %s %s failed (%s: %s)", request.method, request.url.path,
+              type(exc).__name__, exc, exc_info=exc)
+    return _error(500, "the server failed on this request; its log says why")
+
+
 async def _gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=400)  # the client left mid-body: nobody reads the answer
 
@@ -406,5 +413,5 @@ def make_app(home: Home, settings: Settings, limits: Limits | None = None,
                 Route("/hooks/{name}", routes.hook, methods=["POST"]),
                 *page.routes(home, current, limits, wake)],
         exception_handlers={HTTPException: _http_error, TooLarge: _too_large_error,
-                            ClientDisconnect: _gone})
+                            ClientDisconnect: _gone, Exception: _crash})
     return Guard(Dispatch(doors, team.make_app(home, current, limits)), current, limits)

@@ -23,6 +23,7 @@ so a hook's `<script>` or `<img onerror>` is text on the page. It works with Jav
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ HERE = Path(__file__).parent
 STATIC = HERE / "static"
 STATIC_FILES = {"page.css": "text/css", "page.js": "text/javascript"}
 FORM_LIMIT = 1 << 20  # a form's body: a told message is at most this much typed text
+SIGNED_OUT = "page-signed-out"  # in state/: when the owner last signed out, in ms
 
 HEADERS = {
     "Content-Security-Policy": (
@@ -67,8 +69,12 @@ def render(name: str, code: int = 200, **context: Any) -> HTMLResponse:
                         headers=HEADERS)
 
 
-def _back(path: str, note: str | None = None) -> RedirectResponse:
-    where = path + (f"?note={quote(note[:300])}" if note else "")
+def _back(path: str, note: str | None = None, token: str | None = None) -> RedirectResponse:
+    """303 to `path`, with `note` (signed by the owner's token) for the page to show."""
+    where = path
+    if note and token:
+        note = note[:300]
+        where += f"?note={quote(note)}&sig={session.signed_note(token, note)}"
     return RedirectResponse(where, status_code=303, headers=HEADERS)
 
 
@@ -90,19 +96,47 @@ class Page:
     def token(self) -> str | None:
         return self.current.get().serve.token
 
+    @property
+    def cookie(self) -> str:
+        return session.cookie_name(self.current.get().serve.port)
+
+    @property
+    def _signed_out_path(self) -> Path:
+        return self.home.state / SIGNED_OUT
+
+    def _not_before(self) -> int:
+        """When the owner last signed out (ms): sessions issued before it are over."""
+        try:
+            return int(self._signed_out_path.read_text(encoding="ascii").strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
     def signed_in(self, request: Request) -> str | None:
         """The session cookie when it is a valid one, else None."""
-        cookie = request.cookies.get(session.COOKIE)
-        return cookie if session.valid(self.token(), cookie) else None
+        cookie = request.cookies.get(self.cookie)
+        ok = session.valid(self.token(), cookie, not_before_ms=self._not_before())
+        return cookie if ok else None
 
-    async def _form(self, request: Request) -> dict[str, str] | None:
+    def note(self, request: Request) -> str | None:
+        """The note to show, when this server signed it."""
+        note = request.query_params.get("note")
+        return note if session.note_ok(self.token(), note, request.query_params.get("sig")) \
+            else None
+
+    async def _form(self, request: Request) -> dict[str, str] | Response:
+        """The form's fields, or the 400 or 413 that says why it cannot be read."""
         from .app import read_body
 
         try:
             raw = await read_body(request, FORM_LIMIT)
-            fields = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
-        except (guard.TooLarge, UnicodeDecodeError, ValueError):
-            return None
+        except guard.TooLarge:
+            return HTMLResponse(f"the form is over {FORM_LIMIT >> 20} MiB", 413, headers=HEADERS)
+        try:
+            fields = parse_qs(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=20,
+                              strict_parsing=bool(raw))
+        except (UnicodeDecodeError, ValueError) as e:
+            return HTMLResponse(f"the form cannot be read ({type(e).__name__}): send it from "
+                                "the page", 400, headers=HEADERS)
         return {k: v[0] for k, v in fields.items()}
 
     def _refused(self, request: Request, why: str) -> Response:
@@ -115,27 +149,31 @@ class Page:
     async def login_form(self, request: Request) -> Response:
         if self.signed_in(request):
             return _back("/")
-        return render("login.html", note=request.query_params.get("note"))
+        return render("login.html", note=self.note(request))
 
     async def login(self, request: Request) -> Response:
         if not _ours(request):
             return self._refused(request, "a sign-in from another site's page")
         source = _source(request)
-        if self.limits.failures.spent(source):
-            wait = self.limits.failures.wait_s(source)
-            log.warning("serve: page sign-in from %s refused: too many failed tokens", source)
-            return render("login.html", 429, note=f"Too many wrong tokens; try again in {wait} s.")
-        form = await self._form(request) or {}
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
         token = self.token()
         given = form.get("token", "").strip()
         if token is None or not given or not guard.same(given, token):
-            self.limits.failures.take(source)
+            # a wrong token is counted; past the limit it is not even compared (the right one
+            # always is: a stranger's guesses never lock the owner out)
+            if not self.limits.failures.take(source):
+                wait = self.limits.failures.wait_s(source)
+                log.warning("serve: page sign-in from %s refused: too many failed tokens", source)
+                return render("login.html", 429,
+                              note=f"Too many wrong tokens; try again in {wait} s.")
             log.warning("serve: page sign-in from %s refused: %s", source,
                         "no token given" if not given else "wrong token")
             return render("login.html", 401, note="That is not the owner's token "
                           "(`coworker token` prints it where the coworker lives).")
         response = _back("/")
-        response.set_cookie(session.COOKIE, session.new_session(token),
+        response.set_cookie(self.cookie, session.new_session(token),
                             max_age=session.SESSION_DAYS * 86400, httponly=True,
                             samesite="strict", path="/", secure=session.by_tls(
                                 request.headers.get("origin"), request.url.scheme))
@@ -146,6 +184,10 @@ class Page:
         return await self._do(request, "/login", self._signed_out)
 
     def _signed_out(self, form: dict[str, str]) -> str:
+        """Every session issued until now is over, on every browser."""
+        from ..home import write_private
+
+        write_private(self._signed_out_path, f"{int(time.time() * 1000)}\n")
         return "Signed out."
 
     # -- views ------------------------------------------------------------------------------
@@ -157,7 +199,7 @@ class Page:
             if cookie is None:
                 return _back("/login")
             page: dict[str, Any] = {
-                "here": request.url.path, "note": request.query_params.get("note"),
+                "here": request.url.path, "note": self.note(request),
                 "csrf": session.csrf(self.token() or "", cookie)}
             try:
                 data = await anyio.to_thread.run_sync(gather, request)
@@ -187,11 +229,14 @@ class Page:
     async def said_since(self, request: Request) -> Response:
         if self.signed_in(request) is None:
             return JSONResponse({"error": "sign in first"}, status_code=401, headers=HEADERS)
-        try:
-            after = int(request.query_params.get("after", "0"))
-        except ValueError:
+        raw = request.query_params.get("after", "0")
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
             return JSONResponse({"error": "after must be an event id"}, 400, headers=HEADERS)
-        said = await anyio.to_thread.run_sync(views.conversation, self.home, max(after, 0))
+        try:
+            said = await anyio.to_thread.run_sync(views.conversation, self.home, int(raw))
+        except CoworkerError as e:
+            log.warning("serve: page /said could not be read: %s", e)
+            return JSONResponse({"error": str(e)}, 503, headers={**HEADERS, "Retry-After": "5"})
         return JSONResponse({"said": said}, headers=HEADERS)
 
     async def static(self, request: Request) -> Response:
@@ -213,8 +258,8 @@ class Page:
         if not _ours(request):
             return self._refused(request, "a request from another site's page")
         form = await self._form(request)
-        if form is None:
-            return self._refused(request, "a form that could not be read")
+        if isinstance(form, Response):
+            return form
         given = form.get(session.CSRF_FIELD) or request.headers.get(session.CSRF_HEADER)
         if not session.csrf_ok(self.token(), cookie, given):
             return self._refused(request, "no CSRF token, or a wrong one")
@@ -222,9 +267,9 @@ class Page:
             said = await anyio.to_thread.run_sync(act, form)
         except CoworkerError as e:
             said = f"Not done: {e}"
-        response = _back(back, said)
+        response = _back(back, said, self.token())
         if back == "/login":
-            response.delete_cookie(session.COOKIE, path="/")
+            response.delete_cookie(self.cookie, path="/")
         return response
 
     def _owner(self) -> Actions:
@@ -238,8 +283,8 @@ class Page:
                                              " No coworker is running; it reads it when it starts.")
 
     def action(self, form: dict[str, str]) -> str:
-        item = _number(form.get("id"))
-        if form.get("verb") == "approve":
+        item, verb = _number(form.get("id")), _verb(form)
+        if verb == "approve":
             done = self._owner().approve_action(item)
             return f"Approved action {item} ({done.approval.name}): it runs once at the next " \
                    "live tick."
@@ -247,8 +292,8 @@ class Page:
         return f"Rejected action {item}."
 
     def promotion(self, form: dict[str, str]) -> str:
-        item = _number(form.get("id"))
-        if form.get("verb") == "approve":
+        item, verb = _number(form.get("id")), _verb(form)
+        if verb == "approve":
             got = self._owner().approve(item)
             return f"Approved promotion {item}" + (f": [{got.entry_id}] is in MEMORY.md."
                                                     if got.entry_id else ".")
@@ -296,6 +341,14 @@ class Page:
             do("/do/pin", "/memory", self.pin),
             do("/do/unpin", "/memory", self.unpin),
         ]
+
+
+def _verb(form: dict[str, str]) -> str:
+    """approve or reject, nothing else: a decision is never guessed from a typo."""
+    verb = form.get("verb", "")
+    if verb not in ("approve", "reject"):
+        raise UsageError(f"verb must be approve or reject, not {verb[:20]!r}")
+    return verb
 
 
 async def _no_icon(request: Request) -> Response:

@@ -90,9 +90,11 @@ def server(home: Home, settings: Settings, limits: Limits | None = None) -> _Ser
         app, log_config=None, access_log=False, lifespan="on", http="h11", ws="none",
         loop="asyncio", server_header=False, timeout_keep_alive=5,
         timeout_graceful_shutdown=int(STOP_S), limit_concurrency=100,
-        # X-Forwarded-For is believed only behind the reverse proxy allow_remote asks for:
-        # on loopback every local program would be a "proxy" naming any source it likes
-        proxy_headers=settings.serve.allow_remote, forwarded_allow_ips="127.0.0.1,::1")
+        # X-Forwarded-For is believed only from this machine, and only once a reverse proxy is
+        # declared (allowed_hosts names it, or allow_remote): without it every stranger behind
+        # the proxy would be 127.0.0.1 and share one rate limit
+        proxy_headers=settings.serve.allow_remote or bool(settings.serve.allowed_hosts),
+        forwarded_allow_ips="127.0.0.1,::1")
     # uvicorn's start and stop lines, and the MCP SDK's line per session: ours say what matters
     for name in ("uvicorn", "uvicorn.error", "mcp"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -1,10 +1,13 @@
 """The owner's sign-in on the page: the session cookie, its CSRF token, and the Origin check.
 
 Owns three small decisions, each a pure function of the owner's token (`[serve] token`):
-- a session is the cookie `coworker_session` = `v1.<issued>.<nonce>.<mac>`, where `mac` is
-  HMAC-SHA256 under the owner's token of the rest. Nothing is kept on the server: a session
-  holds while the token that signed it is the token now and for SESSION_DAYS, so
-  `coworker token --rotate` signs every browser out at once, and a restart signs none out;
+- a session is the cookie `coworker_session_<port>` = `v1.<issued ms>.<nonce>.<mac>`, where
+  `mac` is HMAC-SHA256 under the owner's token of the rest. A session holds while the token
+  that signed it is the token now, for SESSION_DAYS, and when it was issued after the last
+  sign-out (the page keeps that one time in state/): `coworker token --rotate` or signing out
+  ends every browser's session at once, and a restart ends none;
+- a note the page shows after an action (`?note=`) carries its HMAC, so a link made elsewhere
+  cannot put words in the page's mouth;
 - every state-changing request carries `csrf`, the HMAC of its cookie under the token (a form
   field, or the `X-CSRF-Token` header); a page elsewhere cannot read it, so cannot send it;
 - a browser's `Origin` (or, lacking it, `Referer`) on a POST must name this server: the Host
@@ -21,7 +24,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-COOKIE = "coworker_session"
+COOKIE = "coworker_session"  # and the server's port: two coworkers on one machine keep apart
 SESSION_DAYS = 14
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
@@ -32,14 +35,22 @@ def _mac(token: str, text: str) -> str:
     return hmac.new(token.encode("utf-8"), text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def cookie_name(port: int) -> str:
+    """The session cookie of the server on `port`: a browser sends a host's cookies to every
+    port of it, so each coworker's server names its own."""
+    return f"{COOKIE}_{port}"
+
+
 def new_session(token: str, clock: Callable[[], float] = time.time) -> str:
-    """A fresh session cookie's value, signed by the owner's token."""
-    body = f"{_VERSION}.{int(clock())}.{secrets.token_urlsafe(12)}"
+    """A fresh session cookie's value, signed by the owner's token (issued in milliseconds)."""
+    body = f"{_VERSION}.{int(clock() * 1000)}.{secrets.token_urlsafe(12)}"
     return f"{body}.{_mac(token, 'session|' + body)}"
 
 
-def valid(token: str | None, cookie: str | None, clock: Callable[[], float] = time.time) -> bool:
-    """Whether `cookie` is a session the owner's current token signed, not yet expired."""
+def valid(token: str | None, cookie: str | None, clock: Callable[[], float] = time.time,
+          not_before_ms: int = 0) -> bool:
+    """Whether `cookie` is a session the owner's current token signed, not yet expired and
+    issued after the last sign-out (`not_before_ms`)."""
     if not token or not cookie or len(cookie) > 200:
         return False
     body, _, mac = cookie.rpartition(".")
@@ -48,8 +59,22 @@ def valid(token: str | None, cookie: str | None, clock: Callable[[], float] = ti
         return False
     if not hmac.compare_digest(mac.encode(), _mac(token, "session|" + body).encode()):
         return False
-    age = clock() - int(parts[1])
-    return -300 <= age <= SESSION_DAYS * 86400  # a few minutes of clock skew, then the days
+    issued_ms = int(parts[1])
+    age = clock() - issued_ms / 1000
+    # a few minutes of clock skew, then the days; and never one from before a sign-out
+    return -300 <= age <= SESSION_DAYS * 86400 and issued_ms > not_before_ms
+
+
+def signed_note(token: str, note: str) -> str:
+    """The signature a note carries back to the page (`?note=...&sig=...`): a note in a link
+    someone else made is never shown as the page's own words."""
+    return _mac(token, "note|" + note)[:24]
+
+
+def note_ok(token: str | None, note: str | None, sig: str | None) -> bool:
+    if not token or not note or not sig:
+        return False
+    return hmac.compare_digest(sig.encode("utf-8", "replace"), signed_note(token, note).encode())
 
 
 def csrf(token: str, cookie: str) -> str:

@@ -39,13 +39,14 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..home import Home
 from ..mcp_server import Caller, build
 from ..store import clients as clients_store
-from .guard import LOOPBACK_NAMES, Limits, host_name
+from .guard import LOOPBACK_NAMES, Limits, bearer, host_name
 
 log = logging.getLogger("runtime.serve")
 
@@ -124,11 +125,13 @@ def allowed(bind: str, names: list[str]) -> tuple[list[str], list[str]]:
 
 class Team:
     """ASGI: the SDK's app at /mcp, with the allowed Hosts and Origins re-read from the
-    settings, and one WARNING for each request refused for its token."""
+    settings, the Host header as the guard read it, and one WARNING for each request refused
+    for its token (counted against its source when it carried one)."""
 
     def __init__(self, app: ASGIApp, current: Any, security: TransportSecuritySettings,
-                 limits: Limits) -> None:
-        self.app, self.current, self.security, self.limits = app, current, security, limits
+                 limits: Limits, verifier: Verifier) -> None:
+        self.app, self.current, self.security = app, current, security
+        self.limits, self.verifier = limits, verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan: the SDK's session manager runs there
@@ -137,22 +140,20 @@ class Team:
         serve = self.current.get().serve
         self.security.allowed_hosts, self.security.allowed_origins = allowed(
             serve.host, list(serve.allowed_hosts))
+        scope = {**scope, "headers": _plain_host(scope["headers"])}
         client = scope.get("client")
         source = str(client[0]) if client else "unknown"
-        if self.limits.failures.spent(source):  # guessing tokens: not even looked up now
-            wait = self.limits.failures.wait_s(source)
-            log.warning("serve: %s %s from %s refused: too many failed tokens",
-                        scope.get("method"), scope.get("path"), source)
-            await JSONResponse({"error": f"too many failed tokens from {source}; try again "
-                                         f"in {wait} s"}, status_code=429,
-                               headers={"Retry-After": str(wait)})(scope, receive, send)
+        token = bearer(Headers(scope=scope).get("authorization"))
+        if self.limits.failures.spent(source) and not await self._known(token):
+            await self._slowed(scope, receive, send, source)
             return
         said: list[str] = []
         mark = _refusal.set(said)
 
         async def answer(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 401:
-                self.limits.failures.take(source)
+                if token is not None:  # a guess; a request with no token at all is no guess
+                    self.limits.failures.take(source)
                 log.warning("serve: %s %s from %s refused: %s; nothing written",
                             scope.get("method"), scope.get("path"), source,
                             said[0] if said else "no token (send Authorization: Bearer "
@@ -163,6 +164,37 @@ class Team:
         finally:
             _refusal.reset(mark)
 
+    async def _known(self, token: str | None) -> bool:
+        """Whether `token` is an active client's: past the failure limit only a right token
+        is heard (a stranger's guesses never lock the team out)."""
+        if token is None:
+            return False
+        client, _ = await anyio.to_thread.run_sync(self.verifier._look_up, token)
+        return client is not None
+
+    async def _slowed(self, scope: Scope, receive: Receive, send: Send, source: str) -> None:
+        wait_s = self.limits.failures.wait_s(source)
+        log.warning("serve: %s %s from %s refused: too many failed tokens", scope.get("method"),
+                    scope.get("path"), source)
+        await JSONResponse({"error": f"too many failed tokens from {source}; try again in "
+                                     f"{wait_s} s"}, status_code=429,
+                           headers={"Retry-After": str(wait_s)})(scope, receive, send)
+
+
+def _plain_host(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The Host header as the guard compared it (lower case, no final dot on the name), so the
+    SDK's own check of it agrees with the guard's."""
+    out = []
+    for key, value in headers:
+        if key.lower() == b"host":
+            raw = value.decode("latin-1").strip().lower()
+            name, colon, port = raw.rpartition(":") if not raw.endswith("]") else (raw, "", "")
+            if not colon or not port.isdigit():
+                name, colon, port = raw, "", ""
+            value = (name.rstrip(".") + colon + port).encode("latin-1")
+        out.append((key, value))
+    return out
+
 
 def make_app(home: Home, current: Any, limits: Limits) -> ASGIApp:
     """The team's MCP for one home (`current`: app.py's `Current`, the settings on disk)."""
@@ -170,11 +202,13 @@ def make_app(home: Home, current: Any, limits: Limits) -> ASGIApp:
 
     settings = current.get()
     here = where(settings)
-    mcp = build(home, functools.partial(caller, home), Verifier(home),
+    verifier = Verifier(home)
+    mcp = build(home, functools.partial(caller, home), verifier,
                 AuthSettings(issuer_url=here, resource_server_url=f"{here}{PATH}",
                              validate_token_resource=False))
     hosts, origins = allowed(settings.serve.host, list(settings.serve.allowed_hosts))
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                          allowed_hosts=hosts, allowed_origins=origins)
     return Team(mcp.streamable_http_app(streamable_http_path=PATH, transport_security=security,
-                                        host=settings.serve.host), current, security, limits)
+                                        host=settings.serve.host), current, security, limits,
+                verifier)

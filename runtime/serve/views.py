@@ -55,7 +55,7 @@ def conversation(home: Home, after: int = 0, n: int = RECENT) -> list[dict[str, 
     zone = home.settings().coworker.zone
     with _open(home) as store:
         if after:
-            got = ev.since(store, after, SAID_KINDS)[:n]
+            got = ev.since(store, after, SAID_KINDS, limit=n)
         else:
             got = ev.tail(store, n, kind="message") + ev.tail(store, n, kind="outbox")
             got = sorted(got, key=lambda e: int(e.id or 0))[-n:]

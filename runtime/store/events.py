@@ -382,16 +382,18 @@ def tail(store: Store, n: int = 20, kind: str | None = None, before_id: int | No
     return [Event.from_row(r) for r in reversed(rows[:n])]
 
 
-def since(store: Store, after_id: int, kinds: Sequence[str] | None = None) -> list[Event]:
-    """Hot events with id > after_id, oldest first (inputs are never already archived)."""
+def since(store: Store, after_id: int, kinds: Sequence[str] | None = None,
+          limit: int | None = None) -> list[Event]:
+    """Hot events with id > after_id, oldest first (inputs are never already archived); the
+    first `limit` of them when given."""
     params: list[Any] = [after_id]
     clause = ""
     if kinds:
         clause = f" AND kind IN ({','.join('?' * len(kinds))})"
         params += list(kinds)
     rows = store.query(
-        f"SELECT {COLUMNS} FROM events WHERE id > ?{clause} ORDER BY id", tuple(params)
-    )
+        f"SELECT {COLUMNS} FROM events WHERE id > ?{clause} ORDER BY id LIMIT ?",
+        (*params, -1 if limit is None else limit))
     return [Event.from_row(r) for r in rows]
 
 
