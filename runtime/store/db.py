@@ -61,6 +61,8 @@ def _check_ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
 class Store:
     """A connection to coworker.db. Use `with store.transaction():` around each logical write."""
 
+    dialect = "sqlite"  # the SQL this store speaks (pg.PgStore: "postgres")
+
     def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         self.conn = conn
         self.path = path
