@@ -112,6 +112,11 @@ class Store:
             conn.close()
             raise
         store = cls(conn, path, readonly)
+        try:
+            migrations.refuse_newer(store)
+        except StoreError:
+            conn.close()
+            raise
         if migrate and not readonly:
             try:
                 migrations.apply(store)

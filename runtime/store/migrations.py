@@ -15,6 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ..errors import StoreError
+
 if TYPE_CHECKING:
     from .db import Store
 
@@ -762,6 +764,19 @@ def applied(store: Store) -> list[str]:
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     return [r[0] for r in store.conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def refuse_newer(store: Store) -> None:
+    """A database a newer coworker migrated (a migration this code does not know) is refused
+    in one line, as on PostgreSQL: this code would misread what it cannot know."""
+    try:
+        names = [r[0] for r in store.conn.execute("SELECT name FROM _migrations")]
+    except sqlite3.OperationalError:  # no table yet: a new database
+        return
+    known = {fn.__name__ for fn in MIGRATIONS}
+    if any(n not in known for n in names):
+        raise StoreError(f"the database's schema is version {len(names)}, newer than this "
+                         f"coworker knows ({len(MIGRATIONS)}): upgrade coworker on this host")
 
 
 def apply(store: Store, upto: int | None = None) -> list[str]:
