@@ -1,0 +1,98 @@
+"""Moving a coworker's store between SQLite and PostgreSQL (runtime/store/copy.py, issue 42):
+every row, the source's ids, idempotent, resumable, verified by counts and digests. Real
+SQLite files and a real throwaway PostgreSQL (tests/pgserver.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import StoreError
+from runtime.store import Event, Store, inputs
+from runtime.store import copy as cp
+from runtime.store import events as ev
+from runtime.store.pg import PgStore
+
+from .pgserver import pg_url  # noqa: F401  (the fixture)
+
+SHARED = ["events", "events_archive", "inputs", "tags", "redactions"]  # the baseline's tables
+
+
+def history(store: Any, n: int = 25) -> None:
+    """Messages, notes (one with a NUL, one not ASCII), inputs, an archived slice."""
+    for i in range(n):
+        word = "caf\u00e9" if i % 3 else "crash"
+        e = Event(kind="note", body=f"note {i}: the parser {word}",
+                  actor="coworker", author_kind="agent", meta={"i": i, "pi": 3.25})
+        ev.append(store, e)
+    inputs.add_message(store, Event.owner_message("please check the nightly build", "tell"))
+    ev.append(store, Event(kind="note", body="a NUL \x00 inside", actor="coworker",
+                           author_kind="agent"))
+
+
+def shared_tables(source: Any, target: Any) -> list[cp.Copied]:
+    return [cp.copy_table(source, target, t) for t in cp.tables(source) if t in SHARED]
+
+
+def test_a_sqlite_history_copied_to_postgres_and_back_is_the_same(
+        tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    with Store.open(tmp_path / "a.db") as sqlite, PgStore.open(pg_url, "mover_1") as pg:
+        history(sqlite)
+        there = shared_tables(sqlite, pg)
+        assert all(c.same and c.source_rows == c.target_rows for c in there), there
+        assert {c.table: c.written for c in there}["events"] == ev.max_id(sqlite)
+        # the same ids, and a new event takes the next id after them
+        assert [e.id for e in ev.tail(pg, 5)] == [e.id for e in ev.tail(sqlite, 5)]
+        new = ev.append(pg, Event(kind="note", body="after the copy", actor="coworker",
+                                  author_kind="agent"))
+        assert new == ev.max_id(sqlite) + 1
+        assert inputs.pending_count(pg) == 1
+        nul = ev.tail(pg, 2)[0]
+        assert nul.body == "a NUL \ufffd inside"
+        with Store.open(tmp_path / "b.db") as back:
+            again = shared_tables(pg, back)
+            assert all(c.same for c in again), again
+            assert ev.get(back, new).body == "after the copy"
+
+
+def test_a_copy_run_again_writes_nothing_and_one_cut_short_resumes(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setattr(cp, "BATCH", 7)
+    with Store.open(tmp_path / "a.db") as sqlite, PgStore.open(pg_url, "mover_2") as pg:
+        history(sqlite, 40)
+        real_write, calls = cp._write, []
+
+        def dies_on_the_third(target: Any, table: str, cols: Any, rows: list) -> int:
+            calls.append(table)
+            if table == "events" and calls.count("events") == 3:
+                raise StoreError("the connection dropped")
+            return real_write(target, table, cols, rows)
+        monkeypatch.setattr(cp, "_write", dies_on_the_third)
+        with pytest.raises(StoreError):
+            cp.copy_table(sqlite, pg, "events")
+        assert ev.max_id(pg) == 14  # two batches of 7 were committed, the third was not
+        monkeypatch.setattr(cp, "_write", real_write)
+        resumed = cp.copy_table(sqlite, pg, "events")
+        assert resumed.written == ev.max_id(sqlite) - 14 and resumed.same
+        assert cp.copy_table(sqlite, pg, "events").written == 0  # idempotent
+
+
+def test_a_target_that_differs_is_said_so(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    with Store.open(tmp_path / "a.db") as sqlite, PgStore.open(pg_url, "mover_3") as pg:
+        history(sqlite, 5)
+        ev.append(pg, Event(kind="note", body="only in the target", actor="x",
+                            author_kind="agent"))
+        copied = cp.copy_table(sqlite, pg, "events")
+        # its id 1 is the target's own row: the copy skips it and the digests disagree
+        assert not copied.same and copied.target_rows == copied.source_rows
+
+
+def test_a_target_without_the_sources_tables_is_refused_before_writing(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "a.db") as source, Store.open(tmp_path / "b.db") as target:
+        history(source, 3)
+        target.execute("DROP TABLE pins")  # a target of another version
+        with pytest.raises(StoreError, match="the target has no table pins"):
+            cp.copy_store(source, target)
+        assert ev.max_id(target) == 0  # nothing written
