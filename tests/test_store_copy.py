@@ -96,3 +96,32 @@ def test_a_target_without_the_sources_tables_is_refused_before_writing(tmp_path:
         with pytest.raises(StoreError, match="the target has no table pins"):
             cp.copy_store(source, target)
         assert ev.max_id(target) == 0  # nothing written
+
+
+def test_store_copy_to_a_sqlite_file_copies_every_table_and_says_so(offline_home: Any,
+                                                                     tmp_path: Path) -> None:
+    from .conftest import coworker
+
+    with Store.open(offline_home.db_path) as store:
+        history(store, 12)
+    target = tmp_path / "copy.db"
+    done = coworker("store", "copy", "--to", str(target))
+    assert done.returncode == 0, done.stderr
+    assert "every table verified" in done.stdout and "events: 14 row(s) written" in done.stderr
+    again = coworker("store", "copy", "--to", str(target))
+    assert again.returncode == 0 and "events: 0 row(s) written" in again.stderr
+    with Store.open(target, readonly=True) as copy, Store.open(offline_home.db_path) as src:
+        assert [e.body for e in ev.tail(copy, 20)] == [e.body for e in ev.tail(src, 20)]
+
+
+@pytest.mark.parametrize("to, says", [
+    ("state/coworker.db", "this home's own store"),
+    ("secret:TEAM_DB", "secret TEAM_DB is not set"),
+    ("postgresql://coworker@127.0.0.1:1/team", "no [coworker] id"),
+])
+def test_store_copy_mistakes_are_one_line(offline_home: Any, to: str, says: str) -> None:
+    from .conftest import coworker
+
+    done = coworker("store", "copy", "--to", to)
+    assert done.returncode != 0 and says in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
