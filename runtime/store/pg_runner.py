@@ -1,0 +1,136 @@
+"""One running loop per coworker across every host, on PostgreSQL: the runner's lock, its
+fencing token, and the wake-up a tell sends (issue 42 item 4, ADR-0044).
+
+Owns three things of one coworker's schema:
+- **the claim**: a loop holds a session-level advisory lock keyed on its schema (never a
+  pidfile: the lock lives as long as the loop's connection, so a host killed mid-tick loses
+  it when the server drops that connection) and, taken with it in one write transaction, the
+  next **fencing token** in the one-row table `runner` (with the host, pid and time, which
+  `status` and `stop` show). A second loop, on any host, finds the lock held and is told who
+  holds it;
+- **the fence**: `check(store, token)`, run inside each of the loop's write transactions after
+  the write lock, refuses (`Deposed`) when another loop has claimed since: a loop whose
+  connection was lost and came back can never commit over the new one's writes;
+- **the wake-up**: `notify(store)` sends NOTIFY on the coworker's channel (its schema's name)
+  in the writer's transaction, so a `tell` on any host wakes the loop that `listen`s, wherever
+  it runs, as soon as the message is committed.
+It never decides when a loop runs or stops; the loop does, from what these say.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import StoreError
+from . import pg_schema
+
+DDL = """
+CREATE TABLE IF NOT EXISTS runner (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    token BIGINT NOT NULL,
+    host TEXT COLLATE "C" NOT NULL,
+    pid BIGINT NOT NULL,
+    since TEXT COLLATE "C" NOT NULL
+)
+"""
+
+
+class Deposed(StoreError):
+    """This loop's claim was taken over by another: it must stop before its next write."""
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Who holds (or last held) the claim: its fencing token, host, pid and since when."""
+
+    token: int
+    host: str
+    pid: int
+    since: str
+    holding: bool = True  # False: the row of a loop whose lock is gone (it stopped, or died)
+
+
+def _key(store: Any) -> int:
+    return pg_schema.lock_key("loop", store.schema)
+
+
+def create(conn: Any) -> None:
+    """The `runner` table (part of the schema's baseline)."""
+    conn.execute(DDL)
+
+
+def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner:
+    """Take this coworker's claim for this connection's life, with the next fencing token;
+    StoreError naming who holds it when another loop does."""
+    if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
+        held = current(store)
+        where = f"{held.host} (pid {held.pid}, since {held.since})" if held else "another host"
+        raise StoreError(f"this coworker already runs on {where}: one loop a coworker; stop "
+                         "that one first (`coworker stop` there)")
+    me = Runner(0, host or socket.gethostname(), pid or os.getpid(),
+                datetime.now(UTC).isoformat(timespec="seconds"))
+    try:
+        with store.transaction():
+            token = int(store.scalar(
+                "INSERT INTO runner(one, token, host, pid, since) VALUES (TRUE, 1, ?, ?, ?) "
+                "ON CONFLICT (one) DO UPDATE SET token = runner.token + 1, host = excluded.host, "
+                "pid = excluded.pid, since = excluded.since RETURNING token",
+                (me.host, me.pid, me.since)))
+    except BaseException:
+        store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
+        raise
+    return Runner(token, me.host, me.pid, me.since)
+
+
+def check(store: Any, token: int) -> None:
+    """Inside a write transaction (after the write lock): Deposed unless `token` is still the
+    claim's. A claim takes the write lock too, so no claim slips in between."""
+    now = store.scalar("SELECT token FROM runner")
+    if now is None or int(now) != token:
+        raise Deposed(f"this loop's claim (token {token}) was taken over by another loop "
+                      f"(token {now}); it stops before writing")
+
+
+def release(store: Any) -> None:
+    """Give the claim up (a clean stop); the row stays, saying who ran last."""
+    store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
+
+
+def current(store: Any) -> Runner | None:
+    """Who holds the claim now (or held it last, `holding` False), or None: never run here."""
+    row = store.query("SELECT token, host, pid, since FROM runner")
+    if not row:
+        return None
+    key = _key(store) & (2**64 - 1)  # pg_locks shows a bigint key as two unsigned halves
+    held = store.scalar(
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+        "objsubid = 1 AND CAST(classid AS BIGINT) = ? AND CAST(objid AS BIGINT) = ?",
+        (key >> 32, key & 0xFFFFFFFF))
+    r = row[0]
+    return Runner(int(r[0]), r[1], int(r[2]), r[3], bool(held))
+
+
+def channel(store: Any) -> str:
+    return str(store.schema)
+
+
+def notify(store: Any) -> None:
+    """Wake the loop listening for this coworker, on whichever host (sent at commit)."""
+    store.execute(f"NOTIFY {channel(store)}")
+
+
+def listen(store: Any) -> None:
+    """This connection hears `notify` from now on (`woken`)."""
+    store.raw.execute(f"LISTEN {channel(store)}")
+
+
+def woken(store: Any, timeout_s: float, stop_after: int | None = None) -> Iterator[str]:
+    """The wake-ups heard within `timeout_s` (their payloads), as they come; at most
+    `stop_after` of them when given."""
+    for n in store.raw.notifies(timeout=timeout_s, stop_after=stop_after):
+        yield n.payload
