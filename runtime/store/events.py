@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..secrecy import redact
+from . import pg_fts
 from .db import Store, insert_values, new_id
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
@@ -220,6 +221,10 @@ def meta_json(meta: dict[str, Any]) -> str:
 # Half a UTF-16 surrogate pair (a JSON "\ud800" escape from a model, a tool, another agent):
 # no text at all, and SQLite cannot store it, so a row holding one would fail its whole turn
 SURROGATE = re.compile("[\ud800-\udfff]")
+# PostgreSQL's text holds no NUL character, and its JSON no \u0000 escape (where the
+# backslash is not itself escaped): on PostgreSQL both become U+FFFD (`storable`)
+NUL = "\x00"
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 def whole_text(text: str, what: str = "text") -> str:
@@ -270,13 +275,29 @@ def read_meta(raw: Any, event_id: Any = None, said: set[str] | None = None) -> d
     return {UNREADABLE_META: text[:200]}
 
 
+def storable(store: Store, rows: Sequence[tuple]) -> Sequence[tuple]:
+    """Event rows as this store can hold them: on PostgreSQL each NUL character of actor and
+    body, and each \\u0000 escape of meta, as U+FFFD (with a WARNING); SQLite's as given."""
+    if getattr(store, "dialect", "sqlite") != "postgres":
+        return rows
+    out = []
+    for ts, kind, actor, author_kind, body, meta, tick in rows:
+        if NUL in actor or NUL in body or (meta and "\\u0000" in meta):
+            log.warning("a %s event held NUL character(s), which PostgreSQL cannot store: "
+                        "stored as U+FFFD", kind)
+            actor, body = actor.replace(NUL, "\ufffd"), body.replace(NUL, "\ufffd")
+            meta = _JSON_NUL.sub(r"\1\\ufffd", meta) if meta else meta
+        out.append((ts, kind, actor, author_kind, body, meta, tick))
+    return out
+
+
 def append(store: Store, event: Event) -> int:
     """Write one event in its own transaction (or inside the caller's); return its id."""
     with store.transaction() as db:
         cur = db.execute(
             "INSERT INTO events(ts, kind, actor, author_kind, body, meta, tick_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            event.to_row(),
+            storable(store, [event.to_row()])[0],
         )
         return new_id(cur)
 
@@ -317,6 +338,7 @@ def insert_rows(store: Store, rows: Sequence[tuple]) -> tuple[int, int] | None:
     events has AUTOINCREMENT and the write lock is held."""
     if not rows:
         return None
+    rows = storable(store, rows)
     with store.transaction() as db:
         written, last = insert_values(db, _INSERT_INTO, rows, 7)
         if written != len(rows):  # rolls this batch back
@@ -440,6 +462,8 @@ def doc_freqs(store: Store, stems: Sequence[str]) -> dict[str, int]:
     """How many events (hot and archived) contain each FTS term (porter stem)."""
     if not stems:
         return {}
+    if _pg(store, "events_fts"):
+        return pg_fts.doc_freqs(store, stems)
     marks = ",".join("?" * len(stems))
     rows = store.query(f"SELECT term, doc FROM events_vocab WHERE term IN ({marks})",
                        tuple(stems))
@@ -479,6 +503,9 @@ def fts_query(terms: Iterable[str], mode: str = "OR") -> str | None:
 def fts_after(store: Store, match: str, after_id: int, limit: int = 50) -> list[Event]:
     """The newest `limit` events with id > after_id that match (FTS5 walks the rowid range
     backwards; no global ranking), returned in id order."""
+    if _pg(store, "events_fts"):
+        found = pg_fts.ids(store, pg_fts.compile_match(store, match), None, limit, after_id)
+        return [e for _, e in sorted(history_of(store, found).items())]
     rows = store.query(
         """
         SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source
@@ -520,6 +547,9 @@ def meta_read(e: Event, unread: tuple[Any, set[str] | None]) -> Event:
 
 def bare_match(store: Store, match: str, limit: int = 10) -> list[int]:
     """One plain FTS5 MATCH ranked by bm25: the floor benchmarks compare against."""
+    if _pg(store, "events_fts"):
+        return [i for i, _ in pg_fts.scored(store, pg_fts.compile_match(store, match), None,
+                                            limit, True)]
     rows = store.query("SELECT rowid FROM events_fts WHERE events_fts MATCH ? ORDER BY rank "
                        "LIMIT ?", (match, limit))
     return [int(r[0]) for r in rows]
@@ -574,6 +604,8 @@ def fts_search(store: Store, match: str, limit: int = 10,
     skip = f"WHERE h.kind NOT IN ({','.join('?' * len(exclude_kinds))})" if exclude_kinds else ""
     # Over-fetch when filtering kinds, so the filter does not starve the result.
     inner = limit * 4 if exclude_kinds else limit
+    if _pg(store, "events_fts"):
+        return _pg_search(store, match, inner, limit, exclude_kinds)
     rows = store.query(
         f"""
         SELECT h.id, h.ts, h.kind, h.actor, h.author_kind, h.body, h.meta, h.tick_id, h.source,
@@ -600,6 +632,23 @@ def fts_search(store: Store, match: str, limit: int = 10,
 FTS_INDEXES = {"events_fts": "events_fts", "rollups_fts": "rollups_fts"}
 
 
+def _pg(store: Store, index: str) -> bool:
+    """Whether this index is read through pg_fts (events_fts on a PostgreSQL store; rollups_fts
+    is not there yet, and its SQLite SQL is refused by the translator)."""
+    return getattr(store, "dialect", "sqlite") == "postgres" and index == "events_fts"
+
+
+def _pg_search(store: Store, match: str, inner: int, limit: int,
+               exclude_kinds: Sequence[str]) -> list[tuple[Event, float, str | None]]:
+    """fts_search on PostgreSQL: the best `inner` rows by bm25, less `exclude_kinds`."""
+    found = pg_fts.scored(store, pg_fts.compile_match(store, match), None, inner, True)
+    rows = history_of(store, [i for i, _ in found])
+    kept = [(rows[i], s) for i, s in found if i in rows and rows[i].kind not in exclude_kinds]
+    kept = sorted(kept, key=lambda p: (p[1], p[0].id or 0))[:limit]
+    snips = fts_snippets(store, match, [int(e.id or 0) for e, _ in kept])
+    return [(e, score, snips.get(int(e.id or 0))) for e, score in kept]
+
+
 def _index(name: str) -> str:
     if name not in FTS_INDEXES:
         raise ValueError(f"not an FTS index: {name!r}")
@@ -609,6 +658,8 @@ def _index(name: str) -> str:
 def fts_top_id(store: Store, index: str = "events_fts") -> int:
     """The highest rowid in an FTS index (the ceiling a paged search freezes)."""
     table = _index(index)
+    if _pg(store, index):
+        return pg_fts.top_id(store)
     return int(store.scalar(f"SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1") or 0)
 
 
@@ -616,6 +667,8 @@ def fts_count_upto(store: Store, match: str, top: int, cap: int,
                    index: str = "events_fts") -> int:
     """How many rows <= top match, counted newest first and no further than `cap`."""
     table = _index(index)
+    if _pg(store, index):
+        return len(pg_fts.ids(store, pg_fts.compile_match(store, match), top, cap))
     return int(store.scalar(
         f"SELECT COUNT(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?)", (match, top, cap)) or 0)
@@ -627,6 +680,8 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     `limit` (-1: all). Cost grows with the rows returned, not with the index."""
     table = _index(index)
     ceiling = top if before is None else min(top, before - 1)
+    if _pg(store, index):
+        return pg_fts.scored(store, pg_fts.compile_match(store, match), ceiling, limit, False)
     rows = store.query(
         f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?", (match, ceiling, limit))
@@ -654,6 +709,8 @@ def fts_ids(store: Store, match: str, top: int, limit: int = -1,
     unscored: FTS5 reads each phrase's doclist only as far as the limit needs, where bm25()
     first counts every row holding each phrase of the statement."""
     table = _index(index)
+    if _pg(store, index):
+        return pg_fts.ids(store, pg_fts.compile_match(store, match), top, limit)
     return [int(r[0]) for r in store.query(
         f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?", (match, top, limit))]
@@ -671,6 +728,8 @@ def fts_snippets(store: Store, match: str, ids: Sequence[int]) -> dict[int, str]
     (a longer one is left out: see SNIPPET_MAX_CHARS)."""
     if not ids:
         return {}
+    if _pg(store, "events_fts"):
+        return pg_fts.snippets(store, pg_fts.compile_match(store, match), ids, SNIPPET_MAX_CHARS)
     marks = ",".join("?" * len(ids))
     short = [int(r[0]) for r in store.query(
         f"SELECT id FROM history WHERE id IN ({marks}) AND length(body) <= ?",

@@ -1,0 +1,422 @@
+"""Full text of the events on PostgreSQL: events_fts' tokens, MATCH, bm25 and snippet().
+
+SQLite indexes events with FTS5 (`tokenize='porter unicode61 remove_diacritics 2'` over body,
+kind and actor). PostgreSQL's own parser does not split text as unicode61 does (it keeps
+`foo-bar`, URLs, e-mail addresses and paths whole, and `simple` does not stem), so the
+PostgreSQL store keeps the project's own tokens instead (`create`): `fts_tokens(text)` folds
+case (Unicode, `pg_c_utf8`), drops Latin diacritics (NFD without U+0300..U+036F, as
+remove_diacritics 2), splits at every character that is no letter or digit, and stems each
+token of 3 to 64 bytes with snowball's porter (the algorithm memory.tokens stems with; FTS5
+leaves shorter and longer tokens as they are, so does this; a non-ASCII character counts as its
+UTF-8 bytes, as in FTS5's porter). Each event (hot and archived) has two GENERATED columns:
+`tsv`, each term once with positions 1..tf (its count in the row, up to 256: bm25 needs counts,
+not places), under a GIN index, and `ntok`, the row's tokens. The one known gap in the terms:
+snowball's porter lacks the LOGI -> LOG rule of FTS5's (apology: apologi, not apolog); both
+sides of a MATCH stem alike, so matching is unaffected.
+
+`bm25` is FTS5's, computed in SQL: k1 = 1.2, b = 0.75, IDF = ln((N - n + 0.5) / (n + 0.5))
+(1e-6 when not positive) per phrase of the MATCH, N the rows and n those holding the phrase
+(counted through the GIN index at each statement, as FTS5 counts them), the row's length in
+tokens against the average, negated (lower is better) as FTS5's bm25() returns it.
+
+A MATCH string (the subset this project writes: quoted or bare phrases, AND, OR, NOT,
+parentheses) becomes a tsquery (`parse`). A phrase of several tokens matches rows holding all
+of them (positions here are counts, not places). `snippet` cuts FTS5's snippet() (the best
+window of 24 tokens, sentence starts preferred, `…` where cut) from the body in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_POSITIONS = 256  # a tsvector keeps at most 256 positions a term: bm25's tf is capped there
+TSV_MAX_CHARS = 100_000  # a body whose tsvector passes 1 MB is indexed by its first characters
+
+_DDL = r"""
+CREATE TEXT SEARCH DICTIONARY fts_porter (TEMPLATE = snowball, Language = porter);
+-- FTS5's porter reads UTF-8 bytes: a character of k bytes is k letters that are no vowels.
+-- Each one gets k - 1 stand-ins (U+E000) for the stemmer, taken out after it.
+CREATE FUNCTION fts_bytes(w text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN regexp_replace(regexp_replace(regexp_replace(w,
+    '([\U00010000-\U0010ffff])', '\1' || U&'\E000\E000\E000', 'g'),
+    '([\u0800-\udfff\ue001-\uffff])', '\1' || U&'\E000\E000', 'g'),
+    '([\u0080-\u07ff])', '\1' || U&'\E000', 'g');
+-- Case folded (Unicode), Latin letters without their diacritics, as unicode61 with
+-- remove_diacritics 2 reads a text (Greek and Cyrillic keep theirs there too).
+CREATE FUNCTION fts_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN normalize(regexp_replace(normalize(lower(t COLLATE pg_c_utf8), NFD),
+                                '([A-Za-z])[\u0300-\u036f]+', '\1', 'g'), NFC);
+CREATE FUNCTION fts_tokens(t text) RETURNS text[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN ARRAY(
+    SELECT CASE WHEN octet_length(w) NOT BETWEEN 3 AND 64 THEN w
+                WHEN w ~ '^[\x01-\x7f]*$'
+                THEN coalesce((ts_lexize('{schema}.fts_porter', w))[1], w)
+                ELSE replace(coalesce((ts_lexize('{schema}.fts_porter', fts_bytes(w)))[1], w),
+                             U&'\E000', '') END
+      FROM regexp_split_to_table(fts_fold(t) COLLATE pg_c_utf8, '[^[:alnum:]]+')
+           WITH ORDINALITY AS s(w, n)
+     WHERE w <> '' ORDER BY n);
+-- How many tokens a text holds (bm25's row length): split as fts_tokens, nothing stemmed.
+CREATE FUNCTION fts_count(t text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN regexp_count(fts_fold(t) COLLATE pg_c_utf8, '[[:alnum:]]+');
+-- Each term once, with positions 1..tf (at most 256): counts for bm25, not places.
+CREATE FUNCTION fts_vector(toks text[]) RETURNS tsvector LANGUAGE sql IMMUTABLE STRICT
+PARALLEL SAFE
+RETURN (SELECT coalesce(string_agg('''' || w || ''':'
+                                   || array_to_string(('{positions}'::int[])[1:least(n, 256)],
+                                                      ','), ' '), '')::tsvector
+          FROM (SELECT w, count(*) AS n FROM unnest(toks) AS w GROUP BY w) AS g);
+-- A row's tsvector (body, kind, actor, as events_fts indexes them); a tsvector holds at most
+-- 1 MB, so a body whose terms pass it is indexed by its first characters.
+CREATE FUNCTION fts_row(body text, kind text, actor text) RETURNS tsvector LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN fts_vector(fts_tokens(body || ' ' || kind || ' ' || actor));
+EXCEPTION WHEN program_limit_exceeded THEN
+    RETURN fts_vector(fts_tokens(left(body, {cut}) || ' ' || kind || ' ' || actor));
+END $$;
+"""
+
+_TABLE = r"""
+ALTER TABLE {table} DROP COLUMN IF EXISTS tsv;
+ALTER TABLE {table}
+    ADD COLUMN tsv tsvector GENERATED ALWAYS AS (fts_row(body, kind, actor)) STORED,
+    ADD COLUMN ntok integer GENERATED ALWAYS AS (fts_count(body || ' ' || kind || ' ' || actor))
+        STORED;
+CREATE INDEX {table}_tsv ON {table} USING GIN (tsv);
+"""
+
+
+def create(conn: Any) -> None:
+    """The full text's DDL on the coworker's schema (the current one): the tokenizer, the
+    generated columns and their GIN indexes. Replaces the baseline's `tsv`."""
+    schema = conn.execute("SELECT current_schema()").fetchone()[0]
+    positions = "{" + ",".join(str(i) for i in range(1, MAX_POSITIONS + 1)) + "}"
+    conn.execute(_DDL.replace("{schema}", schema).replace("{positions}", positions)
+                 .replace("{cut}", str(TSV_MAX_CHARS)).encode())
+    for table in ("events", "events_archive"):
+        conn.execute(_TABLE.replace("{table}", table).encode())
+
+
+# --- MATCH -> tsquery ----------------------------------------------------------------------------
+
+_LEX = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(\()|(\))|([^\s()"{}:*^+]+)|(\S))')
+
+
+@dataclass(frozen=True)
+class Query:
+    """A MATCH string read: `tree` (nested tuples: ("or"|"and"|"not", a, b) or ("p", i)),
+    and its phrases in order (FTS5's phrase numbers), each as its text."""
+    tree: Any
+    phrases: tuple[str, ...]
+
+
+class _Parser:
+    """FTS5's query syntax as this project writes it: phrases, AND, OR, NOT (NOT binds
+    tightest, then AND, then OR, as in FTS5's grammar), parentheses; two phrases side by
+    side are AND. Column filters, NEAR and prefixes are refused (ValueError)."""
+
+    def __init__(self, text: str) -> None:
+        self.toks: list[tuple[str, str]] = []
+        for m in _LEX.finditer(text):
+            quoted, op, cl, word, other = m.groups()
+            if other is not None:
+                raise ValueError(f"MATCH syntax not translated for PostgreSQL: {other!r}")
+            if quoted is not None:
+                self.toks.append(("p", quoted.replace('""', '"')))
+            elif op or cl:
+                self.toks.append((op or cl, ""))
+            elif word in ("AND", "OR", "NOT"):
+                self.toks.append((word, ""))
+            elif word == "NEAR":
+                raise ValueError("NEAR is not translated for PostgreSQL")
+            else:
+                self.toks.append(("p", word))
+        self.at = 0
+        self.phrases: list[str] = []
+
+    def peek(self) -> str:
+        return self.toks[self.at][0] if self.at < len(self.toks) else ""
+
+    def take(self) -> tuple[str, str]:
+        self.at += 1
+        return self.toks[self.at - 1] if self.at <= len(self.toks) else ("", "")
+
+    def parse(self) -> Query:
+        tree = self.or_() if self.toks else None
+        if self.at != len(self.toks):
+            raise ValueError("MATCH syntax not translated for PostgreSQL: unbalanced")
+        return Query(tree, tuple(self.phrases))
+
+    def or_(self) -> Any:
+        node = self.and_()
+        while self.peek() == "OR":
+            self.take()
+            node = ("or", node, self.and_())
+        return node
+
+    def and_(self) -> Any:
+        node = self.not_()
+        while self.peek() in ("AND", "p", "("):
+            if self.peek() == "AND":
+                self.take()
+            node = ("and", node, self.not_())
+        return node
+
+    def not_(self) -> Any:
+        node = self.primary()
+        while self.peek() == "NOT":
+            self.take()
+            node = ("not", node, self.primary())
+        return node
+
+    def primary(self) -> Any:
+        kind, text = self.take()
+        if kind == "(":
+            node = self.or_()
+            if self.take()[0] != ")":
+                raise ValueError("MATCH syntax not translated for PostgreSQL: unbalanced")
+            return node
+        if kind != "p":
+            raise ValueError(f"MATCH syntax not translated for PostgreSQL: {kind or 'end'!r}")
+        self.phrases.append(text)
+        return ("p", len(self.phrases) - 1)
+
+
+def parse(match: str) -> Query:
+    return _Parser(match).parse()
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsquery(tree: Any, lexemes: Sequence[Sequence[str]]) -> str | None:
+    """The tsquery text of a parsed MATCH, each phrase as its tokens (`lexemes`); None for
+    one that matches nothing (a phrase without tokens, as FTS5's `""`, matches no row)."""
+    if tree is None:
+        return None
+    if tree[0] == "p":
+        toks = lexemes[tree[1]]
+        return "(" + " & ".join(_quote(t) for t in toks) + ")" if toks else None
+    a, b = tsquery(tree[1], lexemes), tsquery(tree[2], lexemes)
+    if tree[0] == "or":
+        return f"({a} | {b})" if a and b else a or b
+    if tree[0] == "and":
+        return f"({a} & {b})" if a and b else None
+    return (f"({a} & !{b})" if b else a) if a else None
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A MATCH as PostgreSQL reads it: the tsquery (None: no row matches) and each phrase's
+    tokens, in FTS5's phrase order."""
+    query: str | None
+    phrases: tuple[tuple[str, ...], ...]
+
+
+def compile_match(store: Any, match: str) -> Compiled:
+    """`match` as a tsquery, its phrases tokenized by the store's own `fts_tokens`."""
+    q = parse(match)
+    if not q.phrases:
+        return Compiled(None, ())
+    rows = store.query("SELECT fts_tokens(x) FROM unnest(?::text[]) WITH ORDINALITY AS u(x, n) "
+                       "ORDER BY n", (list(q.phrases),))
+    lexemes = tuple(tuple(r[0] or ()) for r in rows)
+    return Compiled(tsquery(q.tree, lexemes), lexemes)
+
+
+# --- reads ---------------------------------------------------------------------------------------
+
+_MATCHES = ("SELECT id, tsv, ntok FROM events WHERE tsv @@ ?::tsquery AND id <= ? UNION ALL "
+            "SELECT id, tsv, ntok FROM events_archive WHERE tsv @@ ?::tsquery AND id <= ?")
+_NO_CEILING = (1 << 63) - 1
+
+# FTS5's bm25 (fts5_aux.c): for each phrase, IDF * tf * (k1 + 1) / (tf + k1 * (1 - b + b * D /
+# avgdl)), summed and negated. tf of a phrase of several tokens: its rarest token's count.
+_BM25 = f"""
+WITH ph AS (
+    SELECT n, string_to_array(x, ' ') AS lx, q::tsquery AS pq FROM unnest(?::text[], ?::text[])
+           WITH ORDINALITY AS u(x, q, n)),
+st AS (
+    SELECT ((SELECT count(*) FROM events) + (SELECT count(*) FROM events_archive))::float8 AS rows,
+           ((SELECT coalesce(sum(ntok), 0) FROM events)
+            + (SELECT coalesce(sum(ntok), 0) FROM events_archive))::float8 AS toks),
+hit AS (
+    SELECT ph.n, ph.lx, ((SELECT count(*) FROM events WHERE tsv @@ ph.pq)
+                         + (SELECT count(*) FROM events_archive WHERE tsv @@ ph.pq))::float8 AS h
+      FROM ph),
+w AS MATERIALIZED (  -- counted once, not once a matching row
+    SELECT hit.n, hit.lx, ln((st.rows - hit.h + 0.5) / (hit.h + 0.5)) AS idf,
+           st.toks / greatest(st.rows, 1) AS avgdl
+      FROM hit, st),
+m AS ({_MATCHES})
+SELECT m.id, -coalesce((
+    SELECT sum(CASE WHEN w.idf > 0 THEN w.idf ELSE 1e-6 END * t.tf * (1.2::float8 + 1.0)
+               / (t.tf + 1.2::float8 * (1 - 0.75::float8 + 0.75::float8 * m.ntok / w.avgdl)))
+      FROM w CROSS JOIN LATERAL (
+          SELECT CASE WHEN count(*) = cardinality(w.lx) THEN min(cardinality(u.positions))
+                      ELSE 0 END::float8 AS tf
+            FROM unnest(m.tsv) AS u WHERE u.lexeme = ANY(w.lx)) AS t), 0) AS score
+  FROM m
+"""
+
+
+def _phrase_args(c: Compiled) -> tuple[list[str], list[str]]:
+    """Each phrase's tokens (space-separated) and its own tsquery, for _BM25's `ph`."""
+    texts = [" ".join(p) for p in c.phrases]
+    queries = ["(" + " & ".join(_quote(t) for t in p) + ")" if p else "''" for p in c.phrases]
+    return texts, queries
+
+
+def scored(store: Any, c: Compiled, ceiling: int | None, limit: int,
+           best_first: bool) -> list[tuple[int, float]]:
+    """(id, bm25) of the rows matching `c` with id <= ceiling: best first (ties by id) or
+    newest first, at most `limit` (-1: all)."""
+    if c.query is None:
+        return []
+    top = _NO_CEILING if ceiling is None else ceiling
+    order = "score, id" if best_first else "id DESC"
+    texts, queries = _phrase_args(c)
+    rows = store.query(f"{_BM25} ORDER BY {order} LIMIT ?",
+                       (texts, queries, c.query, top, c.query, top, limit))
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def ids(store: Any, c: Compiled, ceiling: int | None, limit: int, above: int = 0) -> list[int]:
+    """The ids of the rows matching `c` with above < id <= ceiling, newest first, at most
+    `limit` (-1: all), unscored."""
+    if c.query is None:
+        return []
+    top = _NO_CEILING if ceiling is None else ceiling
+    rows = store.query(f"SELECT id FROM ({_MATCHES}) AS m WHERE id > ? ORDER BY id DESC LIMIT ?",
+                       (c.query, top, c.query, top, above, limit))
+    return [int(r[0]) for r in rows]
+
+
+def top_id(store: Any) -> int:
+    """The highest id the index holds (hot or archived)."""
+    return int(store.scalar("SELECT greatest((SELECT max(id) FROM events), "
+                            "(SELECT max(id) FROM events_archive))") or 0)
+
+
+def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:
+    """How many rows (hot and archived) hold each term; terms no row holds are left out, as
+    fts5vocab has no row for them."""
+    rows = store.query(
+        "SELECT s, (SELECT count(*) FROM events WHERE tsv @@ q) "
+        "+ (SELECT count(*) FROM events_archive WHERE tsv @@ q) "
+        "FROM (SELECT s, ('''' || replace(replace(s, '\\', '\\\\'), '''', '''''') || '''')"
+        "::tsquery AS q FROM unnest(?::text[]) AS s WHERE s <> '') AS u",
+        (list(dict.fromkeys(stems)),))
+    return {str(r[0]): int(r[1]) for r in rows if int(r[1])}
+
+
+# --- snippet() -----------------------------------------------------------------------------------
+
+# A token of the body, as fts_tokens splits it: letters and digits, with the combining marks
+# it drops before splitting
+_TOKEN = re.compile(r"(?:[^\W_]|[\u0300-\u036f])+")
+SNIPPET_TOKENS = 24
+ELLIPSIS = "…"
+
+
+def snippets(store: Any, c: Compiled, ids_: Sequence[int], max_chars: int) -> dict[int, str]:
+    """FTS5's snippet(events_fts, 0, '', '', '…', 24) of each matching row of `ids_` whose
+    body has at most `max_chars` characters."""
+    if c.query is None or not ids_:
+        return {}
+    marks = ",".join("?" * len(ids_))
+    rows = store.query(
+        f"SELECT id, body, fts_tokens(body) FROM history WHERE id IN ({marks}) "
+        "AND length(body) <= ? AND id IN (SELECT id FROM events WHERE tsv @@ ?::tsquery "
+        "UNION ALL SELECT id FROM events_archive WHERE tsv @@ ?::tsquery)",
+        (*ids_, max_chars, c.query, c.query))
+    out: dict[int, str] = {}
+    for r in rows:
+        cut = snippet(str(r[1]), list(r[2] or ()), c.phrases)
+        if cut is not None:
+            out[int(r[0])] = cut
+    return out
+
+
+def _instances(lexemes: Sequence[str], phrases: Sequence[Sequence[str]]) -> list[tuple[int, int]]:
+    """(phrase, token offset) of each phrase instance in the body, in offset order."""
+    found = []
+    for at in range(len(lexemes)):
+        for i, p in enumerate(phrases):
+            if p and tuple(lexemes[at:at + len(p)]) == tuple(p):
+                found.append((i, at))
+    return found
+
+
+def _window_score(inst: list[tuple[int, int]], sizes: Sequence[int], ndoc: int, start: int,
+                  ntok: int) -> tuple[int, int]:
+    """fts5SnippetScore: a window's score (1000 a phrase first seen, 1 each again) and the
+    start that centres its hits."""
+    seen: set[int] = set()
+    score, first, last = 0, -1, 0
+    for p, off in inst:
+        if start <= off < start + ntok:
+            score += 1 if p in seen else 1000
+            seen.add(p)
+            first = off if first < 0 else first
+            last = off + sizes[p]
+    adj = first - (ntok - (last - first)) // 2
+    adj = ndoc - ntok if adj + ntok > ndoc else adj
+    return score, max(adj, 0)
+
+
+def _sentence_starts(body: str, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """Tokens that open a sentence: the first, and each after a '.' or ':' and white space."""
+    starts = [0] if spans else []
+    for i, (s, _) in enumerate(spans[1:], 1):
+        j = s - 1
+        while j >= 0 and body[j] in " \t\n\r":
+            j -= 1
+        if j != s - 1 and j >= 0 and body[j] in ".:":
+            starts.append(i)
+    return starts
+
+
+def _best_start(body: str, spans: Sequence[tuple[int, int]], inst: list[tuple[int, int]],
+                sizes: Sequence[int], ntok: int) -> int:
+    """fts5SnippetFunction's choice of the window's first token."""
+    ndoc, best, start = len(spans), 0, 0
+    firsts = _sentence_starts(body, spans)
+    for _, off in inst:
+        score, adj = _window_score(inst, sizes, ndoc, off, ntok)
+        if score > best:
+            best, start = score, adj
+        if firsts and ndoc > ntok:
+            jj = 0
+            while jj < len(firsts) - 1 and firsts[jj + 1] <= off:
+                jj += 1
+            if firsts[jj] < off:
+                score = _window_score(inst, sizes, ndoc, firsts[jj], ntok)[0]
+                score += 120 if firsts[jj] == 0 else 100
+                if score > best:
+                    best, start = score, firsts[jj]
+    return start
+
+
+def snippet(body: str, lexemes: Sequence[str], phrases: Sequence[Sequence[str]],
+            ntok: int = SNIPPET_TOKENS) -> str | None:
+    """FTS5's snippet() of `body` (no markers, ELLIPSIS where cut, `ntok` tokens), its tokens
+    (`lexemes`, as fts_tokens gives them) matched against `phrases`; None when the body's
+    tokens cannot be lined up with `lexemes`."""
+    spans = [m.span() for m in _TOKEN.finditer(body)]
+    if len(spans) != len(lexemes):
+        return None
+    if not spans:
+        return body
+    inst = _instances(lexemes, phrases)
+    start = _best_start(body, spans, inst, [len(p) for p in phrases], ntok)
+    end = min(start + ntok, len(spans)) - 1
+    text = body[spans[start][0] if start else 0:spans[end][1]]
+    head = ELLIPSIS if start > 0 else ""
+    tail = body[spans[end][1]:] if start + ntok - 1 >= len(spans) - 1 else ELLIPSIS
+    return head + text + tail
