@@ -52,6 +52,11 @@ class StoreBusy(StoreError):
     """Another process held the write lock past the busy timeout (an import, a reflect)."""
 
 
+class StoreRefused(StoreError):
+    """The database refused a write that breaks one of its rules (a trigger such as
+    append-only, a unique key, a check constraint), whichever backend holds the store."""
+
+
 class ModelError(CoworkerError):
     """The model endpoint failed after retries, or answered something we cannot use.
 

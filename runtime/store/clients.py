@@ -15,10 +15,9 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
 
-from ..errors import Refused, UsageError
+from ..errors import Refused, StoreRefused, UsageError
 from .db import Store, new_id
 from .events import now_iso
 
@@ -69,7 +68,7 @@ def add(store: Store, name: str, can: str = "read") -> tuple[Client, str]:
             cur = db.execute("INSERT INTO clients(name, token_sha256, can, created_at) "
                              "VALUES (?, ?, ?, ?)", (name, digest(token), can, now))
             client = Client(new_id(cur), name, can, now)
-    except sqlite3.IntegrityError as e:
+    except StoreRefused as e:
         if "token_sha256" in str(e):  # two random 256-bit tokens alike: never, but not silent
             raise
         raise Refused(f"a client named {name!r} exists already: `coworker clients revoke "
@@ -94,12 +93,9 @@ def revoke(store: Store, name: str) -> Client:
 def verify(store: Store, token: str) -> Client | None:
     """The client whose token this is (revoked too), or None (a database from before m020,
     opened read-only, has no clients)."""
-    try:
-        found = _clients(store, "WHERE token_sha256 = ?", (digest(token),), with_calls=False)
-    except sqlite3.OperationalError as e:
-        if "no such table" not in str(e):
-            raise
+    if not store.has_table("clients"):
         return None
+    found = _clients(store, "WHERE token_sha256 = ?", (digest(token),), with_calls=False)
     return found[0] if found else None
 
 
@@ -108,7 +104,7 @@ def count(store: Store, client_id: int, what: str) -> None:
     with store.transaction() as db:
         db.execute("INSERT INTO client_calls(client_id, what, calls, last_at) VALUES "
                    "(?, ?, 1, ?) ON CONFLICT(client_id, what) DO UPDATE SET "
-                   "calls = calls + 1, last_at = excluded.last_at",
+                   "calls = client_calls.calls + 1, last_at = excluded.last_at",
                    (client_id, what, now_iso()))
 
 

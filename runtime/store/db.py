@@ -3,7 +3,8 @@
 Owns opening (read-write or read-only), pragmas, the `transaction()` context manager (BEGIN
 IMMEDIATE at the outside, savepoints inside), writing many rows in few statements
 (`insert_values`) and the translation of SQLite's lock and corruption errors into StoreError
-lines that say what to do. It never knows what a tick is.
+lines that say what to do (a write the database refuses: StoreRefused, as on PostgreSQL). It
+never knows what a tick is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, StoreRefused
 from . import migrations
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,30 @@ def _check_ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
             f"the database at {path} is empty: no history in it yet (a coworker that writes, "
             "`coworker tell` or `coworker run`, creates it; if one is starting, try again). "
             "If it held your history, bring it back with `coworker restore-backup`")
+
+
+class SqliteRefused(StoreRefused, sqlite3.IntegrityError):
+    """A write SQLite refused (a trigger, a constraint) as the store raises it: StoreRefused,
+    as on PostgreSQL, and still the IntegrityError code written against sqlite3 catches."""
+
+
+def _refused(e: sqlite3.IntegrityError, path: Path) -> StoreRefused:
+    """The line a refused write says: as the CLI said of an untranslated IntegrityError."""
+    if isinstance(e, StoreRefused):
+        return e
+    return SqliteRefused(f"the database failed: {path} refused a write ({e}); the command did not "
+                   "finish: `coworker doctor` checks the database")
+
+
+def _said(e: BaseException, outer: bool, path: Path) -> StoreError | None:
+    """The store's error for what a transaction's body raised (a lock or a read-only file at
+    the outermost one, a refused write at any), or None to let `e` through as it is."""
+    if outer and isinstance(e, sqlite3.OperationalError) and (
+            _is_lock(e) or "readonly" in str(e)):
+        return _error(e, path)
+    if isinstance(e, sqlite3.IntegrityError) and not isinstance(e, StoreRefused):
+        return _refused(e, path)
+    return None
 
 
 class Store:
@@ -173,9 +198,9 @@ class Store:
                 else:
                     self.conn.execute(f"ROLLBACK TO {name}")
                     self.conn.execute(f"RELEASE {name}")
-                if outer and isinstance(e, sqlite3.OperationalError) and (
-                        _is_lock(e) or "readonly" in str(e)):
-                    raise _error(e, self.path) from e  # a line that says what to do
+                said = _said(e, outer, self.path)
+                if said is not None:
+                    raise said from e  # a line that says what to do
                 raise
             else:
                 self._depth -= 1
@@ -194,6 +219,8 @@ class Store:
             if _is_lock(e) or "readonly" in str(e):
                 raise _error(e, self.path) from e
             raise
+        except sqlite3.IntegrityError as e:
+            raise _refused(e, self.path) from e
         except sqlite3.DatabaseError as e:
             if "malformed" in str(e) or "not a database" in str(e):
                 raise StoreError(_explain(e, self.path)) from e
@@ -205,6 +232,12 @@ class Store:
     def scalar(self, sql: str, params: tuple | dict = ()) -> SqlValue:
         row = self.execute(sql, params).fetchone()
         return None if row is None else row[0]
+
+    def has_table(self, name: str) -> bool:
+        """Whether the database holds a table or view `name` (a read-only open of an older
+        database may not have it yet)."""
+        return self.scalar("SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') "
+                           "AND name = ?", (name,)) is not None
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the main file (after big moves, so the WAL does not grow)."""

@@ -39,18 +39,13 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
 
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, StoreRefused
 from . import pg_schema
 from .db import BUSY_TIMEOUT_MS
 
 CONNECT_TIMEOUT_S = 10
 MAX_PARAMS = 65535  # bind parameters a statement (PostgreSQL's protocol counts them in 16 bits)
 BUSY_STATES = ("55P03", "40P01", "40001")  # lock timeout, deadlock, serialization failure
-
-
-class StoreRefused(StoreError):
-    """The database refused a write that breaks one of its rules (a trigger such as
-    append-only, a unique key, a check): SQLite's IntegrityError, on PostgreSQL."""
 
 
 class Untranslatable(NotImplementedError):
@@ -449,6 +444,13 @@ class PgStore:
     def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         row = self.execute(sql, params).fetchone()
         return None if row is None else row[0]
+
+    def has_table(self, name: str) -> bool:
+        """Whether the coworker's schema holds a table or view `name`."""
+        return self.scalar("SELECT 1 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = "
+                           "c.relnamespace WHERE n.nspname = ? AND c.relname = ? "
+                           "AND c.relkind IN ('r', 'p', 'v', 'm', 'f')",
+                           (self.schema, name)) is not None
 
     def checkpoint(self) -> None:
         """Nothing to do: the server keeps its own write-ahead log."""
