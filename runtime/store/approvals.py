@@ -222,7 +222,7 @@ def counts(store: Store) -> dict[str, int]:
     """How many approvals are in each status (every status, zeros included). A database not
     yet migrated to hold the table (a read-only open of an older one) counts none."""
     out = {s.value: 0 for s in Status}
-    if not store.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'"):
+    if not store.has_table("approvals"):
         return out
     out.update({r[0]: int(r[1]) for r in
                 store.query("SELECT status, COUNT(*) FROM approvals GROUP BY status")})

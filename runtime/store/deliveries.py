@@ -175,14 +175,14 @@ def counts(store: Store, targets: Sequence[str], failed_since: str) -> dict[str,
     given up since `failed_since`. Zeros on a database not yet migrated this far (a read-only
     `status` before the loop's first start after an upgrade)."""
     zero = {"pending": 0, "retrying": 0, "failed": 0}
-    if not targets or store.scalar(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'deliveries'") == 0:
+    if not targets or not store.has_table("deliveries"):
         return zero
     marks = ",".join("?" * len(targets))
     r = store.query(
-        "SELECT COALESCE(SUM(status = 'pending'), 0) AS pending, "
-        "COALESCE(SUM(status = 'pending' AND attempts > 0), 0) AS retrying, "
-        "COALESCE(SUM(status = 'failed' AND updated_at >= ?), 0) AS failed "
+        "SELECT COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), 0) AS pending, "
+        "COALESCE(SUM(CASE WHEN status = 'pending' AND attempts > 0 THEN 1 ELSE 0 END), 0) "
+        "AS retrying, COALESCE(SUM(CASE WHEN status = 'failed' AND updated_at >= ? THEN 1 "
+        "ELSE 0 END), 0) AS failed "
         f"FROM deliveries WHERE target IN ({marks}) AND status <> 'delivered'",
         (failed_since, *targets))[0]
     return {k: int(r[k]) for k in zero}
@@ -190,8 +190,7 @@ def counts(store: Store, targets: Sequence[str], failed_since: str) -> dict[str,
 
 def last_error(store: Store, targets: Sequence[str]) -> tuple[str, str] | None:
     """(target, error) of the newest failed attempt among pending or given-up rows."""
-    if not targets or store.scalar(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'deliveries'") == 0:
+    if not targets or not store.has_table("deliveries"):
         return None
     rows = store.query(
         f"SELECT target, last_error FROM deliveries WHERE target IN "

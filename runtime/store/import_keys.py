@@ -50,9 +50,10 @@ class FileWriter:
     def __init__(self, store: Store, source: str | None) -> None:
         self.store, self.source = store, source
         self.fresh = not store.scalar("SELECT EXISTS (SELECT 1 FROM import_keys)")
-        with store.transaction() as db:
-            db.execute("CREATE TEMP TABLE IF NOT EXISTS import_keys_stage (key, event_id)")
-            db.execute("DELETE FROM temp.import_keys_stage")
+        with store.transaction() as db:  # a TEMP table, named alike on SQLite and PostgreSQL
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS import_keys_stage (key TEXT, "
+                       "event_id BIGINT)")
+            db.execute("DELETE FROM import_keys_stage")
 
     def present(self, keys: Sequence[str]) -> set[str]:
         """Which of these keys an earlier import wrote."""
@@ -66,7 +67,7 @@ class FileWriter:
         with self.store.transaction() as db:
             span = ev.insert_rows(self.store, rows)
             if span:
-                insert_values(db, "temp.import_keys_stage", list(
+                insert_values(db, "import_keys_stage", list(
                     zip(keys, range(span[0], span[1] + 1), strict=True)), 2)
         return span
 
@@ -74,9 +75,9 @@ class FileWriter:
         """Write the staged keys to `import_keys`, in key order; how many."""
         with self.store.transaction() as db:
             cur = db.execute("INSERT INTO import_keys(key, event_id, source) SELECT key, "
-                             "event_id, ? FROM temp.import_keys_stage ORDER BY key",
+                             "event_id, ? FROM import_keys_stage ORDER BY key",
                              (self.source,))
-            db.execute("DELETE FROM temp.import_keys_stage")
+            db.execute("DELETE FROM import_keys_stage")
         return cur.rowcount
 
 

@@ -14,7 +14,7 @@ _OPEN = """
      AND json_extract(p.meta, '$.imported') IS NULL
      AND NOT EXISTS (SELECT 1 FROM events AS d
                       WHERE d.kind = 'promise_due'
-                        AND json_extract(d.meta, '$.promise_id') = p.id)
+                        AND CAST(json_extract(d.meta, '$.promise_id') AS INTEGER) = p.id)
 """
 
 

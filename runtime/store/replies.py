@@ -15,11 +15,16 @@ READ_KIND = "replies_read"
 SHOWN = 50  # replies `--all` lists at most, the newest
 
 
+def _each(store: Store) -> str:
+    """SQLite's json_each, or the PostgreSQL schema's function that answers as it does."""
+    return "json_each" if store.dialect == "sqlite" else "sqlite_json_each"
+
+
 def read_ids(store: Store) -> set[int]:
     """The replies a `replies_read` event names."""
     rows = store.query(
-        "SELECT CAST(j.value AS INTEGER) FROM history AS h, json_each(h.meta, '$.ids') AS j "
-        "WHERE h.kind = ?", (READ_KIND,))
+        f"SELECT CAST(j.value AS INTEGER) FROM history AS h, {_each(store)}(h.meta, '$.ids') "
+        "AS j WHERE h.kind = ?", (READ_KIND,))
     return {int(r[0]) for r in rows}
 
 
@@ -50,6 +55,7 @@ def answering(store: Store, message_id: int) -> Event | None:
     """The first reply that records `message_id` among the messages it answers."""
     rows = store.query(
         f"SELECT {COLUMNS}, source FROM history AS h WHERE kind = 'outbox' AND EXISTS "
-        "(SELECT 1 FROM json_each(h.meta, '$.in_reply_to') AS j WHERE j.value = ?) "
+        f"(SELECT 1 FROM {_each(store)}(h.meta, '$.in_reply_to') AS j "
+        "WHERE CAST(j.value AS INTEGER) = ?) "
         "ORDER BY id LIMIT 1", (message_id,))
     return Event.from_row(rows[0]) if rows else None

@@ -69,9 +69,12 @@ def get(store: Store, key: str, tick_id: int | None = None) -> Entry | None:
 
 def count_since(store: Store, since_iso: str, tool_like: str) -> int:
     """Side effects begun since `since_iso` whose tool name matches the LIKE pattern (the
-    daily cap on live MCP calls counts `%\\_\\_%` with `\\` as the escape)."""
+    daily cap on live MCP calls counts `%\\_\\_%` with `\\` as the escape), ASCII letters
+    without regard to case as SQLite's LIKE (PostgreSQL's is case-sensitive: both sides
+    lowered, which folds only ASCII letters on a COLLATE "C" column and in SQLite)."""
     return int(store.scalar(
-        "SELECT count(*) FROM side_effects WHERE started_at >= ? AND tool LIKE ? ESCAPE '\\'",
+        "SELECT count(*) FROM side_effects WHERE started_at >= ? "
+        "AND lower(tool) LIKE lower(?) ESCAPE '\\'",
         (since_iso, tool_like)) or 0)
 
 

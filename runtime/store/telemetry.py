@@ -31,6 +31,7 @@ def count(store: Store, kind: str, since_ts: str | None = None) -> int:
 def walk_stats(store: Store, since_ts: str) -> dict[str, int]:
     """Walks and refusals since a time: the usage data that says whether the ladder earns its keep."""
     row = store.query(
-        "SELECT COUNT(*), COALESCE(SUM(json_extract(data, '$.refused')), 0) FROM telemetry "
+        "SELECT COUNT(*), COALESCE(SUM(CAST(json_extract(data, '$.refused') AS INTEGER)), 0) "
+        "FROM telemetry "
         "WHERE kind = 'walk' AND ts >= ?", (since_ts,))[0]
     return {"walks": int(row[0]), "refusals": int(row[1])}

@@ -76,9 +76,12 @@ def took(store: Store, input_ids: list[int]) -> list[int]:
     if not input_ids:
         return []
     marks = ",".join("?" * len(input_ids))
+    # SQLite's json_each, or the PostgreSQL schema's function that answers as it does
+    each = "json_each" if store.dialect == "sqlite" else "sqlite_json_each"
     return [int(r[0]) for r in store.query(
         f"SELECT id FROM events WHERE kind = 'tick' AND id > ? {_OWN} AND EXISTS (SELECT 1 "
-        f"FROM json_each(meta, '$.inputs') WHERE value IN ({marks})) ORDER BY id",
+        f"FROM {each}(meta, '$.inputs') AS j WHERE CAST(j.value AS INTEGER) IN ({marks})) "
+        "ORDER BY id",
         (min(input_ids), *input_ids))]
 
 
@@ -133,7 +136,8 @@ def gated(store: Store, input_id: int) -> bool:
     """Whether this input already went through the promotion gate (a retried turn must not
     propose the same "remember" twice)."""
     return store.scalar(f"SELECT 1 FROM events WHERE kind = 'promotion' {_OWN} "
-                        "AND json_extract(meta, '$.input_id') = ?", (input_id,)) is not None
+                        "AND CAST(json_extract(meta, '$.input_id') AS INTEGER) = ?",
+                        (input_id,)) is not None
 
 
 def started(store: Store, tick_ids: list[int]) -> str | None:

@@ -53,7 +53,7 @@ def watch_calls_today(store: Store, now: datetime | None = None) -> int:
     rows = store.query(
         "SELECT e.meta FROM events AS e JOIN events AS t ON t.id = e.tick_id AND t.kind = 'tick' "
         "WHERE e.ts >= ? AND e.kind IN ('model_response', 'tick_failed') AND json_valid(e.meta) "
-        "AND json_valid(t.meta) AND json_extract(t.meta, '$.watch_only') = 1 "
+        "AND json_valid(t.meta) AND CAST(json_extract(t.meta, '$.watch_only') AS INTEGER) = 1 "
         "AND json_extract(t.meta, '$.imported') IS NULL", (day_start(now),))
     return sum(int(a) for r in rows
                if isinstance(a := json.loads(r[0]).get("attempts"), int))

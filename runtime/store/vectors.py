@@ -44,8 +44,10 @@ def write(store: Store, model: str, rows: Sequence[tuple[int, int, bytes, str]],
     ts = now_iso()
     with store.transaction() as db:
         db.executemany(
-            "INSERT OR REPLACE INTO vectors(item_kind, item_id, model, dim, vector, text_hash, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO vectors(item_kind, item_id, model, dim, vector, text_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(item_kind, item_id, model) DO UPDATE SET "
+            "dim = excluded.dim, vector = excluded.vector, text_hash = excluded.text_hash, "
+            "created_at = excluded.created_at",
             [(kind, i, model, dim, blob, h, ts) for i, dim, blob, h in rows])
 
 
@@ -60,8 +62,8 @@ def all_for(store: Store, model: str, kind: str = "event", after_id: int = 0
 
 def window_start(store: Store, window: int) -> int:
     """The id after which the newest `window` events lie (0: the history is shorter)."""
-    top = int(store.scalar("SELECT max(coalesce((SELECT MAX(id) FROM events), 0), "
-                           "coalesce((SELECT MAX(id) FROM events_archive), 0))") or 0)
+    top = int(store.scalar("SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM events UNION ALL "
+                           "SELECT MAX(id) FROM events_archive) AS top") or 0)
     return max(0, top - window)
 
 
@@ -81,7 +83,7 @@ def signature(store: Store, model: str, after_id: int = 0) -> tuple[int, ...]:
     for kind, after in (("event", after_id), ("rollup", 0)):
         out.append(int(store.scalar("SELECT COUNT(*) FROM vectors WHERE item_kind = ? AND "
                                     "item_id > ? AND model = ?", (kind, after, model)) or 0))
-    if store.scalar("SELECT 1 FROM sqlite_master WHERE name = 'vector_changes'"):
+    if store.has_table("vector_changes"):
         out.append(int(store.scalar("SELECT n FROM vector_changes WHERE id = 1") or 0))
     else:  # a database not migrated yet (a reader never migrates): the figures before m015
         out += [int(store.scalar("SELECT coalesce(MAX(rowid), 0) FROM vectors WHERE "
