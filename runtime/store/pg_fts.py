@@ -10,9 +10,10 @@ token of 3 to 64 bytes with snowball's porter (the algorithm memory.tokens stems
 leaves shorter and longer tokens as they are, so does this; a non-ASCII character counts as its
 UTF-8 bytes, as in FTS5's porter). Each event (hot and archived) has two GENERATED columns:
 `tsv`, each term once with positions 1..tf (its count in the row, up to 256: bm25 needs counts,
-not places), under a GIN index, and `ntok`, the row's tokens. The one known gap in the terms:
-snowball's porter lacks the LOGI -> LOG rule of FTS5's (apology: apologi, not apolog); both
-sides of a MATCH stem alike, so matching is unaffected.
+not places), under a GIN index, and `ntok`, the row's tokens. Snowball's porter lacks FTS5's
+step-2 rule LOGI -> LOG (apology: apolog in FTS5), so `fts_stem` applies it after (its m > 0
+read as a vowel then a consonant before LOGI). Of the 7,641 distinct words of this repository's
+docs and code, one is split otherwise than FTS5 splits it (ǡ, which unicode61 keeps whole).
 
 `bm25` is FTS5's, computed in SQL: k1 = 1.2, b = 0.75, IDF = ln((N - n + 0.5) / (n + 0.5))
 (1e-6 when not positive) per phrase of the MATCH, N the rows and n those holding the phrase
@@ -27,6 +28,7 @@ window of 24 tokens, sentence starts preferred, `…` where cut) from the body i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,30 +40,38 @@ TSV_MAX_CHARS = 100_000  # a body whose tsvector passes 1 MB is indexed by its f
 _DDL = r"""
 CREATE TEXT SEARCH DICTIONARY fts_porter (TEMPLATE = snowball, Language = porter);
 -- FTS5's porter reads UTF-8 bytes: a character of k bytes is k letters that are no vowels.
--- Each one gets k - 1 stand-ins (U+E000) for the stemmer, taken out after it.
+-- Each one gets k - 1 stand-ins (U+FDD0, a noncharacter, never in a token) for the stemmer,
+-- taken out after it.
 CREATE FUNCTION fts_bytes(w text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN regexp_replace(regexp_replace(regexp_replace(w,
-    '([\U00010000-\U0010ffff])', '\1' || U&'\E000\E000\E000', 'g'),
-    '([\u0800-\udfff\ue001-\uffff])', '\1' || U&'\E000\E000', 'g'),
-    '([\u0080-\u07ff])', '\1' || U&'\E000', 'g');
+    '([\U00010000-\U0010ffff])', '\1' || U&'\FDD0\FDD0\FDD0', 'g'),
+    '([\u0800-\ufdcf\ufdd1-\uffff])', '\1' || U&'\FDD0\FDD0', 'g'),
+    '([\u0080-\u07ff])', '\1' || U&'\FDD0', 'g');
 -- Case folded (Unicode), Latin letters without their diacritics, as unicode61 with
 -- remove_diacritics 2 reads a text (Greek and Cyrillic keep theirs there too).
+-- (lower() then the letters whose case folding is not their lower case: µ ſ ς ϐ ϑ ϕ ϖ ϰ ϱ ϵ ẛ ι)
 CREATE FUNCTION fts_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN normalize(regexp_replace(normalize(lower(t COLLATE pg_c_utf8), NFD),
+RETURN normalize(regexp_replace(normalize(translate(lower(t COLLATE pg_c_utf8),
+                                                    {fold_from}, {fold_to}), NFD),
                                 '([A-Za-z])[\u0300-\u036f]+', '\1', 'g'), NFC);
+-- A token's term: snowball's porter on 3 to 64 bytes (non-ASCII ones counted as their bytes),
+-- then the step-2 rule (m>0) LOGI -> LOG that FTS5's porter has and snowball's lacks.
+CREATE FUNCTION fts_stem(w text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (SELECT CASE WHEN s ~ '[aeiouy][^aeiouy].*logi$' THEN left(s, -1) ELSE s END
+          FROM (SELECT CASE WHEN w ~ '^[\x01-\x7f]*$'
+                            THEN coalesce((ts_lexize('{schema}.fts_porter', w))[1], w)
+                            ELSE replace(coalesce((ts_lexize('{schema}.fts_porter',
+                                                             fts_bytes(w)))[1], w),
+                                         U&'\FDD0', '') END AS s) AS x);
 CREATE FUNCTION fts_tokens(t text) RETURNS text[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN ARRAY(
-    SELECT CASE WHEN octet_length(w) NOT BETWEEN 3 AND 64 THEN w
-                WHEN w ~ '^[\x01-\x7f]*$'
-                THEN coalesce((ts_lexize('{schema}.fts_porter', w))[1], w)
-                ELSE replace(coalesce((ts_lexize('{schema}.fts_porter', fts_bytes(w)))[1], w),
-                             U&'\E000', '') END
-      FROM regexp_split_to_table(fts_fold(t) COLLATE pg_c_utf8, '[^[:alnum:]]+')
+    SELECT CASE WHEN octet_length(w) BETWEEN 3 AND 64 THEN fts_stem(w) ELSE w END
+      FROM regexp_split_to_table(fts_fold(t) COLLATE pg_c_utf8, '[^{token}]+')
            WITH ORDINALITY AS s(w, n)
      WHERE w <> '' ORDER BY n);
 -- How many tokens a text holds (bm25's row length): split as fts_tokens, nothing stemmed.
 CREATE FUNCTION fts_count(t text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN regexp_count(fts_fold(t) COLLATE pg_c_utf8, '[[:alnum:]]+');
+RETURN regexp_count(fts_fold(t) COLLATE pg_c_utf8, '[{token}]+');
 -- Each term once, with positions 1..tf (at most 256): counts for bm25, not places.
 CREATE FUNCTION fts_vector(toks text[]) RETURNS tsvector LANGUAGE sql IMMUTABLE STRICT
 PARALLEL SAFE
@@ -90,13 +100,45 @@ CREATE INDEX {table}_tsv ON {table} USING GIN (tsv);
 """
 
 
+# Case foldings FTS5's unicode61 makes that are not lower(): µ -> μ, ſ -> s, final ς -> σ...
+_FOLD_FROM = "\u00b5\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe"
+_FOLD_TO = "\u03bc\u0073\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b5\u1e61\u03b9"
+
+
+def _u(text: str) -> str:
+    """`text` as the inside of a U&'...' literal (every character escaped)."""
+    return "".join(f"\\{ord(c):04X}" for c in text)
+
+
+@functools.cache
+def _token_class() -> str:
+    """What a token is made of, as a bracket expression's inside: unicode61's categories L*,
+    N* and Co. pg_c_utf8's [:alpha:] holds the letters but its [:digit:] only 0-9, so the
+    numbers past ASCII (², ٣, Ⅻ: each character Python reads as numeric, up to U+2FFFF where
+    the last of them are) and the private use areas are named by their ranges."""
+    ranges = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
+    for cp in range(0x80, 0x30000):
+        if chr(cp).isnumeric():
+            if ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+
+    def esc(cp: int) -> str:
+        return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+    return "[:alpha:][:digit:]" + "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}"
+                                          for a, b in ranges)
+
+
 def create(conn: Any) -> None:
     """The full text's DDL on the coworker's schema (the current one): the tokenizer, the
     generated columns and their GIN indexes. Replaces the baseline's `tsv`."""
     schema = conn.execute("SELECT current_schema()").fetchone()[0]
     positions = "{" + ",".join(str(i) for i in range(1, MAX_POSITIONS + 1)) + "}"
     conn.execute(_DDL.replace("{schema}", schema).replace("{positions}", positions)
-                 .replace("{cut}", str(TSV_MAX_CHARS)).encode())
+                 .replace("{cut}", str(TSV_MAX_CHARS)).replace("{token}", _token_class())
+                 .replace("{fold_from}", f"U&'{_u(_FOLD_FROM)}'")
+                 .replace("{fold_to}", f"U&'{_u(_FOLD_TO)}'").encode())
     for table in ("events", "events_archive"):
         conn.execute(_TABLE.replace("{table}", table).encode())
 
