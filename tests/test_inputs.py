@@ -16,6 +16,7 @@ import pytest
 
 from runtime import context
 from runtime.cli import main
+from runtime.errors import StoreBusy, StoreRefused
 from runtime.home import Home
 from runtime.loop import Loop
 from runtime.store import Event, Store, archive, inputs
@@ -757,3 +758,23 @@ def test_a_row_holding_half_a_surrogate_pair_is_stored_with_a_warning(
     assert (e.body, e.actor, e.meta["raw"]) == ("result \ufffd here", "board__status\ufffd",
                                                "x\ufffd")
     assert sum("lone surrogate" in r.getMessage() for r in caplog.records) == 3
+
+
+@pytest.mark.parametrize("error_, blamed", [
+    (StoreBusy("database is locked"), False),  # the database's state: the input waits
+    (StoreRefused("a trigger refused the write"), True),  # the turn's doing: counted
+])
+def test_a_refused_write_is_the_turns_doing_a_busy_database_is_not(
+        home: Home, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch,
+        error_: Exception, blamed: bool):
+    from runtime.loop import turn as turn_mod
+
+    mid = tell(home, "write something the database refuses")
+
+    async def raises(self: object) -> None:
+        raise error_
+    monkeypatch.setattr(turn_mod.Turn, "run", raises)
+    loop = make_loop(home)
+    for _ in range(3):
+        assert tick(loop).kind == "failed"
+    assert status(home, mid) == ("set_aside" if blamed else "pending")

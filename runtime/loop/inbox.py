@@ -28,7 +28,7 @@ import stat
 import time
 from pathlib import Path
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreRefused
 from ..store import Event, Store
 from ..store import events as ev
 from ..store import inputs as inputs_store
@@ -90,13 +90,16 @@ def take(inbox: Path, store: Store) -> None:
         log.error("the inbox %s cannot be taken in (%s); its files wait for the next tick",
                   inbox, e)
         return
-    before, failed = _failures.pop(str(inbox), {}), {}
+    before = _failures.pop(str(inbox), {})
+    failed: dict[tuple[str, str | None], int] = {}
     settling = _settling.setdefault(str(inbox), {})
     for gone in set(settling) - {e.name for e in waiting}:
         del settling[gone]
     for n, entry in enumerate(waiting):
         try:
             _take(inbox, done, entry, store)
+        except StoreRefused as e:  # a write its rules refused: the entry's doing, as a bug
+            _failed(inbox, entry, e, before, failed)
         except StoreError as e:  # busy or damaged: the database's fault, not the file's
             log.warning("the inbox waits for the next tick: the database cannot take its "
                         "messages now (%s); %d file(s) wait, none is set aside for it", e,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import context as ctx
-from ..errors import ModelError, StoreError
+from ..errors import ModelError, StoreError, StoreRefused
 from ..home import Home
 from ..model import Model, Reply
 from ..scheduler import BUILTIN
@@ -148,17 +148,25 @@ async def _outcome(tc: TurnContext, tick_id: int, perception: ctx.Perception,
         record(tc.store, "tick_failed", str(e), tick_id=tick_id, attempts=e.attempts)
         outcome = TickOutcome(Outcome.FAILED, tick_id, detail=str(e),
                               blames_input=e.blames_input)
-    except StoreError as e:  # the database was held or failed: an outage, not the input's
-        log.warning("tick %d failed: the database failed (%s); its inputs wait, counted "
-                    "against nothing", tick_id, e)
-        outcome = TickOutcome(Outcome.FAILED, tick_id, detail=f"{type(e).__name__}: {e}")
-    except Exception as e:  # a bug in a turn fails the tick, not the loop
-        log.exception("tick %d failed unexpectedly", tick_id)
-        record(tc.store, "tick_failed", f"{type(e).__name__}: {e}", tick_id=tick_id)
-        outcome = TickOutcome(Outcome.FAILED, tick_id, detail=f"{type(e).__name__}: {e}",
-                              blames_input=True)
+    except Exception as e:
+        outcome = _failed(tc, tick_id, e)
     outcome.active = outcome.active or (active and outcome.kind != Outcome.FAILED)
     return outcome
+
+
+def _failed(tc: TurnContext, tick_id: int, e: Exception) -> TickOutcome:
+    """A turn that raised. The database held or failed (a StoreError): an outage, not the
+    input's, which waits counted against nothing. Anything else, a write the database's rules
+    refused (StoreRefused) included, is a bug of the turn: it fails the tick, not the loop,
+    and counts against its inputs."""
+    detail = f"{type(e).__name__}: {e}"
+    if isinstance(e, StoreError) and not isinstance(e, StoreRefused):
+        log.warning("tick %d failed: the database failed (%s); its inputs wait, counted "
+                    "against nothing", tick_id, e)
+        return TickOutcome(Outcome.FAILED, tick_id, detail=detail)
+    log.exception("tick %d failed unexpectedly", tick_id)
+    record(tc.store, "tick_failed", detail, tick_id=tick_id)
+    return TickOutcome(Outcome.FAILED, tick_id, detail=detail, blames_input=True)
 
 
 def _end(tc: TurnContext, tick_id: int, turn_inputs: list[int], outcome: TickOutcome) -> None:
@@ -201,9 +209,9 @@ def _remember(tc: TurnContext, e: Event, tick_id: int) -> None:
         if cand is None or e.id is None or turns.gated(tc.store, e.id):
             return
         verdict = gate.consider(tc.store, tc.home, tc.settings, cand)
-    except StoreError:
-        raise  # an outage: the tick fails, the message stays pending and comes again
     except Exception as exc:
+        if isinstance(exc, StoreError) and not isinstance(exc, StoreRefused):
+            raise  # an outage: the tick fails, the message stays pending and comes again
         log.warning("could not pass message %s through the promotion gate (%s: %s); it is "
                     "queued for you unchecked", e.id, type(exc).__name__, exc)
         if cand is None:  # not even read as a candidate: nothing to queue
@@ -215,6 +223,15 @@ def _remember(tc: TurnContext, e: Event, tick_id: int) -> None:
            promotion_id=verdict.promotion_id, status=verdict.status)
 
 
+def _ritual_failed(tc: TurnContext, name: str, tick_id: int, input_id: int,
+                   e: Exception) -> None:
+    log.error("ritual %s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
+    record(tc.store, "ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
+           ritual=name)
+    count_failure(tc.store, tick_id, [input_id], TickOutcome(
+        Outcome.FAILED, tick_id, detail=f"{type(e).__name__}: {e}", blames_input=True))
+
+
 async def _run_builtin(tc: TurnContext, name: str, tick_id: int, input_id: int) -> None:
     """Run a built-in ritual (reflect) in a worker thread with its own connection. Its
     input is consumed when it ran to its end; a failure counts against it like a turn's."""
@@ -222,6 +239,9 @@ async def _run_builtin(tc: TurnContext, name: str, tick_id: int, input_id: int) 
 
     try:
         report = await asyncio.to_thread(reflect.run, tc.home, tc.settings)
+    except StoreRefused as e:  # a write the database's rules refused: the ritual's doing
+        _ritual_failed(tc, name, tick_id, input_id, e)
+        return
     except StoreError as e:  # the database, not the ritual: an outage counts against nothing
         log.error("ritual %s could not run (%s: %s); it runs again when the database answers",
                   name, type(e).__name__, e)
@@ -230,11 +250,7 @@ async def _run_builtin(tc: TurnContext, name: str, tick_id: int, input_id: int) 
         inputs_store.note_error(tc.store, [input_id], f"{type(e).__name__}: {e}")
         return
     except Exception as e:  # a failed ritual is logged and recorded; the tick goes on
-        log.error("ritual %s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
-        record(tc.store, "ritual_failed", f"{name}: {type(e).__name__}: {e}", tick_id=tick_id,
-               ritual=name)
-        count_failure(tc.store, tick_id, [input_id], TickOutcome(
-            Outcome.FAILED, tick_id, detail=f"{type(e).__name__}: {e}", blames_input=True))
+        _ritual_failed(tc, name, tick_id, input_id, e)
         return
     record(tc.store, "ritual", f"{name}: archived {report.archived}, sealed "
            f"{report.sealed or 'nothing'} in {report.seconds:.1f} s",
