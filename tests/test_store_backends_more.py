@@ -320,3 +320,18 @@ def test_a_refused_write_is_store_refused_on_both(store: Any) -> None:
         store.execute("DELETE FROM events WHERE id = ?", (tick,))
     assert isinstance(refused.value, sqlite3.IntegrityError) == (store.dialect == "sqlite")
     assert store.has_table("approvals") and not store.has_table("no_such_table")
+
+
+def test_a_strikes_snapshot_is_a_number_only_when_written_as_one(store: Any) -> None:
+    from runtime.store import Event
+    from runtime.store import strikes
+
+    def strike(snapshot: Any) -> int:
+        return ev.append(store, Event(kind="memory_strike", body="struck [m1]", actor="owner",
+                                      author_kind="user",
+                                      meta={"entry_id": "m1", "snapshot": snapshot}))
+    first = strike(3)
+    assert strikes.latest(store, "m1") == strikes.Strike(first, 3)
+    second = strike("4")  # text, not a number: never read as one (ADR-0008)
+    assert strikes.latest(store, "m1") == strikes.Strike(second, None)
+    assert strikes.latest(store, "m2") is None

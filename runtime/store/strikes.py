@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .db import Store
+from .events import read_meta
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,12 @@ class Strike:
 def latest(store: Store, entry_id: str) -> Strike | None:
     """The newest strike the coworker recorded of MEMORY.md entry `entry_id`; None if none."""
     rows = store.query(
-        "SELECT id, json_extract(meta, '$.snapshot') FROM history WHERE kind = "
+        "SELECT id, meta FROM history WHERE kind = "
         "'memory_strike' AND json_extract(meta, '$.entry_id') = ? AND "
         "json_extract(meta, '$.imported') IS NULL ORDER BY id DESC LIMIT 1", (entry_id,))
     if not rows:
         return None
-    number = rows[0][1]
-    return Strike(int(rows[0][0]), number if isinstance(number, int) else None)
+    # read from the meta itself: PostgreSQL's json_extract gives every value as text, and
+    # a snapshot written as "3" (a string) is no number on either backend (ADR-0008)
+    number = read_meta(rows[0][1], rows[0][0]).get("snapshot")
+    return Strike(int(rows[0][0]), number if type(number) is int else None)
