@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,9 +18,7 @@ from .pgserver import pg_url  # noqa: F401  (the fixture)
 
 
 def host(url: str, name: str = "team_bot") -> PgStore:
-    store = PgStore.open(url, name)
-    pg_runner.create(store.raw)  # until the baseline holds it
-    return store
+    return PgStore.open(url, name)
 
 
 def claim_once_free(store: PgStore, name: str, pid: int) -> pg_runner.Runner:
@@ -96,3 +95,18 @@ def test_a_tell_on_one_host_wakes_the_loop_on_another(pg_url: str) -> None:  # n
     finally:
         loop.close()
         teller.close()
+
+
+def test_a_copy_into_a_coworker_that_runs_there_is_refused(
+        pg_url: str, tmp_path: Path) -> None:  # noqa: F811
+    from runtime.store import Store
+    from runtime.store import copy as cp
+
+    running = host(pg_url)
+    try:
+        pg_runner.claim(running, "host-a", 7)
+        with Store.open(tmp_path / "a.db") as source, host(pg_url) as target:
+            with pytest.raises(StoreError, match=r"runs on that database \(host-a, pid 7\)"):
+                cp.copy_store(source, target)
+    finally:
+        running.close()

@@ -28,7 +28,8 @@ from ..errors import StoreError
 BATCH = 2000  # rows a transaction of the target
 NUL, REPLACEMENT = "\x00", "\ufffd"
 # Not history: the migrations' record, SQLite's sequence table and its statistics.
-SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
+# `runner` is PostgreSQL's record of which loop holds the coworker (a host's, not history).
+SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner"})
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,13 @@ def copy_store(source: Any, target: Any,
     """Copy every table of history the source holds into the target (which must have them
     all: it is migrated to the same schema version first, by opening it); `said` hears each
     table as it is done. A table the target lacks is a StoreError before anything is written."""
+    if target.dialect == "postgres":
+        from . import pg_runner
+
+        held = pg_runner.current(target)
+        if held is not None and held.holding:
+            raise StoreError(f"this coworker runs on that database ({held.host}, pid "
+                             f"{held.pid}): stop it there first, then copy")
     wanted = tables(source)
     have = set(tables(target))
     if missing := [t for t in wanted if t not in have]:

@@ -510,6 +510,9 @@ END;
 def _baseline(conn: psycopg.Connection) -> None:
     conn.execute(_BASELINE)
     conn.execute(_LADDER_AND_LEDGERS)
+    from . import pg_runner  # the runner's claim and fencing token (one loop a coworker)
+
+    pg_runner.create(conn)
     # full text on PostgreSQL (issue 42) is its own module's DDL, skipped until it is written
     if importlib.util.find_spec(f"{__package__}.pg_fts") is not None:
         importlib.import_module(f"{__package__}.pg_fts").create(conn)
