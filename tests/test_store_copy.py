@@ -125,3 +125,23 @@ def test_store_copy_mistakes_are_one_line(offline_home: Any, to: str, says: str)
     done = coworker("store", "copy", "--to", to)
     assert done.returncode != 0 and says in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_whole_coworker_goes_to_postgres_and_back_verified(
+        tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """`coworker demo`'s coworker (two weeks of work, reflect run: a ladder whose parents come
+    after their children, an archive, import keys) to PostgreSQL, back to a new SQLite file,
+    and again (nothing written): every table verified each way."""
+    from .conftest import coworker
+
+    made = coworker("demo", "--keep", str(tmp_path / "demo"))
+    assert made.returncode == 0, made.stderr
+    source_db = tmp_path / "demo" / "state" / "coworker.db"
+    with Store.open(source_db, readonly=True) as source, PgStore.open(pg_url, "demo_1") as pg:
+        there = cp.copy_store(source, pg)
+        assert {c.table for c in there} >= {"events", "events_archive", "rollups", "import_keys"}
+        assert all(c.same and c.target_rows == c.source_rows for c in there), there
+        assert cp.copy_store(source, pg)[0].written == 0
+        with Store.open(tmp_path / "back.db") as back:
+            assert all(c.same for c in cp.copy_store(pg, back))
+        assert ev.max_id(pg) == ev.max_id(source)

@@ -28,8 +28,10 @@ from ..errors import StoreError
 BATCH = 2000  # rows a transaction of the target
 NUL, REPLACEMENT = "\x00", "\ufffd"
 # Not history: the migrations' record, SQLite's sequence table and its statistics.
-# `runner` is PostgreSQL's record of which loop holds the coworker (a host's, not history).
-SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner"})
+# `runner` is PostgreSQL's record of which loop holds the coworker (a host's, not history);
+# `fts_stats` its full text's counts, which its own triggers keep as rows arrive.
+SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner",
+                  "fts_stats"})
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,19 @@ def _quoted(names: Sequence[str]) -> str:
     return ", ".join(f'"{n}"' for n in names)
 
 
+# Tables whose rows name a row of their own table (a rollup its parent, sealed after it):
+# copied parents first, whole, since the database checks each reference as a row arrives.
+PARENTS_FIRST = {"rollups": '"level" DESC, "id"'}
+
+
 def _rows(store: Any, table: str, cols: Sequence[str], order: Sequence[str],
-          after_id: int | None = None) -> Iterator[tuple]:
-    """`table`'s rows in key order, a page at a time (keyset on `id` when it is the key)."""
+          after_id: int | None = None, parents_first: bool = False) -> Iterator[tuple]:
+    """`table`'s rows in key order, a page at a time (keyset on `id` when it is the key), or
+    parents before children."""
     select = f'SELECT {_quoted(cols)} FROM "{table}"'
+    if parents_first and table in PARENTS_FIRST:
+        yield from (tuple(r) for r in store.query(f"{select} ORDER BY {PARENTS_FIRST[table]}"))
+        return
     if list(order) == ["id"]:
         last = after_id or 0
         while True:
@@ -173,10 +184,10 @@ def copy_table(source: Any, target: Any, table: str) -> Copied:
                          f"({', '.join(missing)}); is one side of another coworker version?")
     order = key(source, table, cols)
     after = None
-    if order == ["id"]:
+    if order == ["id"] and table not in PARENTS_FIRST:
         after = int(target.scalar(f'SELECT COALESCE(MAX("id"), 0) FROM "{table}"') or 0)
     written, batch = 0, []
-    for row in _rows(source, table, cols, order, after):
+    for row in _rows(source, table, cols, order, after, parents_first=True):
         batch.append(row)
         if len(batch) >= BATCH:
             written += _write(target, table, cols, batch)
