@@ -145,3 +145,17 @@ def test_a_whole_coworker_goes_to_postgres_and_back_verified(
         with Store.open(tmp_path / "back.db") as back:
             assert all(c.same for c in cp.copy_store(pg, back))
         assert ev.max_id(pg) == ev.max_id(source)
+
+
+def test_store_copy_to_postgresql_from_the_command_line(offline_home: Any,
+                                                        pg_url: str) -> None:  # noqa: F811
+    from .conftest import coworker, write_config
+
+    write_config(offline_home.root, coworker={"id": "cli_copy"})
+    with Store.open(offline_home.db_path) as store:
+        history(store, 6)
+    done = coworker("store", "copy", "--to", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "every table verified" in done.stdout and "#cw_cli_copy" in done.stdout
+    with PgStore.open(pg_url, "cli_copy", readonly=True) as pg:
+        assert ev.max_id(pg) == 8 and inputs.pending_count(pg) == 1
