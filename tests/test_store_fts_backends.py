@@ -210,3 +210,23 @@ def test_match_strings_read_as_fts5_reads_them() -> None:
     for bad in ('title : "x"', '"x" *', 'NEAR("a" "b")', '("a"', '"a" OR'):
         with pytest.raises(ValueError):
             pg_fts.parse(bad)
+
+
+def test_a_server_without_pg_c_utf8_is_refused_in_one_line() -> None:
+    """PostgreSQL 16 has no pg_c_utf8: the full text's DDL says what it needs, writes nothing."""
+    from runtime.errors import StoreError
+
+    class Conn:
+        sql: list[str] = []
+
+        def execute(self, sql: Any) -> Any:
+            self.sql.append(sql)
+            return self
+
+        def fetchone(self) -> tuple[str, bool]:
+            return "cw_alpha", False
+
+    conn = Conn()
+    with pytest.raises(StoreError, match="PostgreSQL 17 or newer"):
+        pg_fts.create(conn)
+    assert len(conn.sql) == 1

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import StoreError
+
 MAX_POSITIONS = 256  # a tsvector keeps at most 256 positions a term: bm25's tf is capped there
 TSV_MAX_CHARS = 100_000  # a body whose tsvector passes 1 MB is indexed by its first characters
 
@@ -169,7 +171,11 @@ def _token_class() -> str:
 def create(conn: Any) -> None:
     """The full text's DDL on the coworker's schema (the current one): the tokenizer, the
     generated columns and their GIN indexes. Replaces the baseline's `tsv`."""
-    schema = conn.execute("SELECT current_schema()").fetchone()[0]
+    schema, unicode = conn.execute("SELECT current_schema(), EXISTS (SELECT 1 FROM pg_collation "
+                                   "WHERE collname = 'pg_c_utf8')").fetchone()
+    if not unicode:
+        raise StoreError("the events' full text on PostgreSQL needs PostgreSQL 17 or newer (its "
+                         "pg_c_utf8 collation folds case and classes letters by Unicode)")
     positions = "{" + ",".join(str(i) for i in range(1, MAX_POSITIONS + 1)) + "}"
     conn.execute(_DDL.replace("{schema}", schema).replace("{positions}", positions)
                  .replace("{cut}", str(TSV_MAX_CHARS)).replace("{token}", _token_class())
