@@ -16,12 +16,14 @@ read as a vowel then a consonant before LOGI). Of the 7,641 distinct words of th
 docs and code, one is split otherwise than FTS5 splits it (ǡ, which unicode61 keeps whole).
 
 `bm25` is FTS5's, computed in SQL: k1 = 1.2, b = 0.75, IDF = ln((N - n + 0.5) / (n + 0.5))
-(1e-6 when not positive) per phrase of the MATCH, N the rows and n those holding the phrase
-(counted through the GIN index at each statement, as FTS5 counts them; the index has no
-pending list, fastupdate off, which made each count scan it: 4 ms for 20 rows of 20,000), the
-row's length in tokens against the average (N and the tokens of all rows kept in `fts_stats` by
-statement triggers: counting them was 15 ms a statement at 43,620 events), negated (lower is
-better) as FTS5's bm25() returns it.
+(1e-6 when not positive) per phrase of the MATCH, summed in phrase order and negated (lower is
+better) as FTS5's bm25() returns it. N, the rows' tokens (for the average length) and each
+term's n (the rows holding it, fts5vocab's `doc`) are kept by statement triggers in
+`fts_stats` and `fts_vocab` (counted at each statement they cost 15 ms for N and 1 ms a term at
+43,620 events; kept, 500 terms' n read in 4 ms); a phrase of several tokens is counted through
+GIN. The GIN indexes have no pending list (fastupdate off: a lookup scanned it, 4 ms for 20 rows
+of 20,000). A row's counts of the query's tokens come from its tsvector cut to them
+(setweight + ts_filter: half the time of unnest over the whole tsvector).
 
 A MATCH string (the subset this project writes: quoted or bare phrases, AND, OR, NOT,
 parentheses) becomes a tsquery (`parse`). A phrase of several tokens matches rows holding all
@@ -97,26 +99,44 @@ END $$;
 
 _STATS = r"""
 -- FTS5's own totals: the rows of the index and their tokens (bm25's N and average length),
--- kept by statement triggers (an archive move adds to one table what it takes from the other)
+-- and how many rows hold each term (fts5vocab's 'row' doc, bm25's n), kept by statement
+-- triggers (an archive move adds to one table what it takes from the other)
 CREATE TABLE fts_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL,
                         toks bigint NOT NULL);
 INSERT INTO fts_stats VALUES (1, 0, 0);
+CREATE TABLE fts_vocab (term text COLLATE "C" PRIMARY KEY, doc bigint NOT NULL);
 CREATE FUNCTION fts_stats_in() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
     UPDATE fts_stats SET n = n + (SELECT count(*) FROM new_rows),
                          toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows);
+    INSERT INTO fts_vocab AS v (term, doc)
+        SELECT t, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS t
+         GROUP BY t ORDER BY t
+    ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
     RETURN NULL;
 END $$;
 CREATE FUNCTION fts_stats_out() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
     UPDATE fts_stats SET n = n - (SELECT count(*) FROM old_rows),
                          toks = toks - (SELECT coalesce(sum(ntok), 0) FROM old_rows);
+    UPDATE fts_vocab AS v SET doc = v.doc - d.n
+      FROM (SELECT t, count(*) AS n FROM old_rows, unnest(tsvector_to_array(old_rows.tsv)) AS t
+             GROUP BY t) AS d
+     WHERE v.term = d.t;
     RETURN NULL;
 END $$;
 CREATE FUNCTION fts_stats_change() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
     UPDATE fts_stats SET toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows)
                                      - (SELECT coalesce(sum(ntok), 0) FROM old_rows);
+    UPDATE fts_vocab AS v SET doc = v.doc - d.n
+      FROM (SELECT t, count(*) AS n FROM old_rows, unnest(tsvector_to_array(old_rows.tsv)) AS t
+             GROUP BY t) AS d
+     WHERE v.term = d.t;
+    INSERT INTO fts_vocab AS v (term, doc)
+        SELECT t, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS t
+         GROUP BY t ORDER BY t
+    ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
     RETURN NULL;
 END $$;
 """
@@ -337,34 +357,44 @@ _NO_CEILING = (1 << 63) - 1
 _HITS = ("(SELECT count(*) FROM events WHERE tsv @@ {q}) "
          "+ (SELECT count(*) FROM events_archive WHERE tsv @@ {q})")
 _BM25 = """
-WITH w AS MATERIALIZED (  -- each phrase counted once (through GIN), not once a matching row
-    SELECT p.lx, ln((s.rows - p.h + 0.5) / (p.h + 0.5)) AS idf, s.toks / greatest(s.rows, 1)
-           AS avgdl
-      FROM (VALUES {phrases}) AS p(lx, h),
+WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
+    SELECT p.n, p.lx, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
+                           THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
+           s.toks / greatest(s.rows, 1) AS avgdl
+      FROM (VALUES {phrases}) AS p(n, lx, h),
            (SELECT n::float8 AS rows, toks::float8 AS toks FROM fts_stats) AS s),
-m AS ({matches})
-SELECT m.id, -coalesce((
-    SELECT sum(CASE WHEN w.idf > 0 THEN w.idf ELSE 1e-6 END * t.tf * (1.2::float8 + 1.0)
-               / (t.tf + 1.2::float8 * (1 - 0.75::float8 + 0.75::float8 * m.ntok / w.avgdl)))
-      FROM w CROSS JOIN LATERAL (
-          SELECT CASE WHEN count(*) = cardinality(w.lx) THEN min(cardinality(u.positions))
-                      ELSE 0 END::float8 AS tf
-            FROM unnest(m.tsv) AS u WHERE u.lexeme = ANY(w.lx)) AS t), 0) AS score
-  FROM m
+m AS MATERIALIZED ({matches}),
+tf AS (  -- each matching row's count of each of the query's tokens it holds
+    SELECT m.id, m.ntok, u.lexeme, cardinality(u.positions)::float8 AS f
+      FROM m, unnest(ts_filter(setweight(m.tsv, 'A', ?::text[]), '{a}')) AS u),
+pt AS (  -- each phrase a row holds, its count there (of several tokens: the rarest's)
+    SELECT tf.id, tf.ntok, w.n, w.idf, w.avgdl, min(tf.f) AS f
+      FROM tf JOIN w ON tf.lexeme = ANY(w.lx)
+     GROUP BY tf.id, tf.ntok, w.n, w.idf, w.avgdl, w.lx HAVING count(*) = cardinality(w.lx))
+SELECT m.id, -coalesce(s.score, 0) AS score
+  FROM m LEFT JOIN (
+      SELECT id, sum(idf * f * (1.2::float8 + 1.0)
+                     / (f + 1.2::float8 * (1 - 0.75::float8 + 0.75::float8 * ntok / avgdl))
+                     ORDER BY n) AS score  -- in FTS5's order: the same float sums
+        FROM pt GROUP BY id) AS s USING (id)
 """
 
 
 def _phrases(c: Compiled) -> tuple[str, list[Any]]:
-    """_BM25's VALUES rows (each phrase's tokens and how many rows hold it) and their
-    parameters: a phrase's count is a statement of its own, so the planner sees its query."""
+    """_BM25's VALUES rows (each phrase's tokens and how many rows hold it: fts_vocab's doc for
+    one token, else counted through GIN, a statement of its own) and their parameters."""
     rows, params = [], []
-    for p in c.phrases:
-        if p:
+    for n, p in enumerate(c.phrases):
+        if len(p) == 1:
+            rows.append(f"({n}, ?::text[], coalesce((SELECT doc FROM fts_vocab WHERE term = ?), "
+                        "0)::float8)")
+            params += [list(p), p[0]]
+        elif p:
             q = "(" + " & ".join(_quote(t) for t in p) + ")"
-            rows.append(f"(?::text[], ({_HITS.replace('{q}', _lit(q))})::float8)")
+            rows.append(f"({n}, ?::text[], ({_HITS.replace('{q}', _lit(q))})::float8)")
             params.append(list(p))
         else:
-            rows.append("(?::text[], 0::float8)")
+            rows.append(f"({n}, ?::text[], 0::float8)")
             params.append([])
     return ", ".join(rows), params
 
@@ -379,7 +409,8 @@ def scored(store: Any, c: Compiled, ceiling: int | None, limit: int,
     order = "score, id" if best_first else "id DESC"
     values, params = _phrases(c)
     sql = _BM25.replace("{phrases}", values).replace("{matches}", _matches(c.query))
-    rows = store.query(f"{sql} ORDER BY {order} LIMIT ?", (*params, top, top, limit))
+    tokens = sorted({t for p in c.phrases for t in p})
+    rows = store.query(f"{sql} ORDER BY {order} LIMIT ?", (*params, top, top, tokens, limit))
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
@@ -403,11 +434,8 @@ def top_id(store: Any) -> int:
 def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:
     """How many rows (hot and archived) hold each term; terms no row holds are left out, as
     fts5vocab has no row for them."""
-    terms = [t for t in dict.fromkeys(stems) if t]
-    if not terms:
-        return {}
-    rows = store.query(" UNION ALL ".join(
-        f"SELECT ?, {_HITS.replace('{q}', _lit(_quote(t)))}" for t in terms), tuple(terms))
+    rows = store.query("SELECT term, doc FROM fts_vocab WHERE term = ANY(?) AND doc > 0",
+                       (list(dict.fromkeys(stems)),))
     return {str(r[0]): int(r[1]) for r in rows if int(r[1])}
 
 
