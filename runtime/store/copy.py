@@ -29,9 +29,9 @@ BATCH = 2000  # rows a transaction of the target
 NUL, REPLACEMENT = "\x00", "\ufffd"
 # Not history: the migrations' record, SQLite's sequence table and its statistics.
 # `runner` is PostgreSQL's record of which loop holds the coworker (a host's, not history);
-# `fts_stats` its full text's counts, which its own triggers keep as rows arrive.
-SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner",
-                  "fts_stats"})
+# its `fts_*` tables are its full text's counts, which its own triggers keep as rows arrive.
+SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner"})
+DERIVED_PREFIX = "fts_"
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def tables(store: Any) -> list[str]:
     rows = store.query(
         "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
         "WHERE n.nspname = ? AND c.relkind = 'r' ORDER BY c.oid", (store.schema,))
-    return [r[0] for r in rows if r[0] not in SKIP]
+    return [r[0] for r in rows if r[0] not in SKIP and not r[0].startswith(DERIVED_PREFIX)]
 
 
 def columns(store: Any, table: str) -> list[str]:
