@@ -19,7 +19,7 @@ docs and code, one is split otherwise than FTS5 splits it (ǡ, which unicode61 k
 (1e-6 when not positive) per phrase of the MATCH, summed in phrase order and negated (lower is
 better) as FTS5's bm25() returns it. N, the rows' tokens (for the average length) and each
 term's n (the rows holding it, fts5vocab's `doc`) are kept by statement triggers in
-`fts_stats` and `fts_vocab` (counted at each statement they cost 15 ms for N and 1 ms a term at
+`fts_stats` (counted at each statement they cost 15 ms for N and 1 ms a term at
 43,620 events; kept, 500 terms' n read in 4 ms); a phrase of several tokens is counted through
 GIN. The GIN indexes have no pending list (fastupdate off: a lookup scanned it, 4 ms for 20 rows
 of 20,000). A row's counts of the query's tokens come from its tsvector cut to them
@@ -98,18 +98,19 @@ END $$;
 """
 
 _STATS = r"""
--- FTS5's own totals: the rows of the index and their tokens (bm25's N and average length),
--- and how many rows hold each term (fts5vocab's 'row' doc, bm25's n), kept by statement
--- triggers (an archive move adds to one table what it takes from the other)
-CREATE TABLE fts_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL,
-                        toks bigint NOT NULL);
-INSERT INTO fts_stats VALUES (1, 0, 0);
-CREATE TABLE fts_vocab (term text COLLATE "C" PRIMARY KEY, doc bigint NOT NULL);
+-- FTS5's own counts, kept by statement triggers (an archive move adds to one table what it
+-- takes from the other), in one table: each term's rows (fts5vocab's 'row' doc: bm25's n),
+-- and under the empty term, which no token is, all the rows and their tokens (bm25's N and
+-- average length). (store copy leaves fts_stats out: the target's triggers keep its own.)
+CREATE TABLE fts_stats (term text COLLATE "C" PRIMARY KEY, doc bigint NOT NULL,
+                        toks bigint NOT NULL DEFAULT 0);
+INSERT INTO fts_stats VALUES ('', 0, 0);
 CREATE FUNCTION fts_stats_in() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
-    UPDATE fts_stats SET n = n + (SELECT count(*) FROM new_rows),
-                         toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows);
-    INSERT INTO fts_vocab AS v (term, doc)
+    UPDATE fts_stats SET doc = doc + (SELECT count(*) FROM new_rows),
+                         toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows)
+     WHERE term = '';
+    INSERT INTO fts_stats AS v (term, doc)
         SELECT t, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS t
          GROUP BY t ORDER BY t
     ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
@@ -117,9 +118,10 @@ AS $$ BEGIN
 END $$;
 CREATE FUNCTION fts_stats_out() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
-    UPDATE fts_stats SET n = n - (SELECT count(*) FROM old_rows),
-                         toks = toks - (SELECT coalesce(sum(ntok), 0) FROM old_rows);
-    UPDATE fts_vocab AS v SET doc = v.doc - d.n
+    UPDATE fts_stats SET doc = doc - (SELECT count(*) FROM old_rows),
+                         toks = toks - (SELECT coalesce(sum(ntok), 0) FROM old_rows)
+     WHERE term = '';
+    UPDATE fts_stats AS v SET doc = v.doc - d.n
       FROM (SELECT t, count(*) AS n FROM old_rows, unnest(tsvector_to_array(old_rows.tsv)) AS t
              GROUP BY t) AS d
      WHERE v.term = d.t;
@@ -128,12 +130,13 @@ END $$;
 CREATE FUNCTION fts_stats_change() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
 AS $$ BEGIN
     UPDATE fts_stats SET toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows)
-                                     - (SELECT coalesce(sum(ntok), 0) FROM old_rows);
-    UPDATE fts_vocab AS v SET doc = v.doc - d.n
+                                     - (SELECT coalesce(sum(ntok), 0) FROM old_rows)
+     WHERE term = '';
+    UPDATE fts_stats AS v SET doc = v.doc - d.n
       FROM (SELECT t, count(*) AS n FROM old_rows, unnest(tsvector_to_array(old_rows.tsv)) AS t
              GROUP BY t) AS d
      WHERE v.term = d.t;
-    INSERT INTO fts_vocab AS v (term, doc)
+    INSERT INTO fts_stats AS v (term, doc)
         SELECT t, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS t
          GROUP BY t ORDER BY t
     ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
@@ -362,7 +365,8 @@ WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
                            THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
            s.toks / greatest(s.rows, 1) AS avgdl
       FROM (VALUES {phrases}) AS p(n, lx, h),
-           (SELECT n::float8 AS rows, toks::float8 AS toks FROM fts_stats) AS s),
+           (SELECT doc::float8 AS rows, toks::float8 AS toks FROM fts_stats WHERE term = '')
+               AS s),
 m AS MATERIALIZED ({matches}),
 tf AS (  -- each matching row's count of each of the query's tokens it holds
     SELECT m.id, m.ntok, u.lexeme, cardinality(u.positions)::float8 AS f
@@ -381,12 +385,12 @@ SELECT m.id, -coalesce(s.score, 0) AS score
 
 
 def _phrases(c: Compiled) -> tuple[str, list[Any]]:
-    """_BM25's VALUES rows (each phrase's tokens and how many rows hold it: fts_vocab's doc for
+    """_BM25's VALUES rows (each phrase's tokens and how many rows hold it: fts_stats' doc for
     one token, else counted through GIN, a statement of its own) and their parameters."""
     rows, params = [], []
     for n, p in enumerate(c.phrases):
         if len(p) == 1:
-            rows.append(f"({n}, ?::text[], coalesce((SELECT doc FROM fts_vocab WHERE term = ?), "
+            rows.append(f"({n}, ?::text[], coalesce((SELECT doc FROM fts_stats WHERE term = ?), "
                         "0)::float8)")
             params += [list(p), p[0]]
         elif p:
@@ -434,7 +438,8 @@ def top_id(store: Any) -> int:
 def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:
     """How many rows (hot and archived) hold each term; terms no row holds are left out, as
     fts5vocab has no row for them."""
-    rows = store.query("SELECT term, doc FROM fts_vocab WHERE term = ANY(?) AND doc > 0",
+    rows = store.query("SELECT term, doc FROM fts_stats WHERE term = ANY(?) AND term <> '' "
+                       "AND doc > 0",
                        (list(dict.fromkeys(stems)),))
     return {str(r[0]): int(r[1]) for r in rows if int(r[1])}
 
