@@ -37,7 +37,7 @@ from ..errors import StoreError
 # keeps VERSION equal to it, so a SQLite migration without its PostgreSQL twin fails the suite).
 BASELINE = 20
 MIGRATE_LOCK_TIMEOUT_MS = 120_000  # a host waits this long for another one's migration
-MIN_SERVER = 160000  # PostgreSQL 16: `IS JSON`, subqueries in FROM without an alias
+MIN_SERVER = 170000  # PostgreSQL 17: the pg_c_utf8 collation the full text folds case with (pg_fts)
 
 # Every TEXT column is COLLATE "C": SQLite compares text byte by byte (BINARY), and a
 # database's own locale (en_US, say) would order ISO timestamps and kinds otherwise. A body's
