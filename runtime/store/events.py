@@ -633,9 +633,8 @@ FTS_INDEXES = {"events_fts": "events_fts", "rollups_fts": "rollups_fts"}
 
 
 def _pg(store: Store, index: str) -> bool:
-    """Whether this index is read through pg_fts (events_fts on a PostgreSQL store; rollups_fts
-    is not there yet, and its SQLite SQL is refused by the translator)."""
-    return getattr(store, "dialect", "sqlite") == "postgres" and index == "events_fts"
+    """Whether this index is read through pg_fts (either index on a PostgreSQL store)."""
+    return getattr(store, "dialect", "sqlite") == "postgres" and index in FTS_INDEXES
 
 
 def _pg_search(store: Store, match: str, inner: int, limit: int,
@@ -659,7 +658,7 @@ def fts_top_id(store: Store, index: str = "events_fts") -> int:
     """The highest rowid in an FTS index (the ceiling a paged search freezes)."""
     table = _index(index)
     if _pg(store, index):
-        return pg_fts.top_id(store)
+        return pg_fts.top_id(store, index)
     return int(store.scalar(f"SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1") or 0)
 
 
@@ -668,7 +667,8 @@ def fts_count_upto(store: Store, match: str, top: int, cap: int,
     """How many rows <= top match, counted newest first and no further than `cap`."""
     table = _index(index)
     if _pg(store, index):
-        return len(pg_fts.ids(store, pg_fts.compile_match(store, match), top, cap))
+        return len(pg_fts.ids(store, pg_fts.compile_match(store, match, index), top, cap,
+                              index=index))
     return int(store.scalar(
         f"SELECT COUNT(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?)", (match, top, cap)) or 0)
@@ -681,7 +681,8 @@ def fts_scored(store: Store, match: str, top: int, limit: int = -1, before: int 
     table = _index(index)
     ceiling = top if before is None else min(top, before - 1)
     if _pg(store, index):
-        return pg_fts.scored(store, pg_fts.compile_match(store, match), ceiling, limit, False)
+        return pg_fts.scored(store, pg_fts.compile_match(store, match, index), ceiling, limit,
+                             False, index)
     rows = store.query(
         f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?", (match, ceiling, limit))
@@ -710,7 +711,8 @@ def fts_ids(store: Store, match: str, top: int, limit: int = -1,
     first counts every row holding each phrase of the statement."""
     table = _index(index)
     if _pg(store, index):
-        return pg_fts.ids(store, pg_fts.compile_match(store, match), top, limit)
+        return pg_fts.ids(store, pg_fts.compile_match(store, match, index), top, limit,
+                          index=index)
     return [int(r[0]) for r in store.query(
         f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?", (match, top, limit))]

@@ -19,6 +19,7 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 
+from . import pg_fts
 from .db import Store
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"  # events_fts' and rollups_fts' tokenizer
@@ -73,8 +74,15 @@ def rollups_stamp(store: Store) -> tuple[int, ...]:
     return (*_tops(store, "rollups", "tags", "redactions"), _inode(store))
 
 
+def _pg(store: Store) -> bool:
+    return getattr(store, "dialect", "sqlite") == "postgres"
+
+
 def match_count(store: Store, match: str) -> int:
     """How many rows of rollups_fts hold `match`."""
+    if _pg(store):
+        return pg_fts.count(store, pg_fts.compile_match(store, match, "rollups_fts"),
+                            "rollups_fts")
     return int(store.scalar("SELECT count(*) FROM rollups_fts WHERE rollups_fts MATCH ?",
                             (match,)) or 0)
 
@@ -86,6 +94,10 @@ def rollup_rows(store: Store) -> int:
 
 def newest_bm25(store: Store, match: str) -> tuple[int, float] | None:
     """The newest row of rollups_fts holding `match` and its `bm25(rollups_fts)`, or None."""
+    if _pg(store):
+        got = pg_fts.scored(store, pg_fts.compile_match(store, match, "rollups_fts"), None, 1,
+                            False, "rollups_fts")
+        return got[0] if got else None
     rows = store.query("SELECT rowid, bm25(rollups_fts) FROM rollups_fts WHERE rollups_fts "
                        "MATCH ? ORDER BY rowid DESC LIMIT 1", (match,))
     return (int(rows[0][0]), float(rows[0][1])) if rows else None
@@ -93,20 +105,14 @@ def newest_bm25(store: Store, match: str) -> tuple[int, float] | None:
 
 def rollup_texts(store: Store, ids: Sequence[int]) -> dict[int, tuple[str, int]]:
     """Each rollup's text in the columns recall matches (title, body, card terms, vocabulary,
-    tags: one string) and its level, as rollups_fts indexes them."""
+    tags: one string) and its level, as rollups_fts indexes them (its content view,
+    rollups_indexed, on both backends)."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    out = {int(r[0]): (" ".join(str(x) for x in r[1:5] if x), int(r[5])) for r in store.query(
-        f"SELECT id, title, body, terms, vocab, level FROM rollups WHERE id IN ({marks})",
-        tuple(ids))}
-    for r in store.query(
-            "SELECT item_id, group_concat(word, ' ') FROM tags WHERE item_kind = 'rollup' "
-            f"AND item_id IN ({marks}) GROUP BY item_id", tuple(ids)):
-        if int(r[0]) in out and r[1]:
-            text, level = out[int(r[0])]
-            out[int(r[0])] = (f"{text} {r[1]}", level)
-    return out
+    return {int(r[0]): (" ".join(str(x) for x in r[1:6] if x), int(r[6])) for r in store.query(
+        f"SELECT id, title, body, terms, vocab, tags, level FROM rollups_indexed "
+        f"WHERE id IN ({marks})", tuple(ids))}
 
 
 def history_chars(store: Store, after: int, upto: int) -> int:
@@ -126,6 +132,11 @@ def history_texts(store: Store, after: int, upto: int) -> list[tuple[str, ...]]:
 def card_holders(store: Store, level: int, word: str) -> int:
     """How many rollups of `level` hold `word` (as a phrase) in their card terms."""
     match = 'terms : "' + word.replace('"', '""') + '"'
+    if _pg(store):
+        holding = pg_fts.matching(pg_fts.compile_match(store, match, "rollups_fts"),
+                                  "rollups_fts")
+        return int(store.scalar(f"SELECT count(*) FROM rollups WHERE level = ? AND id IN "
+                                f"({holding})", (level,)) or 0)
     return int(store.scalar(  # a join would probe FTS once a rollup
         "SELECT COUNT(*) FROM rollups WHERE level = ? AND id IN "
         "(SELECT rowid FROM rollups_fts WHERE rollups_fts MATCH ?)", (level, match)) or 0)

@@ -160,6 +160,117 @@ CREATE TRIGGER {table}_fts_change AFTER UPDATE ON {table}
     FOR EACH STATEMENT EXECUTE FUNCTION fts_stats_change();
 """
 
+# rollups_fts on SQLite: FTS5 over title, body, terms, level, vocab and tags (the tags joined
+# from their table, re-indexed by tags.add). Here one row a rollup in fts_rollups, kept by
+# triggers on rollups (a seal, a redaction) and on tags. Column filters are read through
+# tsvector weights, one a class of columns: terms A, level B, vocab C, title/body/tags D (the
+# filters this project writes: {title body terms tags}, {title body terms vocab tags}, level,
+# terms). A term's positions say its class too (bm25 counts a phrase in its filter's columns
+# only, and cutting a row to the query's tokens loses the weights): tags at 1.., terms at
+# 1000.., title and body at 5000.., level at 9000.., vocab at 13000.. (`base`: all but the
+# tags; `tsv` = the tags' vector || base, which shifts base by the tags' highest position, at
+# most 256). The kept counts are each term's rows by the classes a row holds it in (a bitmask:
+# A 1, B 2, C 4, D 8), so a filter's document frequency is a sum; the empty term holds the rows
+# and their tokens (every column's: FTS5's row length).
+_ROLLUPS = r"""
+CREATE TABLE fts_rollups (id bigint PRIMARY KEY, base tsvector NOT NULL,
+                          base_ntok integer NOT NULL, tsv tsvector NOT NULL,
+                          ntok integer NOT NULL);
+CREATE INDEX fts_rollups_tsv ON fts_rollups USING GIN (tsv) WITH (fastupdate = off);
+CREATE TABLE fts_rollup_stats (term text COLLATE "C", mask smallint, doc bigint NOT NULL,
+                               toks bigint NOT NULL DEFAULT 0, PRIMARY KEY (term, mask));
+INSERT INTO fts_rollup_stats VALUES ('', 0, 0, 0);
+CREATE FUNCTION fts_rollup_base(title text, body text, terms text, level integer, vocab text)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (SELECT coalesce(string_agg('''' || w || ''':' || ps, ' '), '')::tsvector FROM (
+    SELECT w, string_agg(ps, ',' ORDER BY start) AS ps FROM (
+        SELECT c.start, t.w, (SELECT string_agg((c.start + c.k * 256 + i)::text || c.wt, ',')
+                                FROM generate_series(0, least(t.n, 256) - 1) AS i) AS ps
+          FROM (VALUES (1000, 0, 'A', terms), (5000, 0, 'D', title), (5000, 1, 'D', body),
+                       (9000, 0, 'B', level::text), (13000, 0, 'C', vocab))
+                   AS c(start, k, wt, txt),
+               LATERAL (SELECT w, count(*) AS n FROM unnest(fts_tokens(c.txt)) AS w
+                         GROUP BY w) AS t) AS x
+     GROUP BY w) AS y);
+-- A term's count in the classes `cl` (letters) from its positions (see above).
+CREATE FUNCTION fts_class_tf(ps smallint[], cl text) RETURNS float8 LANGUAGE sql IMMUTABLE
+STRICT PARALLEL SAFE
+RETURN (SELECT count(*) FROM unnest(ps) AS p
+         WHERE strpos(cl, substr('DADBC', (p + 3000) / 4000 + 1, 1)) > 0)::float8;
+CREATE FUNCTION fts_mask(ws text[]) RETURNS smallint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (SELECT bit_or(CASE w WHEN 'A' THEN 1 WHEN 'B' THEN 2 WHEN 'C' THEN 4 ELSE 8 END)
+          FROM unnest(ws) AS w)::smallint;
+CREATE FUNCTION fts_rollup_keep() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT
+AS $$
+DECLARE rid bigint; tagged text; tv tsvector;
+BEGIN
+    IF TG_TABLE_NAME = 'tags' THEN
+        IF TG_OP = 'DELETE' THEN
+            IF old.item_kind <> 'rollup' THEN RETURN NULL; END IF;
+            rid := old.item_id;
+        ELSE
+            IF new.item_kind <> 'rollup' THEN RETURN NULL; END IF;
+            rid := new.item_id;
+        END IF;
+    ELSE
+        rid := new.id;
+    END IF;
+    tagged := (SELECT string_agg(word, ' ' ORDER BY id) FROM tags
+                WHERE item_kind = 'rollup' AND item_id = rid);
+    tv := coalesce(fts_vector(fts_tokens(tagged)), ''::tsvector);
+    IF TG_TABLE_NAME = 'rollups' THEN
+        INSERT INTO fts_rollups AS f (id, base, base_ntok, tsv, ntok)
+        SELECT rid, b, n, tv || b, n + coalesce(fts_count(tagged), 0)
+          FROM (SELECT fts_rollup_base(new.title, new.body, new.terms, new.level, new.vocab) AS b,
+                       coalesce(fts_count(new.title), 0) + coalesce(fts_count(new.body), 0)
+                       + coalesce(fts_count(new.terms), 0) + fts_count(new.level::text)
+                       + coalesce(fts_count(new.vocab), 0) AS n) AS x
+        ON CONFLICT (id) DO UPDATE SET base = excluded.base, base_ntok = excluded.base_ntok,
+                                       tsv = excluded.tsv, ntok = excluded.ntok;
+    ELSE
+        UPDATE fts_rollups SET tsv = tv || base,
+                               ntok = base_ntok + coalesce(fts_count(tagged), 0)
+         WHERE id = rid;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER rollups_fts_in AFTER INSERT ON rollups FOR EACH ROW
+    EXECUTE FUNCTION fts_rollup_keep();
+CREATE TRIGGER rollups_fts_change AFTER UPDATE OF title, body, terms, level, vocab ON rollups
+    FOR EACH ROW EXECUTE FUNCTION fts_rollup_keep();
+CREATE TRIGGER tags_rollups_fts AFTER INSERT OR UPDATE OR DELETE ON tags FOR EACH ROW
+    EXECUTE FUNCTION fts_rollup_keep();
+CREATE FUNCTION fts_rollup_stats_keep() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$ BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE fts_rollup_stats SET doc = doc - (SELECT count(*) FROM old_rows),
+                                    toks = toks - (SELECT coalesce(sum(ntok), 0) FROM old_rows)
+         WHERE term = '' AND mask = 0;
+        UPDATE fts_rollup_stats AS v SET doc = v.doc - d.n
+          FROM (SELECT u.lexeme AS t, fts_mask(u.weights) AS k, count(*) AS n
+                  FROM old_rows, unnest(old_rows.tsv) AS u GROUP BY 1, 2) AS d
+         WHERE v.term = d.t AND v.mask = d.k;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        UPDATE fts_rollup_stats SET doc = doc + (SELECT count(*) FROM new_rows),
+                                    toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows)
+         WHERE term = '' AND mask = 0;
+        INSERT INTO fts_rollup_stats AS v (term, mask, doc)
+            SELECT u.lexeme, fts_mask(u.weights), count(*)
+              FROM new_rows, unnest(new_rows.tsv) AS u GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (term, mask) DO UPDATE SET doc = v.doc + excluded.doc;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER fts_rollups_in AFTER INSERT ON fts_rollups REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fts_rollup_stats_keep();
+CREATE TRIGGER fts_rollups_out AFTER DELETE ON fts_rollups REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fts_rollup_stats_keep();
+CREATE TRIGGER fts_rollups_change AFTER UPDATE ON fts_rollups
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION fts_rollup_stats_keep();
+"""
+
 
 # Case foldings FTS5's unicode61 makes that are not lower(): µ -> μ, ſ -> s, final ς -> σ...
 _FOLD_FROM = "\u00b5\u017f\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u1e9b\u1fbe"
@@ -207,36 +318,41 @@ def create(conn: Any) -> None:
     conn.execute(_STATS.encode())
     for table in ("events", "events_archive"):
         conn.execute(_TABLE.replace("{table}", table).encode())
+    conn.execute(_ROLLUPS.encode())
 
 
 # --- MATCH -> tsquery ----------------------------------------------------------------------------
 
-_LEX = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(\()|(\))|([^\s()"{}:*^+]+)|(\S))')
+_LEX = re.compile(r'\s*(?:"((?:[^"]|"")*)"|(\()|(\))|([{}:])|([^\s()"{}:*^+]+)|(\S))')
 
 
 @dataclass(frozen=True)
 class Query:
     """A MATCH string read: `tree` (nested tuples: ("or"|"and"|"not", a, b) or ("p", i)),
-    and its phrases in order (FTS5's phrase numbers), each as its text."""
+    its phrases in order (FTS5's phrase numbers), each as its text, and each phrase's column
+    filter (None: every column)."""
     tree: Any
     phrases: tuple[str, ...]
+    columns: tuple[frozenset[str] | None, ...] = ()
 
 
 class _Parser:
     """FTS5's query syntax as this project writes it: phrases, AND, OR, NOT (NOT binds
     tightest, then AND, then OR, as in FTS5's grammar), parentheses; two phrases side by
-    side are AND. Column filters, NEAR and prefixes are refused (ValueError)."""
+    side are AND; with `columns` (an index's), column filters (`col :` and `{a b} :` before a
+    phrase or a parenthesis, nested ones intersected). NEAR, prefixes and, without `columns`,
+    column filters are refused (ValueError)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, columns: Sequence[str] | None = None) -> None:
         self.toks: list[tuple[str, str]] = []
         for m in _LEX.finditer(text):
-            quoted, op, cl, word, other = m.groups()
-            if other is not None:
-                raise ValueError(f"MATCH syntax not translated for PostgreSQL: {other!r}")
+            quoted, op, cl, punct, word, other = m.groups()
+            if other is not None or (punct is not None and columns is None):
+                raise ValueError(f"MATCH syntax not translated for PostgreSQL: {other or punct!r}")
             if quoted is not None:
                 self.toks.append(("p", quoted.replace('""', '"')))
-            elif op or cl:
-                self.toks.append((op or cl, ""))
+            elif op or cl or punct:
+                self.toks.append((op or cl or punct, ""))
             elif word in ("AND", "OR", "NOT"):
                 self.toks.append((word, ""))
             elif word == "NEAR":
@@ -245,9 +361,13 @@ class _Parser:
                 self.toks.append(("p", word))
         self.at = 0
         self.phrases: list[str] = []
+        self.known = frozenset(columns or ())
+        self.filters: list[frozenset[str] | None] = [None]
+        self.cols: list[frozenset[str] | None] = []
 
-    def peek(self) -> str:
-        return self.toks[self.at][0] if self.at < len(self.toks) else ""
+    def peek(self, ahead: int = 0) -> str:
+        at = self.at + ahead
+        return self.toks[at][0] if at < len(self.toks) else ""
 
     def take(self) -> tuple[str, str]:
         self.at += 1
@@ -257,7 +377,7 @@ class _Parser:
         tree = self.or_() if self.toks else None
         if self.at != len(self.toks):
             raise ValueError("MATCH syntax not translated for PostgreSQL: unbalanced")
-        return Query(tree, tuple(self.phrases))
+        return Query(tree, tuple(self.phrases), tuple(self.cols))
 
     def or_(self) -> Any:
         node = self.and_()
@@ -268,7 +388,7 @@ class _Parser:
 
     def and_(self) -> Any:
         node = self.not_()
-        while self.peek() in ("AND", "p", "("):
+        while self.peek() in ("AND", "p", "(", "{"):
             if self.peek() == "AND":
                 self.take()
             node = ("and", node, self.not_())
@@ -281,7 +401,35 @@ class _Parser:
             node = ("not", node, self.primary())
         return node
 
+    def colset(self) -> frozenset[str] | None:
+        """A column filter before a phrase or a parenthesis (`col :`, `{a b} :`), or None."""
+        if self.peek() == "p" and self.peek(1) == ":":
+            names = [self.take()[1]]
+        elif self.peek() == "{":
+            self.take()
+            names = []
+            while self.peek() == "p":
+                names.append(self.take()[1])
+            if self.take()[0] != "}":
+                raise ValueError("MATCH syntax not translated for PostgreSQL: column set")
+        else:
+            return None
+        if self.take()[0] != ":":
+            raise ValueError("MATCH syntax not translated for PostgreSQL: column filter")
+        unknown = [n for n in names if n not in self.known]
+        if unknown:
+            raise ValueError(f"no such column: {unknown[0]}")
+        return frozenset(names)
+
     def primary(self) -> Any:
+        cols = self.colset()
+        if cols is not None:
+            outer = self.filters[-1]
+            self.filters.append(cols if outer is None else cols & outer)
+            try:
+                return self.primary()
+            finally:
+                self.filters.pop()
         kind, text = self.take()
         if kind == "(":
             node = self.or_()
@@ -291,26 +439,31 @@ class _Parser:
         if kind != "p":
             raise ValueError(f"MATCH syntax not translated for PostgreSQL: {kind or 'end'!r}")
         self.phrases.append(text)
+        self.cols.append(self.filters[-1])
         return ("p", len(self.phrases) - 1)
 
 
-def parse(match: str) -> Query:
-    return _Parser(match).parse()
+def parse(match: str, columns: Sequence[str] | None = None) -> Query:
+    return _Parser(match, columns).parse()
 
 
 def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsquery(tree: Any, lexemes: Sequence[Sequence[str]]) -> str | None:
-    """The tsquery text of a parsed MATCH, each phrase as its tokens (`lexemes`); None for
-    one that matches nothing (a phrase without tokens, as FTS5's `""`, matches no row)."""
+ALL_CLASSES = "ABCD"
+
+
+def tsquery(tree: Any, lexemes: Sequence[Sequence[str]],
+            classes: Sequence[str] = ()) -> str | None:
+    """The tsquery text of a parsed MATCH, each phrase as its tokens (`lexemes`), restricted
+    to its weight classes (`classes`, letters; none or all four: any); None for one that
+    matches nothing (a phrase without tokens, as FTS5's `""`, matches no row)."""
     if tree is None:
         return None
     if tree[0] == "p":
-        toks = lexemes[tree[1]]
-        return "(" + " & ".join(_quote(t) for t in toks) + ")" if toks else None
-    a, b = tsquery(tree[1], lexemes), tsquery(tree[2], lexemes)
+        return _leaf(lexemes[tree[1]], classes[tree[1]] if classes else ALL_CLASSES)
+    a, b = tsquery(tree[1], lexemes, classes), tsquery(tree[2], lexemes, classes)
     if tree[0] == "or":
         return f"({a} | {b})" if a and b else a or b
     if tree[0] == "and":
@@ -318,23 +471,50 @@ def tsquery(tree: Any, lexemes: Sequence[Sequence[str]]) -> str | None:
     return (f"({a} & !{b})" if b else a) if a else None
 
 
+def _leaf(toks: Sequence[str], cl: str) -> str | None:
+    """One phrase's tsquery: each token, in the weight classes `cl` (none: no row)."""
+    tail = "" if cl == ALL_CLASSES else ":" + cl
+    return "(" + " & ".join(_quote(t) + tail for t in toks) + ")" if toks and cl else None
+
+
 @dataclass(frozen=True)
 class Compiled:
-    """A MATCH as PostgreSQL reads it: the tsquery (None: no row matches) and each phrase's
-    tokens, in FTS5's phrase order."""
+    """A MATCH as PostgreSQL reads it: the tsquery (None: no row matches), each phrase's
+    tokens, in FTS5's phrase order, and each phrase's weight classes (rollups' column
+    filters; empty for the events)."""
     query: str | None
     phrases: tuple[tuple[str, ...], ...]
+    classes: tuple[str, ...] = ()
 
 
-def compile_match(store: Any, match: str) -> Compiled:
+# rollups_fts' columns and the weight class each is kept in (see _ROLLUPS)
+ROLLUP_CLASSES = {"title": "D", "body": "D", "tags": "D", "terms": "A", "level": "B",
+                  "vocab": "C"}
+
+
+def _classes(cols: frozenset[str] | None) -> str:
+    """The weight classes of a column filter on rollups_fts. Title, body and tags are one
+    class: a filter naming some of them but not all is refused (ValueError)."""
+    if cols is None:
+        return ALL_CLASSES
+    d = cols & {"title", "body", "tags"}
+    if d and len(d) != 3:
+        raise ValueError("title, body and tags are one column class on PostgreSQL: a filter "
+                         "names all three or none")
+    return "".join(sorted({ROLLUP_CLASSES[c] for c in cols}))
+
+
+def compile_match(store: Any, match: str, index: str = "events_fts") -> Compiled:
     """`match` as a tsquery, its phrases tokenized by the store's own `fts_tokens`."""
-    q = parse(match)
+    rollups = _index(index).rollups
+    q = parse(match, tuple(ROLLUP_CLASSES) if rollups else None)
     if not q.phrases:
         return Compiled(None, ())
     rows = store.query("SELECT fts_tokens(x) FROM unnest(?::text[]) WITH ORDINALITY AS u(x, n) "
                        "ORDER BY n", (list(q.phrases),))
     lexemes = tuple(tuple(r[0] or ()) for r in rows)
-    return Compiled(tsquery(q.tree, lexemes), lexemes)
+    classes = tuple(_classes(c) for c in q.columns) if rollups else ()
+    return Compiled(tsquery(q.tree, lexemes, classes), lexemes, classes)
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -351,14 +531,42 @@ def _lit(query: str) -> str:
     return "'" + query.replace("'", "''") + "'::tsquery"
 
 
-def _matches(query: str) -> str:
-    return _MATCHES.replace("{q}", _lit(query))
+@dataclass(frozen=True)
+class _Index:
+    """One full-text index as pg_fts reads it: the rows (id, tsv, ntok) matching `{q}` under
+    one ceiling a `?` (`ceilings` of them), how many rows match `{q}` (`hits`), its top id."""
+    matches: str
+    ceilings: int
+    hits: str
+    top: str
+    rollups: bool = False
+
+
+_INDEXES = {
+    "events_fts": _Index(_MATCHES, 2, "(SELECT count(*) FROM events WHERE tsv @@ {q}) "
+                         "+ (SELECT count(*) FROM events_archive WHERE tsv @@ {q})",
+                         "SELECT greatest((SELECT max(id) FROM events), "
+                         "(SELECT max(id) FROM events_archive))"),
+    "rollups_fts": _Index("SELECT id, tsv, ntok FROM fts_rollups WHERE tsv @@ {q} AND id <= ?",
+                          1, "(SELECT count(*) FROM fts_rollups WHERE tsv @@ {q})",
+                          "SELECT max(id) FROM fts_rollups", True)}
+
+
+def _index(name: str) -> _Index:
+    if name not in _INDEXES:
+        raise ValueError(f"not an FTS index: {name!r}")
+    return _INDEXES[name]
+
+
+def _matches(query: str, index: str = "events_fts") -> str:
+    return _index(index).matches.replace("{q}", _lit(query))
+
+
 _NO_CEILING = (1 << 63) - 1
 
 # FTS5's bm25 (fts5_aux.c): for each phrase, IDF * tf * (k1 + 1) / (tf + k1 * (1 - b + b * D /
 # avgdl)), summed and negated. tf of a phrase of several tokens: its rarest token's count.
-_HITS = ("(SELECT count(*) FROM events WHERE tsv @@ {q}) "
-         "+ (SELECT count(*) FROM events_archive WHERE tsv @@ {q})")
+_HITS = _INDEXES["events_fts"].hits
 _BM25 = """
 WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
     SELECT p.n, p.lx, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
@@ -403,36 +611,111 @@ def _phrases(c: Compiled) -> tuple[str, list[Any]]:
     return ", ".join(rows), params
 
 
+# rollups_fts' bm25: as _BM25, each phrase counted in its filter's classes only (its n from
+# the kept counts of the masks sharing a class with it; its tf from the row's positions in
+# those classes), and the score in FTS5's own order of operations (fts5Bm25Function:
+# idf * ((tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))), summed from the first
+# phrase), so a score is FTS5's bit for bit (rung_bm25 checks one so).
+_BM25_ROLLUPS = """
+WITH w AS MATERIALIZED (
+    SELECT p.n, p.lx, p.cl, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
+                                 THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
+           s.toks / greatest(s.rows, 1) AS avgdl
+      FROM (VALUES {phrases}) AS p(n, lx, cl, h),
+           (SELECT doc::float8 AS rows, toks::float8 AS toks FROM fts_rollup_stats
+             WHERE term = '' AND mask = 0) AS s),
+m AS MATERIALIZED ({matches}),
+tf AS (
+    SELECT m.id, m.ntok, u.lexeme, u.positions
+      FROM m, unnest(ts_filter(setweight(setweight(m.tsv, 'D'), 'A', ?::text[]), '{a}')) AS u),
+pt AS (
+    SELECT tf.id, tf.ntok, w.n, w.idf, w.avgdl, min(fts_class_tf(tf.positions, w.cl)) AS f
+      FROM tf JOIN w ON tf.lexeme = ANY(w.lx)
+     GROUP BY tf.id, tf.ntok, w.n, w.idf, w.avgdl, w.lx HAVING count(*) = cardinality(w.lx))
+SELECT m.id, -coalesce(s.score, 0) AS score
+  FROM m LEFT JOIN (
+      SELECT id, sum(idf * ((f * (1.2::float8 + 1.0))
+                            / (f + 1.2::float8 * (1 - 0.75::float8
+                                                  + 0.75::float8 * ntok / avgdl)))
+                     ORDER BY n) AS score
+        FROM pt GROUP BY id) AS s USING (id)
+"""
+_MASKS = {cl: [m for m in range(1, 16) if any(m >> "ABCD".index(x) & 1 for x in cl)]
+          for cl in ("A", "B", "C", "D", "AD", "ACD", "ABCD")}
+
+
+def _masks(cl: str) -> list[int]:
+    """The kept masks that share a class with `cl`."""
+    return _MASKS.get(cl) or [m for m in range(1, 16) if any(m >> "ABCD".index(x) & 1
+                                                            for x in cl)]
+
+
+def _rollup_phrases(c: Compiled) -> tuple[str, list[Any]]:
+    """_BM25_ROLLUPS' VALUES rows and their parameters (as `_phrases`)."""
+    rows, params = [], []
+    for n, (p, cl) in enumerate(zip(c.phrases, c.classes, strict=True)):
+        if len(p) == 1:
+            rows.append(f"({n}, ?::text[], ?, coalesce((SELECT sum(doc) FROM fts_rollup_stats "
+                        "WHERE term = ? AND mask = ANY(?::smallint[])), 0)::float8)")
+            params += [list(p), cl, p[0], _masks(cl)]
+        elif p and cl:
+            hits = _INDEXES["rollups_fts"].hits.replace("{q}", _lit(_leaf(p, cl) or ""))
+            rows.append(f"({n}, ?::text[], ?, ({hits})::float8)")
+            params += [list(p), cl]
+        else:
+            rows.append(f"({n}, ?::text[], ?, 0::float8)")
+            params += [list(p), cl]
+    return ", ".join(rows), params
+
+
 def scored(store: Any, c: Compiled, ceiling: int | None, limit: int,
-           best_first: bool) -> list[tuple[int, float]]:
+           best_first: bool, index: str = "events_fts") -> list[tuple[int, float]]:
     """(id, bm25) of the rows matching `c` with id <= ceiling: best first (ties by id) or
     newest first, at most `limit` (-1: all)."""
     if c.query is None:
         return []
     top = _NO_CEILING if ceiling is None else ceiling
     order = "score, id" if best_first else "id DESC"
-    values, params = _phrases(c)
-    sql = _BM25.replace("{phrases}", values).replace("{matches}", _matches(c.query))
+    rollups = _index(index).rollups
+    values, params = _rollup_phrases(c) if rollups else _phrases(c)
+    sql = (_BM25_ROLLUPS if rollups else _BM25).replace("{phrases}", values).replace(
+        "{matches}", _matches(c.query, index))
     tokens = sorted({t for p in c.phrases for t in p})
-    rows = store.query(f"{sql} ORDER BY {order} LIMIT ?", (*params, top, top, tokens, limit))
+    rows = store.query(f"{sql} ORDER BY {order} LIMIT ?",
+                       (*params, *[top] * _index(index).ceilings, tokens, limit))
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
-def ids(store: Any, c: Compiled, ceiling: int | None, limit: int, above: int = 0) -> list[int]:
+def ids(store: Any, c: Compiled, ceiling: int | None, limit: int, above: int = 0,
+        index: str = "events_fts") -> list[int]:
     """The ids of the rows matching `c` with above < id <= ceiling, newest first, at most
     `limit` (-1: all), unscored."""
     if c.query is None:
         return []
     top = _NO_CEILING if ceiling is None else ceiling
-    rows = store.query(f"SELECT id FROM ({_matches(c.query)}) AS m WHERE id > ? "
-                       "ORDER BY id DESC LIMIT ?", (top, top, above, limit))
+    rows = store.query(f"SELECT id FROM ({_matches(c.query, index)}) AS m WHERE id > ? "
+                       "ORDER BY id DESC LIMIT ?",
+                       (*[top] * _index(index).ceilings, above, limit))
     return [int(r[0]) for r in rows]
 
 
-def top_id(store: Any) -> int:
+def matching(c: Compiled, index: str = "events_fts") -> str:
+    """A statement of the ids of every row matching `c` (none when it matches nothing), to
+    nest in another statement: it takes no parameters."""
+    if c.query is None:
+        return "SELECT NULL::bigint AS id WHERE false"
+    return f"SELECT id FROM ({_matches(c.query, index)}) AS m".replace(
+        "id <= ?", f"id <= {_NO_CEILING}")
+
+
+def count(store: Any, c: Compiled, index: str = "events_fts") -> int:
+    """How many rows match `c`."""
+    return int(store.scalar(f"SELECT count(*) FROM ({matching(c, index)}) AS c") or 0)
+
+
+def top_id(store: Any, index: str = "events_fts") -> int:
     """The highest id the index holds (hot or archived)."""
-    return int(store.scalar("SELECT greatest((SELECT max(id) FROM events), "
-                            "(SELECT max(id) FROM events_archive))") or 0)
+    return int(store.scalar(_index(index).top) or 0)
 
 
 def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:

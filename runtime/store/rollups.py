@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import pg_fts
 from .db import Store, new_id
 from .events import now_iso
 
@@ -183,6 +184,11 @@ def fts_search(store: Store, match: str, limit: int = 10, level: int | None = No
     expr = f"{{{columns}}} : ({match})"
     if level is not None:
         expr = f'level : "{int(level)}" AND {expr}'
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        found = pg_fts.scored(store, pg_fts.compile_match(store, expr, "rollups_fts"), None,
+                              limit, True, "rollups_fts")
+        got = get_many(store, [i for i, _ in found])
+        return [(got[i], score) for i, score in found if i in got]
     rows = store.query(
         """
         SELECT r.*, f.score FROM (

@@ -30,8 +30,10 @@ def for_items(store: Store, kind: str, ids: Sequence[int]) -> dict[int, str]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    concat = ("string_agg(word, ' ' ORDER BY id)" if getattr(store, "dialect", "") == "postgres"
+              else "group_concat(word, ' ')")
     rows = store.query(
-        f"SELECT item_id, group_concat(word, ' ') FROM tags WHERE item_kind = ? AND item_id IN "
+        f"SELECT item_id, {concat} FROM tags WHERE item_kind = ? AND item_id IN "
         f"({marks}) GROUP BY item_id", (kind, *ids))
     return {int(r[0]): str(r[1]) for r in rows}
 
@@ -61,19 +63,28 @@ def add(store: Store, kind: str, item_id: int, words: Sequence[str],
         origin: str = "owner") -> list[str]:
     """Tag an item; return the words that were new. Raises LookupError for an unknown item."""
     with store.transaction() as db:
-        return _add(db, kind, item_id, words, origin)
+        return _add(db, kind, item_id, words, origin, _reindex(store))
 
 
 def add_many(store: Store, kind: str, words: Mapping[int, Sequence[str]],
              origin: str) -> dict[int, list[str]]:
     """Tag several items in one transaction; the new words per item. An unknown item raises
     LookupError and nothing is written."""
+    reindex = _reindex(store)
     with store.transaction() as db:
-        return {i: new for i, ws in words.items() if (new := _add(db, kind, i, ws, origin))}
+        return {i: new for i, ws in words.items()
+                if (new := _add(db, kind, i, ws, origin, reindex))}
+
+
+def _reindex(store: Store) -> bool:
+    """Whether a tag added re-indexes its item here (SQLite's FTS5 tables); on PostgreSQL the
+    rollups' full text follows the tags table by its own triggers (pg_fts), and the events'
+    full text holds no tags yet."""
+    return getattr(store, "dialect", "sqlite") != "postgres"
 
 
 def _add(db: sqlite3.Connection, kind: str, item_id: int, words: Sequence[str],
-         origin: str) -> list[str]:
+         origin: str, reindex: bool = True) -> list[str]:
     if origin not in ORIGINS:
         raise ValueError(f"unknown tag origin {origin!r}: use one of {', '.join(ORIGINS)}")
     row = db.execute(_EVENT_ROW if kind == "event" else _ROLLUP_ROW, (item_id,)).fetchone()
@@ -85,8 +96,8 @@ def _add(db: sqlite3.Connection, kind: str, item_id: int, words: Sequence[str],
                          "VALUES (?, ?, ?, ?, ?)", (kind, item_id, w, now_iso(), origin))
         if cur.rowcount:
             added.append(w)
-    if not added:
-        return []
+    if not added or not reindex:
+        return added
     if kind == "event":
         db.execute("INSERT INTO events_fts(events_fts, rowid, body, kind, actor, tags) "
                    "VALUES ('delete', ?, ?, ?, ?, ?)", tuple(row))

@@ -1,0 +1,170 @@
+"""The ladder's full text (rollups_fts) on both backends: the same rollups give the same rows,
+in the same order, with the same bm25, on SQLite (FTS5) and PostgreSQL (pg_fts's fts_rollups),
+for every MATCH this project writes on the ladder: `{title body terms tags} : (...)` (search),
+`level : "N" AND {title body terms vocab tags} : (...)` (recall and the walk), `level : "N"`
+and `terms : "w"` (rung_bm25, cards).
+
+One SQLite store and one PostgreSQL store are given the same rollups through rollups.seal (two
+levels, children adopted, a vocabulary, words only in the card terms, only in the vocabulary,
+in several columns at once) and the same tags through tags.add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.store import events as ev
+from runtime.store import fts, pg_fts, tags
+from runtime.store import rollups as rl
+from runtime.store.db import Store
+
+from .pgserver import pg_url  # noqa: F401  (the fixture)
+
+# (title, body, terms, vocab) of the level-1 episodes
+_EPISODES = [
+    ("Database migration", "We ran the database migration and it failed twice.",
+     "database migration failed", "database migration failed ran twice schema"),
+    ("Zeppelin sighting", "The harbour master reports a zeppelin over the harbour.",
+     "zeppelin harbour", "zeppelin harbour master reports sighting"),
+    ("Report review", "The report. The report. The report was reviewed by the owner.",
+     "report review owner", "report reviewed owner review"),
+    ("Café in Zürich", "Müller met us at the café; naïve questions about the résumé.",
+     "cafe zurich muller", "café zürich müller naïve résumé questions"),
+    ("Runner", "Running the runner: it runs once more, the database was locked.",
+     "runner locked", "running runner runs database locked once"),
+    ("Nothing much", "A quiet day with nothing relevant at all.", "quiet", ""),
+    ("Apology", "Apology accepted; the apologies were sincere.", "apology sincere",
+     "apology apologies sincere accepted vocabularyonly"),
+    ("Machine learning", "Machine learning models learn; learning machines.",
+     "machine learning models", "machine learning models learn"),
+]
+_TAGS = {1: ["deploy", "database"], 3: ["owner-review"], 6: ["quiet", "holiday"]}
+
+_WORDS = [["database"], ["migration"], ["zeppelin", "harbour"], ["report"], ["owner"],
+          ["cafe"], ["zurich", "muller"], ["running"], ["runs"], ["nothing"], ["apology"],
+          ["vocabularyonly"], ["deploy"], ["holiday"], ["review"], ["machine", "learning"],
+          ["absent"], ["the"], ["schema"], ["chapter"]]
+
+
+def _seal(store: Any) -> None:
+    first = 1
+    for title, body, terms, vocab in _EPISODES:
+        rl.seal(store, level=1, first_event=first, last_event=first + 9, source_range=None,
+                first_ts="2026-12-01T00:00:00.000Z", last_ts="2026-12-01T01:00:00.000Z",
+                title=title, body=body, terms=terms, method="test", vocab=vocab)
+        first += 10
+    rl.seal(store, level=2, first_event=None, last_event=None, source_range=None,
+            first_ts=None, last_ts=None, title="Chapter one: database and zeppelin",
+            body="A chapter about the database migration, the harbour and the report.",
+            terms="chapter database", method="test", child_ids=[1, 2, 3, 4])
+    for i, words in _TAGS.items():
+        tags.add(store, "rollup", i, words, "owner")
+
+
+@pytest.fixture
+def stores(tmp_path: Path, pg_url: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
+    from runtime.store.pg import PgStore
+
+    lite: Any = Store.open(tmp_path / "state" / "coworker.db")
+    pg: Any = PgStore.open(pg_url, "alpha")
+    for s in (lite, pg):
+        _seal(s)
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+def _matches() -> list[str]:
+    plain = [m for m in (ev.fts_query(w) for w in _WORDS) if m]
+    return plain + ['("database") NOT ("migration")', '("report") AND ("owner")', '""',
+                    '("database" OR "zeppelin") AND ("harbour" OR "report")']
+
+
+def _same_scores(a: list[tuple[int, float]], b: list[tuple[int, float]], what: str) -> None:
+    assert [i for i, _ in a] == [i for i, _ in b], what
+    for (i, x), (_, y) in zip(a, b, strict=True):
+        assert y == pytest.approx(x, rel=1e-9, abs=1e-12), f"{what}: row {i}"
+
+
+def test_search_over_the_ladder_ranks_alike(stores: tuple[Any, Any]) -> None:
+    lite, pg = stores
+    for m in _matches():
+        for level, columns in ((None, "title body terms tags"), (1, "title body terms tags"),
+                               (1, "title body terms vocab tags"), (2, "title body terms tags")):
+            a = rl.fts_search(lite, m, 10, level, columns)
+            b = rl.fts_search(pg, m, 10, level, columns)
+            what = f"{m} level {level} {columns}"
+            _same_scores([(r.id, s) for r, s in a], [(r.id, s) for r, s in b], what)
+
+
+def test_bounded_scans_over_the_ladder_agree(stores: tuple[Any, Any]) -> None:
+    lite, pg = stores
+    top = ev.fts_top_id(lite, "rollups_fts")
+    assert ev.fts_top_id(pg, "rollups_fts") == top == 9
+    for m in _matches():
+        for expr in (f"{{title body terms tags}} : ({m})",
+                     f'level : "1" AND {{title body terms vocab tags}} : ({m})'):
+            for ceiling, limit in ((top, -1), (top - 3, 2)):
+                _same_scores(ev.fts_scored(lite, expr, ceiling, limit, index="rollups_fts"),
+                             ev.fts_scored(pg, expr, ceiling, limit, index="rollups_fts"), expr)
+                assert (ev.fts_ids(lite, expr, ceiling, limit, "rollups_fts")
+                        == ev.fts_ids(pg, expr, ceiling, limit, "rollups_fts")), expr
+            for cap in (1, 3, 1000):
+                assert (ev.fts_count_upto(lite, expr, top, cap, "rollups_fts")
+                        == ev.fts_count_upto(pg, expr, top, cap, "rollups_fts")), expr
+
+
+def test_rung_counts_and_texts_agree(stores: tuple[Any, Any]) -> None:
+    lite, pg = stores
+    for phrase in ('level : "1"', 'level : "2"', 'level : "3"', 'terms : "database"',
+                   '{title body terms vocab tags} : "vocabularyonly"',
+                   '{title body terms tags} : "vocabularyonly"', 'terms : "review"',
+                   '{title body terms tags} : "deploy"'):
+        assert fts.match_count(lite, phrase) == fts.match_count(pg, phrase), phrase
+        a, b = fts.newest_bm25(lite, phrase), fts.newest_bm25(pg, phrase)
+        assert (a is None) == (b is None), phrase
+        if a and b:
+            assert a[0] == b[0] and a[1] == b[1], phrase  # bit for bit, as rung_bm25 asks
+    for level in (1, 2):
+        for word in ("database", "zeppelin", "review", "owner", "absent", "chapter"):
+            assert (fts.card_holders(lite, level, word)
+                    == fts.card_holders(pg, level, word)), (level, word)
+    ids = list(range(1, 10))
+    assert {i: (sorted(t.split()), lv) for i, (t, lv) in fts.rollup_texts(lite, ids).items()} \
+        == {i: (sorted(t.split()), lv) for i, (t, lv) in fts.rollup_texts(pg, ids).items()}
+
+
+def test_the_kept_counts_are_the_rows_own(stores: tuple[Any, Any]) -> None:
+    _, pg = stores
+    assert tuple(pg.query("SELECT doc, toks FROM fts_rollup_stats WHERE term = ''")[0]) == tuple(
+        pg.query("SELECT count(*), sum(ntok) FROM fts_rollups")[0])
+    assert {(r[0], r[1]): r[2] for r in pg.query(
+        "SELECT term, mask, doc FROM fts_rollup_stats WHERE doc > 0 AND term <> ''")} == {
+        (r[0], r[1]): r[2] for r in pg.query(
+            "SELECT u.lexeme, fts_mask(u.weights), count(*) FROM fts_rollups, "
+            "unnest(tsv) AS u GROUP BY 1, 2")}
+
+
+def test_column_filters_read_as_fts5_reads_them() -> None:
+    cols = tuple(pg_fts.ROLLUP_CLASSES)
+    q = pg_fts.parse('level : "1" AND {title body terms vocab tags} : ("a" OR terms : b) c',
+                     cols)
+    assert q.phrases == ("1", "a", "b", "c")
+    assert q.columns == (frozenset({"level"}), frozenset({"title", "body", "terms", "vocab",
+                                                          "tags"}),
+                         frozenset({"terms"}), None)
+    assert pg_fts.tsquery(q.tree, [["1"], ["a"], ["b"], ["c"]], ["B", "ACD", "A", "ABCD"]) == (
+        "((('1':B) & (('a':ACD) | ('b':A))) & ('c'))")
+    for bad in ('nosuch : "x"', '{title body : "x"', '{title body} "x"', 'title :'):
+        with pytest.raises(ValueError):
+            pg_fts.parse(bad, cols)
+    # title, body and tags are one class there: a filter splitting them is refused
+    assert pg_fts._classes(frozenset({"title", "body", "terms", "tags"})) == "AD"
+    with pytest.raises(ValueError, match="one column class"):
+        pg_fts._classes(frozenset({"title"}))
+    with pytest.raises(ValueError):
+        pg_fts.parse('title : "x"')  # the events' index has no column filters here
