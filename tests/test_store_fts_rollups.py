@@ -168,3 +168,70 @@ def test_column_filters_read_as_fts5_reads_them() -> None:
         pg_fts._classes(frozenset({"title"}))
     with pytest.raises(ValueError):
         pg_fts.parse('title : "x"')  # the events' index has no column filters here
+
+
+# --- memory.search over events, archive and rollups ---------------------------------------------
+
+_HISTORY = [
+    "We ran the database migration this morning and it failed twice on the schema.",
+    "The harbour master reports a zeppelin over the harbour again.",
+    "Owner asked for the report review before Friday.",
+    "Running the runner again: the database was locked, it runs once more.",
+    "Lunch at the café with Müller in Zürich, naïve questions about the résumé.",
+    "Machine learning models learn; learning machines are not the same.",
+    "The apology was accepted; the apologies were sincere.",
+    "Deploy went out after the migration was fixed; the database is fine now.",
+    "Nothing relevant happened today at all.",
+    "The report was reviewed by the owner and sent to the harbour office.",
+]
+_QUERIES = ["database migration", "zeppelin harbour", "report owner", "café Zürich",
+            "machine learning", "apology", "deploy", "runner locked", "schema", "chapter",
+            "holiday quiet"]
+
+
+def _history(store: Any) -> None:
+    from runtime.store import archive
+    from runtime.store.events import Event
+
+    ev.append_many(store, [
+        Event(kind=("message", "note", "tool_result")[i % 3], body=b,
+              actor="owner" if i % 2 else "agent", ts=f"2026-12-0{1 + i // 4}T10:{i:02d}:00.000Z")
+        for r in range(3) for i, b in enumerate(_HISTORY)])
+    archive.move_older_than(store, "2026-12-02T00:00:00.000Z")
+    _seal(store)
+
+
+@pytest.fixture
+def histories(tmp_path: Path, pg_url: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
+    from runtime.store.pg import PgStore
+
+    lite: Any = Store.open(tmp_path / "state" / "coworker.db")
+    pg: Any = PgStore.open(pg_url, "alpha")
+    for s in (lite, pg):
+        _history(s)
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+def test_memory_search_gives_the_same_top_ten(histories: tuple[Any, Any]) -> None:
+    from runtime.memory import search
+
+    lite, pg = histories
+    found = 0
+    for query in _QUERIES:
+        for exhaustive in (False, True):
+            a = search.search(lite, query, 10, exhaustive=exhaustive)
+            b = search.search(pg, query, 10, exhaustive=exhaustive)
+            assert [(h.kind, h.id, h.source) for h in a] == [
+                (h.kind, h.id, h.source) for h in b], query
+            for x, y in zip(a, b, strict=True):
+                assert y.score == pytest.approx(x.score, rel=1e-9, abs=1e-12), (query, x.id)
+            assert [h.excerpt for h in a] == [h.excerpt for h in b], query
+            assert a.next_cursor == b.next_cursor, query  # the same candidates, frozen alike
+            found += len({h.kind for h in a}) == 2
+            if a.next_cursor and b.next_cursor:  # and the next page
+                assert [(h.kind, h.id) for h in search.search(lite, query, 10,
+                                                              after=a.next_cursor)] == [
+                    (h.kind, h.id) for h in search.search(pg, query, 10, after=b.next_cursor)]
+    assert found  # events and rollups together on some pages
