@@ -235,3 +235,23 @@ def test_memory_search_gives_the_same_top_ten(histories: tuple[Any, Any]) -> Non
                                                               after=a.next_cursor)] == [
                     (h.kind, h.id) for h in search.search(pg, query, 10, after=b.next_cursor)]
     assert found  # events and rollups together on some pages
+
+
+def test_optimize_indexes_vacuums_the_full_texts_tables_on_postgresql(
+        histories: tuple[Any, Any]) -> None:
+    """FTS5 merges its segments; PostgreSQL has none (GIN without a pending list): there the
+    full text's tables are vacuumed and analyzed (the archive move's dead rows, the kept
+    counts' updates), and search answers as before."""
+    from runtime.store import archive
+
+    lite, pg = histories
+    before = [(r.id, s) for r, s in rl.fts_search(pg, '"database"', 10)]
+    for s in (lite, pg):
+        archive.optimize_indexes(s)
+    assert {r[0] for r in pg.query(
+        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = ? AND "
+        "last_vacuum IS NOT NULL AND last_analyze IS NOT NULL", (pg.schema,))} == {
+        "events", "events_archive", "rollups", "tags", "fts_stats", "fts_rollups",
+        "fts_rollup_stats"}
+    assert [(r.id, s) for r, s in rl.fts_search(pg, '"database"', 10)] == before
+    assert [r.id for r, _ in rl.fts_search(lite, '"database"', 10)] == [i for i, _ in before]

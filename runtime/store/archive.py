@@ -18,6 +18,8 @@ import sqlite3
 from .db import Store
 from .events import now_iso
 
+PG_VACUUMED = ("events", "events_archive", "rollups", "tags", "fts_stats", "fts_rollups",
+               "fts_rollup_stats")  # optimize_indexes on PostgreSQL
 BATCH = 5000  # events moved per statement pair (memory: a few hundred KB, whatever the history)
 
 
@@ -58,7 +60,16 @@ def move_older_than(store: Store, cutoff_ts: str, batch: int | None = None) -> i
 
 
 def optimize_indexes(store: Store) -> None:
-    """Merge the FTS segments that many small inserts leave behind (reads get cheaper)."""
+    """Merge the FTS segments that many small inserts leave behind (reads get cheaper).
+
+    On PostgreSQL there are no segments (pg_fts' GIN indexes keep no pending list): there the
+    full text's tables are vacuumed and analyzed instead - the archive move's deleted rows and
+    the kept counts' updated ones (fts_stats changes with every append) leave dead tuples
+    behind, and the planner weighs `tsv @@` by the tables' statistics. VACUUM runs outside any
+    transaction (the store's connection commits each statement itself)."""
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        store.execute(f"VACUUM (ANALYZE) {', '.join(PG_VACUUMED)}")
+        return
     store.execute("INSERT INTO events_fts(events_fts) VALUES ('optimize')")
     store.execute("INSERT INTO rollups_fts(rollups_fts) VALUES ('optimize')")
     store.checkpoint()
