@@ -248,3 +248,29 @@ def test_a_server_without_pg_c_utf8_is_refused_in_one_line() -> None:
     with pytest.raises(StoreError, match="PostgreSQL 17 or newer"):
         pg_fts.create(conn)
     assert len(conn.sql) == 1
+
+
+def test_an_events_tags_are_its_fourth_column(stores: tuple[Any, Any]) -> None:
+    """FTS5 indexes an event's tags beside its body, kind and actor (tags.add re-indexes it);
+    pg_fts reads a tagged event as its row || its tags (fts_event_tags): the same matches,
+    bm25 (row lengths and document frequencies with the tags' words), snippets and counts."""
+    from runtime.store import tags
+
+    lite, pg = stores
+    for s in (lite, pg):
+        tags.add(s, "event", 3, ["zeppelin", "quartermaster"])
+        tags.add(s, "event", 6, ["database", "runbook"])  # an archived event
+        tags.add(s, "event", 6, ["postmortem"])
+        tags.add(s, "event", 12, ["report"])  # a word its body holds already
+    for m in _matches() + ['"quartermaster"', '"runbook" OR "postmortem"',
+                           '("zeppelin") AND ("report")']:
+        a, b = ev.fts_search(lite, m, 10, _SKIP), ev.fts_search(pg, m, 10, _SKIP)
+        _same_scores([(e.id or 0, s) for e, s, _ in a], [(e.id or 0, s) for e, s, _ in b], m)
+        assert [x for _, _, x in a] == [x for _, _, x in b], m
+        top = ev.fts_top_id(lite)
+        assert ev.fts_count_upto(lite, m, top, 100) == ev.fts_count_upto(pg, m, top, 100), m
+    stems = ["quartermast", "runbook", "postmortem", "databas", "zeppelin", "report"]
+    assert ev.doc_freqs(lite, stems) == ev.doc_freqs(pg, stems)
+    assert tuple(pg.query("SELECT toks FROM fts_stats WHERE term = ''")[0]) == tuple(pg.query(
+        "SELECT (SELECT sum(ntok) FROM events) + (SELECT sum(ntok) FROM events_archive) "
+        "+ (SELECT sum(ntok) FROM fts_event_tags)")[0])

@@ -132,16 +132,66 @@ AS $$ BEGIN
     UPDATE fts_stats SET toks = toks + (SELECT coalesce(sum(ntok), 0) FROM new_rows)
                                      - (SELECT coalesce(sum(ntok), 0) FROM old_rows)
      WHERE term = '';
+    -- (a term the event's tags hold stays in its row whatever its body says: fts_event_tags)
     UPDATE fts_stats AS v SET doc = v.doc - d.n
       FROM (SELECT t, count(*) AS n FROM old_rows, unnest(tsvector_to_array(old_rows.tsv)) AS t
+             WHERE NOT EXISTS (SELECT 1 FROM fts_event_tags AS g WHERE g.id = old_rows.id
+                                  AND t = ANY(tsvector_to_array(g.tsv)))
              GROUP BY t) AS d
      WHERE v.term = d.t;
     INSERT INTO fts_stats AS v (term, doc)
         SELECT t, count(*) FROM new_rows, unnest(tsvector_to_array(new_rows.tsv)) AS t
+         WHERE NOT EXISTS (SELECT 1 FROM fts_event_tags AS g WHERE g.id = new_rows.id
+                              AND t = ANY(tsvector_to_array(g.tsv)))
          GROUP BY t ORDER BY t
     ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
     RETURN NULL;
 END $$;
+"""
+
+# events_fts' fourth column on SQLite is the event's tags (re-indexed by tags.add). Here an
+# event's tags are a row of their own, fts_event_tags (its tags' vector and tokens, kept by a
+# trigger on tags), and a tagged event matches and scores as its row's vector || its tags'
+# (positions are counts, which the concatenation keeps). fts_stats holds the tags' terms a
+# row's body, kind and actor lack, and their tokens.
+_EVENT_TAGS = r"""
+CREATE TABLE fts_event_tags (id bigint PRIMARY KEY, tsv tsvector NOT NULL,
+                             ntok integer NOT NULL);
+CREATE FUNCTION fts_event_tags_keep() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE eid bigint; tagged text; t0 tsvector; t1 tsvector; n0 integer; n1 integer; e tsvector;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF old.item_kind <> 'event' THEN RETURN NULL; END IF;
+        eid := old.item_id;
+    ELSE
+        IF new.item_kind <> 'event' THEN RETURN NULL; END IF;
+        eid := new.item_id;
+    END IF;
+    tagged := (SELECT string_agg(word, ' ' ORDER BY id) FROM tags
+                WHERE item_kind = 'event' AND item_id = eid);
+    SELECT tsv, ntok INTO t0, n0 FROM fts_event_tags WHERE id = eid;
+    t1 := fts_vector(fts_tokens(tagged));
+    n1 := fts_count(tagged);
+    e := coalesce((SELECT tsv FROM events WHERE id = eid),
+                  (SELECT tsv FROM events_archive WHERE id = eid), ''::tsvector);
+    IF tagged IS NULL THEN
+        DELETE FROM fts_event_tags WHERE id = eid;
+    ELSE
+        INSERT INTO fts_event_tags VALUES (eid, t1, n1)
+        ON CONFLICT (id) DO UPDATE SET tsv = excluded.tsv, ntok = excluded.ntok;
+    END IF;
+    UPDATE fts_stats SET toks = toks + coalesce(n1, 0) - coalesce(n0, 0) WHERE term = '';
+    INSERT INTO fts_stats AS v (term, doc)
+        SELECT t, sum(d) FROM (
+            SELECT unnest(tsvector_to_array(coalesce(t1, ''::tsvector))) AS t, 1 AS d
+            UNION ALL SELECT unnest(tsvector_to_array(coalesce(t0, ''::tsvector))), -1) AS x
+         WHERE t <> ALL(tsvector_to_array(e)) GROUP BY t HAVING sum(d) <> 0 ORDER BY t
+    ON CONFLICT (term) DO UPDATE SET doc = v.doc + excluded.doc;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tags_events_fts AFTER INSERT OR UPDATE OR DELETE ON tags FOR EACH ROW
+    EXECUTE FUNCTION fts_event_tags_keep();
 """
 
 _TABLE = r"""
@@ -319,6 +369,7 @@ def create(conn: Any) -> None:
     for table in ("events", "events_archive"):
         conn.execute(_TABLE.replace("{table}", table).encode())
     conn.execute(_ROLLUPS.encode())
+    conn.execute(_EVENT_TAGS.encode())
 
 
 # --- MATCH -> tsquery ----------------------------------------------------------------------------
@@ -522,8 +573,14 @@ def compile_match(store: Any, match: str, index: str = "events_fts") -> Compiled
 # Every tsquery is written into its statement as a literal, never a parameter: a prepared
 # statement's generic plan cannot weigh `tsv @@ $1` and scans the table (psycopg prepares a
 # statement run 5 times: fts_ids took 18 ms a call where its own plan took 2 ms).
-_MATCHES = ("SELECT id, tsv, ntok FROM events WHERE tsv @@ {q} AND id <= ? UNION ALL "
-            "SELECT id, tsv, ntok FROM events_archive WHERE tsv @@ {q} AND id <= ?")
+# (a tagged event is read with its tags, in the third part: fts_event_tags)
+_MATCHES = ("SELECT id, tsv, ntok FROM events AS e WHERE tsv @@ {q} AND id <= ? AND NOT EXISTS "
+            "(SELECT 1 FROM fts_event_tags AS g WHERE g.id = e.id) UNION ALL "
+            "SELECT id, tsv, ntok FROM events_archive AS e WHERE tsv @@ {q} AND id <= ? AND "
+            "NOT EXISTS (SELECT 1 FROM fts_event_tags AS g WHERE g.id = e.id) UNION ALL "
+            "SELECT g.id, x.tsv || g.tsv, x.ntok + g.ntok FROM fts_event_tags AS g JOIN "
+            "(SELECT id, tsv, ntok FROM events UNION ALL SELECT id, tsv, ntok FROM events_archive)"
+            " AS x ON x.id = g.id WHERE (x.tsv || g.tsv) @@ {q} AND g.id <= ?")
 
 
 def _lit(query: str) -> str:
@@ -543,8 +600,8 @@ class _Index:
 
 
 _INDEXES = {
-    "events_fts": _Index(_MATCHES, 2, "(SELECT count(*) FROM events WHERE tsv @@ {q}) "
-                         "+ (SELECT count(*) FROM events_archive WHERE tsv @@ {q})",
+    "events_fts": _Index(_MATCHES, 3, "(SELECT count(*) FROM ("
+                         + _MATCHES.replace("id <= ?", f"id <= {(1 << 63) - 1}") + ") AS h)",
                          "SELECT greatest((SELECT max(id) FROM events), "
                          "(SELECT max(id) FROM events_archive))"),
     "rollups_fts": _Index("SELECT id, tsv, ntok FROM fts_rollups WHERE tsv @@ {q} AND id <= ?",
@@ -744,8 +801,7 @@ def snippets(store: Any, c: Compiled, ids_: Sequence[int], max_chars: int) -> di
     marks = ",".join("?" * len(ids_))
     rows = store.query(
         f"SELECT id, body, fts_tokens(body) FROM history WHERE id IN ({marks}) "
-        f"AND length(body) <= ? AND id IN (SELECT id FROM events WHERE tsv @@ {_lit(c.query)} "
-        f"UNION ALL SELECT id FROM events_archive WHERE tsv @@ {_lit(c.query)})",
+        f"AND length(body) <= ? AND id IN ({matching(c)})",
         (*ids_, max_chars))
     out: dict[int, str] = {}
     for r in rows:

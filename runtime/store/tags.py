@@ -77,9 +77,8 @@ def add_many(store: Store, kind: str, words: Mapping[int, Sequence[str]],
 
 
 def _reindex(store: Store) -> bool:
-    """Whether a tag added re-indexes its item here (SQLite's FTS5 tables); on PostgreSQL the
-    rollups' full text follows the tags table by its own triggers (pg_fts), and the events'
-    full text holds no tags yet."""
+    """Whether a tag added re-indexes its item here (SQLite's FTS5 tables); on PostgreSQL both
+    full texts follow the tags table by their own triggers (pg_fts)."""
     return getattr(store, "dialect", "sqlite") != "postgres"
 
 
