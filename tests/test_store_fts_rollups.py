@@ -255,3 +255,19 @@ def test_optimize_indexes_vacuums_the_full_texts_tables_on_postgresql(
         "fts_rollup_stats"}
     assert [(r.id, s) for r, s in rl.fts_search(pg, '"database"', 10)] == before
     assert [r.id for r, _ in rl.fts_search(lite, '"database"', 10)] == [i for i, _ in before]
+
+
+def test_rung_bm25_scores_the_rung_alike(stores: tuple[Any, Any]) -> None:
+    """rung_bm25 (recall's and the walk's entry scan) solves the index's tokens from one row's
+    bm25 bit for bit: PostgreSQL's bm25 must give it exactly, or it falls back to the index's."""
+    from runtime.memory import rung_bm25
+
+    lite, pg = stores
+    assert rung_bm25.memory_for(pg).averages(pg) == rung_bm25.memory_for(lite).averages(lite)
+    assert rung_bm25.memory_for(pg).averages(pg) is not None
+    for words in (["database"], ["zeppelin", "harbour"], ["report", "owner"], ["vocabularyonly"],
+                  ["deploy", "quiet"], ["absent"]):
+        for level in (1, 2):
+            a = rung_bm25.search_rung(lite, words, level, 5)
+            b = rung_bm25.search_rung(pg, words, level, 5)
+            _same_scores([(r.id, s) for r, s in a], [(r.id, s) for r, s in b], str(words))

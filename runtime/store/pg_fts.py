@@ -1,4 +1,4 @@
-"""Full text of the events on PostgreSQL: events_fts' tokens, MATCH, bm25 and snippet().
+"""Full text on PostgreSQL: events_fts' and rollups_fts' tokens, MATCH, bm25 and snippet().
 
 SQLite indexes events with FTS5 (`tokenize='porter unicode61 remove_diacritics 2'` over body,
 kind and actor). PostgreSQL's own parser does not split text as unicode61 does (it keeps
@@ -25,8 +25,13 @@ GIN. The GIN indexes have no pending list (fastupdate off: a lookup scanned it, 
 of 20,000). A row's counts of the query's tokens come from its tsvector cut to them
 (setweight + ts_filter: half the time of unnest over the whole tsvector).
 
+The ladder's index (rollups_fts: title, body, terms, level, vocab, tags) is `fts_rollups`,
+one row a rollup kept by triggers on rollups and tags, its column filters read through
+tsvector weights (see `_ROLLUPS`); its bm25 is FTS5's bit for bit (memory.rung_bm25 asks it).
+An event's tags, FTS5's fourth column, are `fts_event_tags` (see `_EVENT_TAGS`).
+
 A MATCH string (the subset this project writes: quoted or bare phrases, AND, OR, NOT,
-parentheses) becomes a tsquery (`parse`). A phrase of several tokens matches rows holding all
+parentheses, and on rollups_fts column filters) becomes a tsquery (`parse`). A phrase of several tokens matches rows holding all
 of them (positions here are counts, not places). `snippet` cuts FTS5's snippet() (the best
 window of 24 tokens, sentence starts preferred, `…` where cut) from the body in Python.
 """
