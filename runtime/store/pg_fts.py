@@ -31,9 +31,10 @@ tsvector weights (see `_ROLLUPS`); its bm25 is FTS5's bit for bit (memory.rung_b
 An event's tags, FTS5's fourth column, are `fts_event_tags` (see `_EVENT_TAGS`).
 
 A MATCH string (the subset this project writes: quoted or bare phrases, AND, OR, NOT,
-parentheses, and on rollups_fts column filters) becomes a tsquery (`parse`). A phrase of several tokens matches rows holding all
-of them (positions here are counts, not places). `snippet` cuts FTS5's snippet() (the best
-window of 24 tokens, sentence starts preferred, `…` where cut) from the body in Python.
+parentheses, and on rollups_fts column filters) becomes a tsquery (`parse`). A phrase of
+several tokens matches rows holding all of them (positions here are counts, not places).
+`snippet` cuts FTS5's snippet() (the best window of 24 tokens, sentence starts preferred, `…`
+where cut) from the body in Python.
 """
 
 from __future__ import annotations
