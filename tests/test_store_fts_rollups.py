@@ -271,3 +271,21 @@ def test_rung_bm25_scores_the_rung_alike(stores: tuple[Any, Any]) -> None:
             a = rung_bm25.search_rung(lite, words, level, 5)
             b = rung_bm25.search_rung(pg, words, level, 5)
             _same_scores([(r.id, s) for r, s in a], [(r.id, s) for r, s in b], str(words))
+
+
+def test_the_walk_and_recall_answer_alike(histories: tuple[Any, Any]) -> None:
+    """The walk's entry, trace, events and refusals, and recall's chosen events, on both."""
+    from runtime.memory import recall, walk
+
+    lite, pg = histories
+    entered = refused = 0
+    for query in _QUERIES:
+        a, b = walk.walk_result(lite, query), walk.walk_result(pg, query)
+        assert (a.refused, a.why and a.why.code) == (b.refused, b.why and b.why.code), query
+        assert a.as_dict()["trace"] == b.as_dict()["trace"], query
+        assert [e.as_dict() for e in a.events] == [e.as_dict() for e in b.events], query
+        assert a.confidence == pytest.approx(b.confidence, rel=1e-9), query
+        entered, refused = entered + (not a.refused), refused + a.refused
+        ra, rb = recall.recall(lite, query), recall.recall(pg, query)
+        assert [h.event.id for h in ra.hits] == [h.event.id for h in rb.hits], query
+    assert entered and refused  # both outcomes were seen
