@@ -8,6 +8,11 @@ values, then the new row), their vectors dropped, and the compaction that makes 
 leave the file (`secure_delete`, FTS5 'optimize', a TRUNCATE checkpoint). Which words to take
 out of a rollup is decided by runtime/redaction.py; every function here writes inside the
 caller's transaction (a savepoint when nested).
+
+On PostgreSQL (`store.dialect == "postgres"`) the full text is generated columns and triggers
+(runtime/store/pg_fts.py): the one UPDATE the triggers allow recomputes an event's or a rollup's
+vector and the kept counts, so no FTS5 'delete' command is written; `secure_delete` is a no-op
+and `compact` is a VACUUM of the tables a redaction touches.
 """
 
 from __future__ import annotations
@@ -95,9 +100,11 @@ def overwrite_event(store: Store, old: EventText, why: str, actor: str) -> tuple
         rid = _ledger(store, "event", old.id, why, actor, now_iso())
         text = marker(rid, why)
         db.execute("UPDATE redactions SET marker = ? WHERE id = ?", (text, rid))
-        db.execute("INSERT INTO events_fts(events_fts, rowid, body, kind, actor, tags) "
-                   "VALUES ('delete', ?, ?, ?, ?, ?)",
-                   (old.id, old.body, old.kind, old.actor, old.tags))
+        fts5 = store.dialect == "sqlite"  # on PostgreSQL the UPDATE below re-indexes the row
+        if fts5:
+            db.execute("INSERT INTO events_fts(events_fts, rowid, body, kind, actor, tags) "
+                       "VALUES ('delete', ?, ?, ?, ?, ?)",
+                       (old.id, old.body, old.kind, old.actor, old.tags))
         db.execute("DELETE FROM tags WHERE item_kind = 'event' AND item_id = ?", (old.id,))
         table = "events" if old.source == "hot" else "events_archive"
         cur = db.execute(f"UPDATE {table} SET body = ?, meta = ? WHERE id = ?",
@@ -105,10 +112,11 @@ def overwrite_event(store: Store, old: EventText, why: str, actor: str) -> tuple
         if cur.rowcount != 1:
             raise RedactionRefused(f"event {old.id} moved while it was being redacted; "
                                    "run the command again")
-        new = db.execute("SELECT id, body, kind, actor, tags FROM history WHERE id = ?",
-                         (old.id,)).fetchone()
-        db.execute("INSERT INTO events_fts(rowid, body, kind, actor, tags) "
-                   "VALUES (?, ?, ?, ?, ?)", tuple(new))
+        if fts5:
+            new = db.execute("SELECT id, body, kind, actor, tags FROM history WHERE id = ?",
+                             (old.id,)).fetchone()
+            db.execute("INSERT INTO events_fts(rowid, body, kind, actor, tags) "
+                       "VALUES (?, ?, ?, ?, ?)", tuple(new))
         db.execute("DELETE FROM vectors WHERE item_kind = 'event' AND item_id = ?", (old.id,))
         # A decision keeps its text beside its event: the same words, the same marker.
         db.execute("UPDATE decisions SET body = ? WHERE event_id = ?", (text, old.id))
@@ -134,18 +142,21 @@ def rewrite_rollup(store: Store, rollup_id: int, *, title: str, body: str, terms
     with store.transaction() as db:
         rid = _ledger(store, "rollup", rollup_id, why, actor, now_iso())
         db.execute("UPDATE redactions SET marker = ? WHERE id = ?", (marker(rid, why), rid))
-        old = db.execute("SELECT id, title, body, terms, level, vocab, tags FROM "
-                         "rollups_indexed WHERE id = ?", (rollup_id,)).fetchone()
-        db.execute("INSERT INTO rollups_fts(rollups_fts, rowid, title, body, terms, level, "
-                   "vocab, tags) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)", tuple(old))
+        fts5 = store.dialect == "sqlite"  # on PostgreSQL the triggers follow the UPDATE
+        if fts5:
+            old = db.execute("SELECT id, title, body, terms, level, vocab, tags FROM "
+                             "rollups_indexed WHERE id = ?", (rollup_id,)).fetchone()
+            db.execute("INSERT INTO rollups_fts(rollups_fts, rowid, title, body, terms, level, "
+                       "vocab, tags) VALUES ('delete', ?, ?, ?, ?, ?, ?, ?)", tuple(old))
         db.executemany("DELETE FROM tags WHERE item_kind = 'rollup' AND item_id = ? AND "
                        "word = ?", [(rollup_id, w) for w in drop_tags])
         db.execute("UPDATE rollups SET title = ?, body = ?, terms = ?, vocab = ? WHERE id = ?",
                    (title, body, terms, vocab, rollup_id))
-        new = db.execute("SELECT id, title, body, terms, level, vocab, tags FROM "
-                         "rollups_indexed WHERE id = ?", (rollup_id,)).fetchone()
-        db.execute("INSERT INTO rollups_fts(rowid, title, body, terms, level, vocab, tags) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", tuple(new))
+        if fts5:
+            new = db.execute("SELECT id, title, body, terms, level, vocab, tags FROM "
+                             "rollups_indexed WHERE id = ?", (rollup_id,)).fetchone()
+            db.execute("INSERT INTO rollups_fts(rowid, title, body, terms, level, vocab, tags) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", tuple(new))
         db.execute("DELETE FROM vectors WHERE item_kind = 'rollup' AND item_id = ?",
                    (rollup_id,))
     return rid
@@ -153,10 +164,18 @@ def rewrite_rollup(store: Store, rollup_id: int, *, title: str, body: str, terms
 
 def secure_delete(store: Store, on: bool) -> bool:
     """Set this connection's secure_delete (freed content is overwritten with zeros); return
-    the previous setting."""
+    the previous setting. On PostgreSQL there is no such setting: a no-op returning False."""
+    if store.dialect == "postgres":
+        return False
     before = bool(store.scalar("PRAGMA secure_delete"))
     store.execute(f"PRAGMA secure_delete = {1 if on else 0}")
     return before
+
+
+# The tables a redaction writes on PostgreSQL (and the full text's, which its triggers write).
+PG_COMPACTED = ("events", "events_archive", "rollups", "tags", "vectors", "decisions",
+                "redactions", "fts_stats", "fts_event_tags", "fts_rollups", "fts_rollup_stats",
+                "promotions", "pins", "side_effects", "approvals", "inputs", "telemetry")
 
 
 def compact(store: Store) -> bool:
@@ -164,7 +183,16 @@ def compact(store: Store) -> bool:
     until they merge; the cost grows with the index, about as long as reflect's optimize) and
     fold the WAL into the file, truncating it. Run with secure_delete on. Returns whether the
     checkpoint completed (a reader holding an old snapshot, e.g. a running loop mid-read,
-    keeps the WAL until the next checkpoint)."""
+    keeps the WAL until the next checkpoint).
+
+    On PostgreSQL, compact = VACUUM of the tables a redaction touches (PG_COMPACTED): an
+    UPDATE leaves the old row version in the heap until VACUUM removes it (a transaction still
+    open from before the redaction keeps it longer); the bytes may stay in freed page space,
+    in WAL segments not yet recycled and in base backups. Returns True once VACUUM ran (it runs
+    outside any transaction: the store's connection commits each statement itself)."""
+    if store.dialect == "postgres":
+        store.execute(f"VACUUM {', '.join(PG_COMPACTED)}")
+        return True
     store.execute("INSERT INTO events_fts(events_fts) VALUES ('optimize')")
     store.execute("INSERT INTO rollups_fts(rollups_fts) VALUES ('optimize')")
     busy, log_frames, done = store.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
