@@ -203,13 +203,13 @@ def compact(store: Store) -> bool:
 # scrubs these too, or `redact` would leave the secret in the file, in later backups, in
 # MEMORY.md (a queued promotion approved later) and in command output (`actions --all`).
 # Decisions, tags and vectors are handled with the event itself (`overwrite_event`).
-COPIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("promotions", "id", ("text", "reason")),
-    ("pins", "id", ("text",)),
-    ("side_effects", "rowid", ("input", "result")),
-    ("approvals", "id", ("arguments", "reason")),
-    ("inputs", "event_id", ("last_error",)),
-    ("telemetry", "id", ("data",)),
+COPIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("promotions", ("id",), ("text", "reason")),
+    ("pins", ("id",), ("text",)),
+    ("side_effects", ("turn", "key"), ("input", "result")),  # its primary key on both backends
+    ("approvals", ("id",), ("arguments", "reason")),
+    ("inputs", ("event_id",), ("last_error",)),
+    ("telemetry", ("id",), ("data",)),
 )
 
 
@@ -218,13 +218,16 @@ def scrub_copies(store: Store, scrub: Callable[[str | None], str | None]) -> dic
     return how many rows of each table changed. Inside the caller's transaction."""
     changed: dict[str, int] = {}
     with store.transaction() as db:
-        for table, key, columns in COPIES:
-            rows = db.execute(f"SELECT {key} AS k, {', '.join(columns)} FROM {table}").fetchall()
+        for table, keys, columns in COPIES:
+            rows = db.execute(f"SELECT {', '.join(keys)}, {', '.join(columns)} FROM {table}"
+                              ).fetchall()
+            where = " AND ".join(f"{k} = ?" for k in keys)
             for row in rows:
                 new = [scrub(row[c]) for c in columns]
                 if new == [row[c] for c in columns]:
                     continue
                 sets = ", ".join(f"{c} = ?" for c in columns)
-                db.execute(f"UPDATE {table} SET {sets} WHERE {key} = ?", (*new, row["k"]))
+                db.execute(f"UPDATE {table} SET {sets} WHERE {where}",
+                           (*new, *(row[k] for k in keys)))
                 changed[table] = changed.get(table, 0) + 1
     return changed
