@@ -110,3 +110,32 @@ def test_a_copy_into_a_coworker_that_runs_there_is_refused(
                 cp.copy_store(source, target)
     finally:
         running.close()
+
+
+def test_every_write_of_a_deposed_loop_is_refused_the_new_ones_go_through(
+        pg_url: str) -> None:  # noqa: F811
+    from runtime.store import Event
+    from runtime.store import events as ev
+
+    a, b = host(pg_url), host(pg_url)
+    a_again = None
+    try:
+        stale = pg_runner.claim(a, "host-a", 1)
+        assert a.fence == stale.token
+        ev.append(a, Event(kind="note", body="a writes while it runs", actor="coworker",
+                           author_kind="agent"))
+        a.close()
+        claim_once_free(b, "host-b", 2)
+        a_again = host(pg_url)
+        a_again.fence = stale.token  # the old loop reconnects, still believing it runs
+        with pytest.raises(pg_runner.Deposed):
+            ev.append(a_again, Event(kind="note", body="stale", actor="coworker",
+                                     author_kind="agent"))
+        ev.append(b, Event(kind="note", body="the new runner writes", actor="coworker",
+                           author_kind="agent"))
+        assert [e.body for e in ev.tail(b, 5)] == ["a writes while it runs",
+                                                  "the new runner writes"]
+    finally:
+        b.close()
+        if a_again is not None:
+            a_again.close()

@@ -323,6 +323,9 @@ class PgStore:
         self._depth = 0
         self._lock = threading.RLock()
         self._write_key = pg_schema.lock_key("write", schema)
+        # the loop's fencing token (pg_runner.claim sets it): every write transaction checks
+        # it after the write lock, so a loop another one took over from can never commit
+        self.fence: int | None = None
 
     # opening -----------------------------------------------------------------------------
     @classmethod
@@ -403,6 +406,10 @@ class PgStore:
             return
         try:
             self._run(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
+            if self.fence is not None:
+                from . import pg_runner
+
+                pg_runner.check(self, self.fence)
         except BaseException:
             self._undo(True, name)
             raise

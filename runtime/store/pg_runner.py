@@ -8,9 +8,10 @@ Owns three things of one coworker's schema:
   next **fencing token** in the one-row table `runner` (with the host, pid and time, which
   `status` and `stop` show). A second loop, on any host, finds the lock held and is told who
   holds it;
-- **the fence**: `check(store, token)`, run inside each of the loop's write transactions after
-  the write lock, refuses (`Deposed`) when another loop has claimed since: a loop whose
-  connection was lost and came back can never commit over the new one's writes;
+- **the fence**: a claim sets the store's `fence` to its token, and PgStore checks it
+  (`check`) inside each write transaction after the write lock, refusing (`Deposed`) when
+  another loop has claimed since: a loop whose connection was lost and came back (with its
+  token set on its new store) can never commit over the new one's writes;
 - **the wake-up**: `notify(store)` sends NOTIFY on the coworker's channel (its schema's name)
   in the writer's transaction, so a `tell` on any host wakes the loop that `listen`s, wherever
   it runs, as soon as the message is committed.
@@ -74,6 +75,7 @@ def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner
                          "that one first (`coworker stop` there)")
     me = Runner(0, host or socket.gethostname(), pid or os.getpid(),
                 datetime.now(UTC).isoformat(timespec="seconds"))
+    store.fence = None  # the claim's own write is the one that moves the token on
     try:
         with store.transaction():
             token = int(store.scalar(
@@ -84,6 +86,7 @@ def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner
     except BaseException:
         store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
         raise
+    store.fence = token  # from now on each write of this store checks it
     return Runner(token, me.host, me.pid, me.since)
 
 
@@ -99,6 +102,7 @@ def check(store: Any, token: int) -> None:
 def release(store: Any) -> None:
     """Give the claim up (a clean stop); the row stays, saying who ran last."""
     store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
+    store.fence = None
 
 
 def current(store: Any) -> Runner | None:
