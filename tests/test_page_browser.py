@@ -23,7 +23,6 @@ skips, saying why, only where they could not be installed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -49,6 +48,7 @@ from runtime.store import promotions as pr
 
 from .conftest import REPO, tell
 from .fakeapi import FakeMessagesAPI, text, tool_use
+from .test_hands_loop import ticks  # MCP servers started and stopped around the ticks
 from .test_serve import SECRET, configure, connects, owner_token, post
 from .test_serve import tell as http_tell
 
@@ -265,26 +265,6 @@ def running_coworker(home: Home, port: int, *flags: str) -> Iterator[subprocess.
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Traceback" not in err, err
-
-
-def ticks(loop: Loop, n: int, between: Callable[[int], None]) -> list[Any]:
-    """`n` ticks of `loop` with its MCP servers started and stopped around them, as the running
-    loop does; `between(i)` after tick i."""
-    async def go() -> list[Any]:
-        loop._make_model()
-        await loop._start_hands()
-        try:
-            out = []
-            for i in range(n):
-                out.append(await loop.tick())
-                between(i)
-            return out
-        finally:
-            if loop.hands is not None:
-                await loop.hands.stop()
-            if loop.model is not None:
-                await loop.model.close()
-    return asyncio.run(go())
 
 
 def queue_action(home: Home, sources: list[int], reason: str,

@@ -11,7 +11,7 @@ in several columns at once) and the same tags through tags.add.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +65,22 @@ def _seal(store: Any) -> None:
         tags.add(store, "rollup", i, words, "owner")
 
 
-@pytest.fixture
-def stores(tmp_path: Path, pg_url: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
+def _both(tmp_path: Path, url: str, fill: Callable[[Any], None]) -> Iterator[tuple[Any, Any]]:
+    """A SQLite store and a PostgreSQL one, each filled by `fill`."""
     from runtime.store.pg import PgStore
 
     lite: Any = Store.open(tmp_path / "state" / "coworker.db")
-    pg: Any = PgStore.open(pg_url, "alpha")
+    pg: Any = PgStore.open(url, "alpha")
     for s in (lite, pg):
-        _seal(s)
+        fill(s)
     yield lite, pg
     lite.close()
     pg.close()
+
+
+@pytest.fixture
+def stores(tmp_path: Path, pg_url: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
+    yield from _both(tmp_path, pg_url, _seal)
 
 
 def _matches() -> list[str]:
@@ -203,15 +208,7 @@ def _history(store: Any) -> None:
 
 @pytest.fixture
 def histories(tmp_path: Path, pg_url: str) -> Iterator[tuple[Any, Any]]:  # noqa: F811
-    from runtime.store.pg import PgStore
-
-    lite: Any = Store.open(tmp_path / "state" / "coworker.db")
-    pg: Any = PgStore.open(pg_url, "alpha")
-    for s in (lite, pg):
-        _history(s)
-    yield lite, pg
-    lite.close()
-    pg.close()
+    yield from _both(tmp_path, pg_url, _history)
 
 
 def test_memory_search_gives_the_same_top_ten(histories: tuple[Any, Any]) -> None:

@@ -67,7 +67,7 @@ class Verifier:
         self.home = home
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        client, why = await anyio.to_thread.run_sync(self._look_up, token)
+        client, why = await anyio.to_thread.run_sync(self.look_up, token)
         if client is None:
             said = _refusal.get()
             if said is not None:
@@ -77,7 +77,7 @@ class Verifier:
                            subject=str(client.id),
                            scopes=[READ, TELL] if client.may_tell else [READ])
 
-    def _look_up(self, token: str) -> tuple[clients_store.Client | None, str]:
+    def look_up(self, token: str) -> tuple[clients_store.Client | None, str]:
         if not self.home.db_path.exists():
             return None, "an unknown token (no client yet: `coworker clients add NAME`)"
         try:
@@ -169,7 +169,7 @@ class Team:
         is heard (a stranger's guesses never lock the team out)."""
         if token is None:
             return False
-        client, _ = await anyio.to_thread.run_sync(self.verifier._look_up, token)
+        client, _ = await anyio.to_thread.run_sync(self.verifier.look_up, token)
         return client is not None
 
     async def _slowed(self, scope: Scope, receive: Receive, send: Send, source: str) -> None:
