@@ -323,8 +323,7 @@ def test_a_refused_write_is_store_refused_on_both(store: Any) -> None:
 
 
 def test_a_strikes_snapshot_is_a_number_only_when_written_as_one(store: Any) -> None:
-    from runtime.store import Event
-    from runtime.store import strikes
+    from runtime.store import Event, strikes
 
     def strike(snapshot: Any) -> int:
         return ev.append(store, Event(kind="memory_strike", body="struck [m1]", actor="owner",
