@@ -46,7 +46,7 @@ def reply_text(e: Event) -> str:
 def replies(home: Home, every: bool = False) -> list[tuple[Event, bool]]:
     """The replies to list (`store.replies.listed`); the unread ones among them are marked
     read, since they are shown now."""
-    if not home.db_path.exists():
+    if not home.has_store():
         return []
     with home.open_store() as store:
         got = rp.listed(store, every)
@@ -72,7 +72,7 @@ def wait_for_reply(home: Home, message_id: int, timeout_s: float,
 
 def recent(home: Home, n: int = RECENT) -> list[Event]:
     """The last `n` messages and replies, oldest first."""
-    if not home.db_path.exists():
+    if not home.has_store():
         return []
     with _open(home) as store:
         said = ev.tail(store, n, kind="message") + ev.tail(store, n, kind="outbox")
@@ -111,7 +111,7 @@ class Chat:
         past = recent(self.home)
         for e in past:
             self.show(line_of(e))
-        if self.home.db_path.exists():  # replies from now on are new
+        if self.home.has_store():  # replies from now on are new
             with _open(self.home) as store:
                 self._since = ev.max_id(store)
         watcher = threading.Thread(target=self._watch, name="chat-replies", daemon=True)
@@ -144,7 +144,7 @@ class Chat:
                 self._stop.wait(2.0)
 
     def _show_new(self) -> None:
-        if not self.home.db_path.exists():
+        if not self.home.has_store():
             return
         with self.home.open_store() as store:
             new = [e for e in rp.listed(store) if e[0].id is not None and e[0].id > self._since]

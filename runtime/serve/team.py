@@ -78,7 +78,7 @@ class Verifier:
                            scopes=[READ, TELL] if client.may_tell else [READ])
 
     def look_up(self, token: str) -> tuple[clients_store.Client | None, str]:
-        if not self.home.db_path.exists():
+        if not self.home.has_store():
             return None, "an unknown token (no client yet: `coworker clients add NAME`)"
         try:
             with self.home.open_store(readonly=True) as store:

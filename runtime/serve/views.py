@@ -50,7 +50,7 @@ def said(e: Event, zone: tzinfo = UTC) -> dict[str, Any]:
 
 def conversation(home: Home, after: int = 0, n: int = RECENT) -> list[dict[str, Any]]:
     """The last `n` messages and replies (oldest first), or those after event `after`."""
-    if not home.db_path.exists():
+    if not home.has_store():
         return []
     zone = home.settings().coworker.zone
     with _open(home) as store:
@@ -128,7 +128,7 @@ def memory(home: Home) -> dict[str, Any]:
     present = {e.id for e in entries}
     zone = home.settings().coworker.zone
     struck: dict[str, dict[str, Any]] = {}
-    if home.db_path.exists():
+    if home.has_store():
         with _open(home) as store:
             for e in reversed(ev.tail(store, 50, kind="memory_strike")):
                 key = e.meta.get("entry_id")
