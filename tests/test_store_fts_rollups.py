@@ -284,5 +284,10 @@ def test_the_walk_and_recall_answer_alike(histories: tuple[Any, Any]) -> None:
         assert a.confidence == pytest.approx(b.confidence, rel=1e-9), query
         entered, refused = entered + (not a.refused), refused + a.refused
         ra, rb = recall.recall(lite, query), recall.recall(pg, query)
-        assert [h.event.id for h in ra.hits] == [h.event.id for h in rb.hits], query
+        assert [(h.event.id, h.episode) for h in ra.hits] == [
+            (h.event.id, h.episode) for h in rb.hits], query
+        assert [h.score for h in rb.hits] == pytest.approx([h.score for h in ra.hits],
+                                                           rel=1e-9), query
+        assert (ra.evidence, ra.skipped) == (pytest.approx(rb.evidence, rel=1e-9)
+                                             if rb.evidence is not None else None, rb.skipped)
     assert entered and refused  # both outcomes were seen
