@@ -110,7 +110,6 @@ def _rows(store: Any, table: str, cols: Sequence[str], order: Sequence[str],
                 return
             yield from (tuple(r) for r in page)
             last = int(page[-1][list(cols).index("id")])
-        return
     yield from (tuple(r) for r in store.query(f"{select} ORDER BY {_quoted(order)}"))
 
 
