@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from . import settings as settings_mod
 from .errors import CoworkerError, NotInitialised, UsageError
@@ -89,12 +89,43 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _names_a_store(config: Path) -> bool:
+    """Whether config.toml's text sets a [store] url (read when the config does not load)."""
+    import re
+
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return re.search(r"(?ms)^\s*\[store\][^\[]*^\s*url\s*=", text) is not None
+
+
+def _postgres() -> tuple[Any, Any]:
+    """The PostgreSQL store's modules, or UsageError saying how to install them."""
+    try:
+        from .store import pg, pg_schema
+    except ImportError as e:
+        raise UsageError("[store] url names a PostgreSQL database, which needs psycopg: "
+                         "pip install 'coworker[postgres]'") from e
+    return pg, pg_schema
+
+
 @dataclass(frozen=True)
 class Home:
     root: Path
     # what loading this home's settings has said once (a removed key's WARNING): the home's,
     # so a loop that reloads its config, or a command that reads it twice, says it once
     said: set[str] = field(default_factory=set, compare=False, hash=False, repr=False)
+    # which store this home's config chooses, and the files' stamps it was read at (_choice)
+    _store: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
     def locate(cls, root: str | os.PathLike[str] | None = None) -> Home:
@@ -117,19 +148,74 @@ class Home:
 
     def open_store(self, *, readonly: bool = False, busy_timeout_ms: int | None = None,
                    migrate: bool = True) -> Store:
-        """This home's store: the one place a backend is chosen (its SQLite file today;
-        ADR-0044). Read-only only where a history exists: a reader of a home with none gets
-        an empty, migrated store, as a writer would make it."""
-        from .store import Store
+        """This home's store: the one place a backend is chosen (ADR-0044): the SQLite file
+        state/coworker.db, or with `[store] url` this coworker's schema on PostgreSQL. A reader
+        of a home with no history yet gets an empty, migrated store, as a writer would make it."""
         from .store.db import BUSY_TIMEOUT_MS
 
-        return Store.open(self.db_path, readonly=readonly and self.has_store(), migrate=migrate,
-                          busy_timeout_ms=BUSY_TIMEOUT_MS if busy_timeout_ms is None
-                          else busy_timeout_ms)
+        timeout = BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+        url = self.store_url()
+        if url is None:
+            from .store import Store
+
+            return Store.open(self.db_path, readonly=readonly and self.has_store(),
+                              migrate=migrate, busy_timeout_ms=timeout)
+        pg, pg_schema = _postgres()
+        cid = self._choice()[1]
+        assert cid is not None  # _choice refuses a PostgreSQL store without an id
+        try:
+            store = pg.PgStore.open(url, cid, readonly=readonly, migrate=migrate,
+                                    busy_timeout_ms=timeout)
+        except pg_schema.NotYet:
+            store = pg.PgStore.open(url, cid, migrate=True, busy_timeout_ms=timeout)
+        return cast("Store", store)
 
     def has_store(self) -> bool:
-        """Whether this home has a history yet (its database exists)."""
-        return self.db_path.exists()
+        """Whether this home has a history yet (its SQLite file exists; on PostgreSQL, the
+        database is where the history is kept: a reader makes its schema when missing)."""
+        return self.store_url() is not None or self.db_path.exists()
+
+    def store_url(self) -> str | None:
+        """The PostgreSQL URL of this home's store (a "secret:NAME" resolved; it may hold a
+        password: never print it, see store_where), or None for the SQLite file."""
+        return self._choice()[0]
+
+    def store_where(self) -> str:
+        """Where the store is, as messages name it: the SQLite path, or the database's URL
+        without its password and the coworker's schema."""
+        url = self.store_url()
+        if url is None:
+            return str(self.db_path)
+        pg, _ = _postgres()
+        return f"{pg.describe(url)} (schema cw_{self._choice()[1]})"
+
+    def _choice(self) -> tuple[str | None, str | None]:
+        """([store] url resolved or None, [coworker] id), read again only when config.toml,
+        state/secrets.toml or the environment changed. A config that does not load, with no
+        [store] url in it or the environment, is a SQLite home (its commands say what is wrong
+        with the config when they read it)."""
+        key = (_stamp(self.config_path), _stamp(self.state / settings_mod.SECRETS_FILE),
+               os.environ.get(f"{settings_mod.ENV_PREFIX}STORE__URL"),
+               os.environ.get(f"{settings_mod.ENV_PREFIX}COWORKER__ID"))
+        if self._store.get("key") == key:
+            return self._store["choice"]
+        try:
+            st = self.settings()
+        except CoworkerError:
+            if key[2] is None and not _names_a_store(self.config_path):
+                return None, None
+            raise
+        url = st.store.url
+        if url is not None:
+            from .settings_talk import resolve_secret
+
+            url = resolve_secret(url, st.secrets, "[store] url")
+            if not st.coworker.id:
+                raise UsageError("[store] url names a database but this home has no [coworker] "
+                                 "id: add id = \"<lowercase letters, digits, _>\" under "
+                                 "[coworker] in config.toml (`coworker init` writes one)")
+        self._store.update(key=key, choice=(url, st.coworker.id))
+        return url, st.coworker.id
 
     @property
     def memory_md(self) -> Path:

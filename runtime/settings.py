@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -116,7 +117,6 @@ COWORKER_ID = r"^[a-z0-9][a-z0-9_]{2,47}$"  # a PostgreSQL schema's name, unquot
 
 def new_coworker_id(name: str = "coworker") -> str:
     """A fresh, unique `[coworker] id`: the name's letters and digits, then 40 random bits."""
-    import re
     import secrets
 
     stem = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:24] or "coworker"
@@ -149,8 +149,6 @@ class CoworkerSection(Section):
     @field_validator("id")
     @classmethod
     def _an_id(cls, v: str | None) -> str | None:
-        import re
-
         if v is not None and not re.fullmatch(COWORKER_ID, v):
             raise ValueError(f"{v[:60]!r} is not an id: 3 to 48 lowercase letters, digits and _, "
                              "beginning with a letter or a digit (`coworker init` writes one)")
@@ -291,6 +289,46 @@ class LoggingSection(Section):
     )
 
 
+class StoreSection(Section):
+    url: str | None = Field(None, description=(
+        "where the history lives: absent, the SQLite file state/coworker.db; a PostgreSQL "
+        "database for a team as postgresql://USER@HOST/DB (the password never here: "
+        "\"secret:NAME\", libpq's PGPASSWORD or ~/.pgpass)"))
+
+    @field_validator("url")
+    @classmethod
+    def _a_database(cls, v: str | None) -> str | None:
+        return _database_url(v)
+
+
+def _database_url(v: str | None) -> str | None:
+    """A postgresql:// URL without a password, or "secret:NAME" naming one (ValueError saying
+    what to write otherwise): the password of a shared database never sits in config.toml."""
+    from urllib.parse import urlsplit
+
+    from .settings_talk import SECRET_PREFIX
+
+    if v is None or not v.strip():
+        return None
+    v = v.strip()
+    if v.startswith(SECRET_PREFIX):
+        return v
+    try:
+        parts = urlsplit(v)
+        parts.port  # noqa: B018 - raises for a port that is not a number or out of range
+    except ValueError as e:
+        raise ValueError(f"not a URL ({e}); give one like postgresql://coworker@db.internal/team") \
+            from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError("a PostgreSQL URL (postgresql://USER@HOST/DB) or \"secret:NAME\"; "
+                         "leave it out for the SQLite file")
+    if parts.password or re.search(r"(?:^|[?&])password=[^&]", parts.query):
+        raise ValueError("the URL holds a password: keep it out of config.toml; put the whole URL "
+                         "in state/secrets.toml as NAME = \"postgresql://...\" and write "
+                         "url = \"secret:NAME\", or use libpq's PGPASSWORD or ~/.pgpass")
+    return v
+
+
 class Settings(BaseSettings):
     """Every key of config.toml. Environment overrides: COWORKER_MODEL__NAME=... and so on."""
 
@@ -308,6 +346,7 @@ class Settings(BaseSettings):
     logging: LoggingSection = Field(default_factory=LoggingSection)
     mcp: McpSection = Field(default_factory=McpSection)
     serve: ServeSection = Field(default_factory=ServeSection)
+    store: StoreSection = Field(default_factory=StoreSection)
     notify: list[NotifyTarget] = Field(default_factory=list)
     hooks: list[Hook] = Field(default_factory=list)
     # state/secrets.toml's [secrets] table: NAME = "value", read where config says "secret:NAME"
@@ -798,7 +837,8 @@ def _one_line(e: ValidationError, path: Path,
     # Never echo a value that may be a secret back into an error line.
     # (max_tokens is a number, not a secret, whatever its name says.)
     secret = (any(is_secret_name(str(p)) for p in loc)
-              and not isinstance(_default_of(loc), int | float | bool))
+              and not isinstance(_default_of(loc), int | float | bool)) \
+        or loc[:2] == ("store", "url")  # a database URL may carry its password
     from_env = _env_problem(err, loc, secret)
     if from_env is not None:
         return from_env + more

@@ -568,12 +568,16 @@ def _found_version(conn: psycopg.Connection, schema: str, where: str) -> int | N
     return None
 
 
+class NotYet(StoreError):
+    """A reader found no schema for this coworker: nothing was ever written there."""
+
+
 def check(conn: psycopg.Connection, schema: str, where: str, readonly: bool) -> int:
     """The version of a schema opened without migrating (a reader): refuses one newer than
     this code, and, for a reader, one not there yet."""
     found = _found_version(conn, schema, where)
     if found is None and readonly:
-        raise StoreError(f"no coworker {schema[3:]!r} in {where} yet (schema {schema}): a "
+        raise NotYet(f"no coworker {schema[3:]!r} in {where} yet (schema {schema}): a "
                          "coworker that writes (`coworker tell`, `coworker run`) creates it")
     refuse_newer(found or 0)
     return found or 0

@@ -1,0 +1,137 @@
+"""`[store] url`: the one setting that puts a home's history on PostgreSQL (issue 42 item 1).
+
+A home whose config names a database keeps everything there (its SQLite file is not used), the
+commands above the store run unchanged, a password never sits in config.toml nor in an error
+line, "secret:NAME" is resolved, and a home without a [coworker] id or without psycopg is one
+line saying what to do. Real PostgreSQL (tests/pgserver.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import UsageError
+from runtime.home import Home
+from runtime.store import Store, inputs
+from runtime.store import events as ev
+from runtime.store.pg import PgStore
+
+from .conftest import coworker
+from .pgserver import pg_url  # noqa: F401  (the fixture)
+
+
+def on_postgres(root: Path, url: str, secrets: str = "") -> Home:
+    """A home made by `coworker init`, then given `[store] url` (and state/secrets.toml)."""
+    assert coworker("init").returncode == 0
+    home = Home.locate(root)
+    text = home.config_path.read_text(encoding="utf-8")
+    home.config_path.write_text(text.replace('# url = ""', f'url = "{url}"', 1)
+                                if "[store]" in text else text, encoding="utf-8")
+    assert f'url = "{url}"' in home.config_path.read_text(encoding="utf-8")
+    if secrets:
+        with (home.state / "secrets.toml").open("a", encoding="utf-8") as f:
+            f.write(secrets)
+    return home
+
+
+def reader(url: str, home: Home) -> Any:
+    """The home's coworker schema opened straight from the database (the store's surface)."""
+    return PgStore.open(url, coworker_id(home), readonly=True)
+
+
+def coworker_id(home: Home) -> str:
+    cid = home.settings().coworker.id
+    assert cid
+    return cid
+
+
+def test_a_home_with_a_store_url_keeps_its_history_in_postgres(
+        isolated_home: Path, pg_url: str) -> None:  # noqa: F811
+    home = on_postgres(isolated_home, pg_url)
+    before = home.db_path.stat().st_mtime_ns if home.db_path.exists() else None
+    told = coworker("tell", "Dana owns the parser fix; the nightly build failed at 03:12")
+    assert told.returncode == 0, told.stderr
+    with reader(pg_url, home) as pg:
+        assert [e.body for e in ev.tail(pg, 5)] == [
+            "Dana owns the parser fix; the nightly build failed at 03:12"]
+        assert inputs.pending_count(pg) == 1
+    found = coworker("search", "parser")
+    assert found.returncode == 0 and "Dana owns the parser fix" in found.stdout, found
+    assert "message 1" in coworker("status").stdout
+    if before is not None:  # init's empty SQLite file is left as it was
+        assert home.db_path.stat().st_mtime_ns == before
+        with Store.open(home.db_path, readonly=True) as sqlite:
+            assert ev.max_id(sqlite) == 0
+    assert home.store_where().endswith(f"(schema cw_{coworker_id(home)})")
+
+
+def test_two_homes_on_one_database_each_keep_their_own_history(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    homes = []
+    for name in ("alpha", "beta"):
+        root = tmp_path / name
+        root.mkdir()
+        monkeypatch.setenv("COWORKER_HOME", str(root))
+        homes.append(on_postgres(root, pg_url))
+        assert coworker("tell", f"only {name} was told this").returncode == 0
+    for home, name in zip(homes, ("alpha", "beta"), strict=True):
+        with home.open_store(readonly=True) as store:
+            assert [e.body for e in ev.tail(store, 5)] == [f"only {name} was told this"]
+
+
+def test_the_password_never_sits_in_config_nor_in_an_error(
+        isolated_home: Path, pg_url: str) -> None:  # noqa: F811
+    home = on_postgres(isolated_home, "postgresql://team:hunter2-the-password@db.internal/team")
+    result = coworker("tell", "hello")
+    assert result.returncode != 0
+    assert "hunter2" not in result.stdout + result.stderr
+    assert "holds a password" in result.stderr and "secret:NAME" in result.stderr
+    assert "Traceback" not in result.stderr
+    with pytest.raises(Exception, match="holds a password"):
+        home.settings()
+
+
+def test_a_secret_names_the_url_and_an_unreachable_one_is_one_line_without_it(
+        isolated_home: Path, pg_url: str) -> None:  # noqa: F811
+    home = on_postgres(isolated_home, "secret:TEAM_DB", secrets=f'\n[secrets]\nTEAM_DB = "{pg_url}"\n')
+    assert coworker("tell", "through a secret").returncode == 0
+    with reader(pg_url, home) as pg:
+        assert [e.body for e in ev.tail(pg, 1)] == ["through a secret"]
+    secrets = home.state / "secrets.toml"
+    secrets.write_text(secrets.read_text(encoding="utf-8").replace(
+        pg_url, "postgresql://team:s3cret-word@127.0.0.1:1/none"), encoding="utf-8")
+    result = coworker("tell", "nowhere to go")
+    assert result.returncode != 0
+    assert "cannot reach PostgreSQL" in result.stderr and "s3cret-word" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_store_url_needs_an_id_and_psycopg(
+        isolated_home: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    home = on_postgres(isolated_home, pg_url)
+    text = home.config_path.read_text(encoding="utf-8")
+    home.config_path.write_text(text.replace(f'id = "{coworker_id(home)}"', "", 1),
+                                encoding="utf-8")
+    result = coworker("tell", "who am I")
+    assert result.returncode != 0 and "no [coworker] id" in result.stderr, result
+    home.config_path.write_text(text, encoding="utf-8")
+    import runtime.store
+
+    monkeypatch.setitem(sys.modules, "runtime.store.pg", None)  # as when psycopg is absent
+    monkeypatch.delattr(runtime.store, "pg", raising=False)
+    with pytest.raises(UsageError, match=r"pip install 'coworker\[postgres\]'"):
+        Home.locate(isolated_home).open_store()
+
+
+def test_a_broken_config_without_a_store_url_is_still_a_sqlite_home(bare_home: Home) -> None:
+    bare_home.config_path.write_text("[coworker\nname = ", encoding="utf-8")
+    assert bare_home.store_url() is None
+    with bare_home.open_store() as store:
+        assert store.dialect == "sqlite"
+    bare_home.config_path.write_text('[coworker\n[store]\nurl = "postgresql://x@y/z"\n',
+                                     encoding="utf-8")
+    with pytest.raises(Exception, match="config.toml"):
+        Home.locate(bare_home.root).store_url()
