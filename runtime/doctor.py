@@ -28,11 +28,11 @@ import logging
 import shlex
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from . import process
@@ -46,6 +46,7 @@ from .settings import ENV_PREFIX, Settings, read_toml
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
+    from .store import Store
     from .store.rituals import RitualRun
 
 # A 'running' reflect row older than this is a run that was killed: reflect takes seconds to
@@ -60,6 +61,11 @@ log = logging.getLogger(__name__)
 
 NOT_CHECKED = "not checked: config.toml does not parse (fix that first, see the config check)"
 DB_NOT_CHECKED = "not checked: the database does not open (fix that first, see the database check)"
+
+
+class _NoStore(CoworkerError):
+    """This home has no history yet: no SQLite file, or no schema of its coworker on the
+    PostgreSQL server."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +87,12 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         check, settings = _config(home)
         return check
 
-    steps: list[tuple[str, Callable[[], Check]]] = [
+    first: list[tuple[str, Callable[[], Check]]] = [
         ("config", config),
         ("config in use", lambda: _config_in_use(home, settings)),
         ("folders", lambda: _folders(home)),
-        ("database", lambda: _database(home)),
+    ]
+    rest: list[tuple[str, Callable[[], Check]]] = [
         ("fts", lambda: _fts(home)),
         ("memory", lambda: _memory(home)),
         ("rituals", lambda: _rituals(home, settings)),
@@ -94,10 +101,12 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
         ("permissions", lambda: _permissions(home)),
     ]
     if probe_model:
-        steps.append(("model", lambda: _model(settings, home)))
-    steps.append(("spending", lambda: _spending(home, settings)))
-    steps.append(("semantic", lambda: _semantic(home, settings)))
-    checks = [_guarded(name, fn) for name, fn in steps]
+        rest.append(("model", lambda: _model(settings, home)))
+    rest.append(("spending", lambda: _spending(home, settings)))
+    rest.append(("semantic", lambda: _semantic(home, settings)))
+    checks = [_guarded(name, fn) for name, fn in first]
+    checks += _guarded_all("database", lambda: _store_checks(home, settings))
+    checks += [_guarded(name, fn) for name, fn in rest]
     return (checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
             + _guarded_all("notify", lambda: _notify(settings)))  # one a [[notify]] target
 
@@ -177,6 +186,45 @@ def _damaged(home: Home, why: str) -> str:
             "(then move recovered.db into its place)")
 
 
+def _store_checks(home: Home, settings: Settings | None) -> list[Check]:
+    """The database check of a SQLite home; on PostgreSQL its lines (`_pg_store`)."""
+    url = home.store_url()
+    if url is None:
+        return [_database(home)]
+    return _pg_store(home, url, settings)
+
+
+@contextlib.contextmanager
+def _checking(home: Home, *, readonly: bool = True) -> Iterator[Store]:
+    """This home's store for a check: never migrated nor created (_NoStore when it has no
+    history yet), any failure of its engine a StoreError."""
+    from .store import health
+
+    url = home.store_url()
+    if url is None:
+        if not home.db_path.exists():
+            raise _NoStore(f"no database yet at {home.db_path}")
+        with health.checking(home.db_path, readonly=readonly) as store:
+            yield store
+        return
+    from .store.pg_schema import NotYet
+
+    try:
+        with health.checking_pg(url, home.settings().coworker.id or "") as pg:
+            yield pg
+    except NotYet as e:
+        raise _NoStore(str(e)) from e
+
+
+def _has_history(home: Home) -> bool:
+    """Whether this home has a history yet (on PostgreSQL: its coworker's schema exists)."""
+    try:
+        with _checking(home):
+            return True
+    except _NoStore:
+        return False
+
+
 def _database(home: Home) -> Check:
     from .store import health
 
@@ -211,6 +259,103 @@ def _database(home: Home) -> Check:
     return Check(name, True, f"{home.db_path} opens and passes integrity_check")
 
 
+def _pg_store(home: Home, url: str, settings: Settings | None) -> list[Check]:
+    """A home on PostgreSQL: the server answers (database), the coworker's schema is at this
+    code's version (schema), pgvector (semantic channel), no pooler in transaction mode
+    (pooling), and who runs this coworker (runner). Reads only: a schema not there yet is
+    not made."""
+    from .store import health
+    from .store.pg_schema import NotYet
+
+    where = home.store_where()
+    cid = home.settings().coworker.id or ""
+    try:
+        with health.checking_pg(url, cid) as store, health.checking_pg(url, cid) as other:
+            return [Check("database", True, f"{where} answers (PostgreSQL "
+                                            f"{store.raw.info.server_version // 10000})"),
+                    _pg_schema(store), _pgvector(store, settings), _pooling(store, other),
+                    _runner(store)]
+    except NotYet:
+        return [Check("database", True, f"{where} answers; no coworker {cid!r} there yet (its "
+                                        "schema is made when the coworker first runs)")]
+    except health.SchemaNewer as e:
+        return [Check("database", True, f"{where} answers"), Check("schema", False, str(e))]
+
+
+def _pg_schema(store: Any) -> Check:
+    from .store import health
+
+    found, known = health.schema_version(store)
+    line = f"schema {store.schema} at version {found} (this code knows {known})"
+    if found < known:
+        return Check("schema", True, f"{line}: migrated when the coworker next opens it to "
+                                     "write (`coworker run`, `coworker tell`)", warn=True)
+    return Check("schema", True, line)
+
+
+def _pgvector(store: Any, settings: Settings | None) -> Check:
+    from .store import health
+
+    name = "pgvector"
+    version, available = health.pgvector(store)
+    if version is not None:
+        return Check(name, True, f"pgvector {version} (the semantic channel's vectors)")
+    how = ("a superuser runs CREATE EXTENSION vector in this database" if available else
+           "install pgvector on the server, then a superuser runs CREATE EXTENSION vector in "
+           "this database")
+    if settings is not None and settings.semantic.enabled:
+        return Check(name, False, f"[semantic] enabled, but the semantic channel needs the "
+                                  f"pgvector extension, which this database lacks: {how}")
+    return Check(name, True, f"not in this database; only the semantic channel needs it "
+                             f"([semantic] is off): to turn it on, {how}")
+
+
+def _pooling(store: Any, other: Any) -> Check:
+    from .store import health
+
+    pids = health.pooled_pids(store, other)
+    if health.pooled(pids):
+        return Check("pooling", False, f"one connection was answered by {len(set(pids))} server "
+                                       "processes: a pooler in transaction mode (PgBouncer "
+                                       "pool_mode = transaction), which breaks the runner's "
+                                       "advisory lock and LISTEN: " + health.POOLING_FIX)
+    return Check("pooling", True, "one server process a connection (no pooler in transaction "
+                                  "mode)")
+
+
+def _runner(store: Any) -> Check:
+    from .store import pg_runner
+
+    held = pg_runner.current(store)
+    if held is None:
+        return Check("runner", True, "not running (never run on this database)")
+    if held.holding:
+        return Check("runner", True, f"runs on {held.host} (pid {held.pid}, since {held.since})")
+    return Check("runner", True, f"not running; last ran on {held.host} (pid {held.pid}, since "
+                                 f"{held.since})")
+
+
+def _pg_fts(home: Home) -> Check:
+    """pg_fts' kept tables against a recount from the history."""
+    from .store import health
+
+    name = "fts"
+    try:
+        with _checking(home) as store:
+            verdicts = health.fts_verdicts(store)
+    except _NoStore:
+        return Check(name, True, "no database yet, so no index to check")
+    except CoworkerError:
+        return Check(name, False, DB_NOT_CHECKED)
+    bad = [f"{v.table} ({v.detail})" for v in verdicts if v.state != "ok"]
+    if bad:
+        return Check(name, False, f"the full text's kept tables are out of step with the history, "
+                                  f"so searches miss or rank wrongly: {'; '.join(bad)}; rebuild "
+                                  f"them: {health.REBUILD_FTS_COMMAND}")
+    return Check(name, True, f"the full text's kept tables ({', '.join(v.table for v in verdicts)}"
+                             ") agree with the history")
+
+
 def _folders(home: Home) -> Check:
     """state/ and the folders in it (inbox, inbox/done, outbox, snapshots) are folders, or not
     there yet (made when the coworker runs): a file or a dangling link in one's place makes
@@ -237,6 +382,8 @@ def _fts(home: Home) -> Check:
     from .store import health
 
     name = "fts"
+    if home.store_url() is not None:
+        return _pg_fts(home)
     if not home.db_path.exists():
         return Check(name, True, "no database yet, so no index to check")
     # FTS5's integrity-check is spelled as an INSERT, so it needs a read-write connection; it
@@ -293,7 +440,6 @@ def _parse_ts(ts: str) -> datetime:
 
 def _rituals(home: Home, settings: Settings | None, now: datetime | None = None) -> Check:
     from .scheduler import definitions
-    from .store import health
     from .store import rituals as rr
 
     name = "rituals"
@@ -313,11 +459,11 @@ def _rituals(home: Home, settings: Settings | None, now: datetime | None = None)
     nxt_now = trigger.get_next_fire_time(None, now.astimezone(ZoneInfo(tz)))
     upcoming = nxt_now.astimezone(UTC).isoformat(timespec="minutes") if nxt_now else "never"
     scheduled = f"{len(defs)} ritual(s) scheduled; reflect ({reflect.cron}, {tz})"
-    if not home.db_path.exists():
-        return Check(name, True, f"{scheduled}: no database yet; next window {upcoming}")
     try:
-        with health.checking(home.db_path) as store:
+        with _checking(home) as store:
             last = rr.last(store, "reflect")
+    except _NoStore:
+        return Check(name, True, f"{scheduled}: no database yet; next window {upcoming}")
     except CoworkerError:
         return Check(name, False, DB_NOT_CHECKED)
     if last is None:
@@ -505,8 +651,8 @@ def _model(settings: Settings | None, home: Home | None = None) -> Check:
         return Check(name, True, "no model configured (no API key; set ANTHROPIC_API_KEY or "
                                  "[model] api_key to give it one): inputs are recorded only")
     with contextlib.suppress(Exception):  # no database yet: nothing spent today either
-        if home is not None and home.db_path.exists():
-            with home.open_store(readonly=True) as store:
+        if home is not None:
+            with _checking(home) as store:
                 if capped := usage.cap_reason(store, cfg):
                     return Check(name, True, f"not called: [model] {capped}; the coworker "
                                              "makes no model call until 00:00 UTC", warn=True)
@@ -535,7 +681,7 @@ def _count_probe(home: Home | None) -> None:
     """doctor's one call counts against the daily caps, as every model call does."""
     from .store import usage
 
-    if home is None or not home.db_path.exists():
+    if home is None or not _has_history(home):
         return
     try:
         with home.open_store() as store:
@@ -547,19 +693,20 @@ def _count_probe(home: Home | None) -> None:
 def _spending(home: Home, settings: Settings | None) -> Check:
     """Today's model usage (since 00:00 UTC) against [model] daily_calls and daily_tokens;
     WARN when a cap is reached (the loop then makes no model call until tomorrow)."""
-    from .store import health, usage
+    from .store import usage
 
     name = "spending"
     if settings is None:
         return Check(name, False, NOT_CHECKED)
     cfg = settings.model
     used = usage.Usage()
-    if home.db_path.exists():
-        try:
-            with health.checking(home.db_path) as store:
-                used = usage.today(store)
-        except CoworkerError:
-            return Check(name, False, DB_NOT_CHECKED)
+    try:
+        with _checking(home) as store:
+            used = usage.today(store)
+    except _NoStore:
+        pass
+    except CoworkerError:
+        return Check(name, False, DB_NOT_CHECKED)
 
     def against(n: int, cap: int, unit: str, key: str) -> str:
         return (f"{n:,} of {cap:,} {unit}" if cap else
@@ -599,12 +746,11 @@ def _semantic(home: Home, settings: Settings | None) -> Check:
     from .memory.nearest import calibrated
 
     unembedded: object = False  # no database yet: the database check says so
-    if home.db_path.exists():
-        with home.open_store(readonly=True) as store:
-            after = vs.window_start(store, em.WINDOW)
-            have = vs.count(store, embedder.name, "event", after)
-            unembedded = not have and vs.missing_events(store, embedder.name,
-                                                        sorted(BOOKKEEPING_KINDS), after, page=1)
+    with contextlib.suppress(_NoStore), _checking(home) as store:
+        after = vs.window_start(store, em.WINDOW)
+        have = vs.count(store, embedder.name, "event", after)
+        unembedded = not have and vs.missing_events(store, embedder.name,
+                                                    sorted(BOOKKEEPING_KINDS), after, page=1)
     if unembedded:
         return Check(name, True, f"{embedder.name} embeds ({len(vec)} dimensions, {ms:.0f} ms), "
                      "but no event has a vector of it yet, so nothing is found by meaning: run "

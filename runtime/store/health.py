@@ -1,23 +1,35 @@
 """The database's health as `coworker doctor` reads it, and the commands that repair it.
 
 Owns what only the store knows of its engine: opening a database for a check so that any
-failure of the engine comes out as a StoreError (`checking`), the schema objects the applied
-migrations made that a database no longer holds (`missing`), whether the full-text indexes
-agree with their tables (`fts_verdicts`), how to tell damage, a lock or an index out of step
-from the engine's own words, and the command lines a person runs to recover, reindex or
-rebuild (SQLite's, today). `DatabaseFailure` is the engine's error class, for the CLI's
-last-resort catch. It never repairs anything and never writes: FTS5's integrity-check is
-spelled as an INSERT but changes nothing.
+failure of the engine comes out as a StoreError (`checking`, `checking_pg`, `engine_errors`),
+the schema objects the applied migrations made that a database no longer holds (`missing`),
+whether the full-text indexes agree with their tables (`fts_verdicts`), how to tell damage, a
+lock or an index out of step from the engine's own words, and the command lines a person runs
+to recover, reindex or rebuild. `DatabaseFailure` is the engine's error class, for the CLI's
+last-resort catch. Its checks never write: FTS5's integrity-check is spelled as an INSERT but
+changes nothing.
+
+On PostgreSQL (issue 42) the same questions have other answers: the store opens (the server
+is reached; the coworker's schema is there, at this code's version or older), the full text's
+kept tables (pg_fts: `fts_stats`, `fts_event_tags`, `fts_rollups`, `fts_rollup_stats`, which
+triggers keep in step with events, tags and rollups) equal a recount from the rows
+(`pg_fts_verdicts`), and `pg_fts_rebuild` (the one function here that writes, which
+`coworker store rebuild-fts` calls) recomputes them under the write lock. Beside them what only
+PostgreSQL has: the pgvector extension (`pgvector`), a connection pooler in transaction mode,
+which breaks the runner's session advisory lock and LISTEN (`pooled_pids`, `pooled`), and the
+schema's version (`schema_version`).
 """
 
 from __future__ import annotations
 
 import shlex
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from . import migrations
@@ -81,7 +93,9 @@ def missing(store: Store) -> list[str]:
 def fts_verdicts(store: Store) -> list[IndexVerdict]:
     """Each full-text index against its content (FTS5's integrity-check with rank 1, which
     compares the index with the history view and rollups_indexed). Needs a read-write store;
-    writes nothing."""
+    writes nothing. On PostgreSQL, `pg_fts_verdicts` (read-only is enough there)."""
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        return pg_fts_verdicts(store)
     return [_fts_verdict(store, table) for table in FTS_INDEXES]
 
 
@@ -113,3 +127,214 @@ def reindex_command(db: Path) -> str:
 def fts_rebuild_command(db: Path, table: str) -> str:
     """The command line that rebuilds the full-text index `table` of `db` from its content."""
     return f"sqlite3 {shlex.quote(str(db))} \"INSERT INTO {table}({table}) VALUES('rebuild')\""
+
+
+def fts_rebuild_hint(store: Any, table: str) -> str:
+    """What a person runs to rebuild the full-text index `table` of this store."""
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        return REBUILD_FTS_COMMAND
+    return fts_rebuild_command(Path(store.path), table)
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+REBUILD_FTS_COMMAND = "coworker store rebuild-fts"  # runs pg_fts_rebuild on the home's store
+POOLING_FIX = "use session pooling (pool_mode = session) or connect to PostgreSQL directly"
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    """Any failure of either engine inside comes out as a StoreError whose cause is the
+    engine's error (a StoreError stays as it is). psycopg is looked up, never imported: a home
+    on SQLite needs none."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except sqlite3.DatabaseError as e:
+        raise StoreError(str(e)) from e
+    except Exception as e:
+        psycopg = sys.modules.get("psycopg")
+        if psycopg is not None and isinstance(e, psycopg.Error):
+            raise StoreError(" ".join(str(e).split())) from e
+        raise
+
+
+class SchemaNewer(StoreError):
+    """The coworker's schema is at a version newer than this code knows (pg_schema's line)."""
+
+
+@contextmanager
+def checking_pg(url: str, coworker_id: str) -> Iterator[Any]:
+    """The coworker's schema at `url`, read-only and never migrated (nor created: a schema
+    not there yet is pg_schema.NotYet, a newer one SchemaNewer); any failure comes out as a
+    StoreError."""
+    from . import pg_schema
+    from .pg import PgStore
+
+    try:
+        store = PgStore.open(url, coworker_id, readonly=True, migrate=False)
+    except pg_schema.NotYet:
+        raise
+    except StoreError as e:
+        if "newer than this coworker knows" in str(e):  # pg_schema.refuse_newer's words
+            raise SchemaNewer(str(e)) from e
+        raise
+    with engine_errors(), store:
+        yield store
+
+
+def schema_version(store: Any) -> tuple[int, int]:
+    """(the schema's version, the version this code knows)."""
+    from . import pg_schema
+
+    return store.schema_version(), pg_schema.VERSION
+
+
+def pgvector(store: Any) -> tuple[str | None, bool]:
+    """(the pgvector extension's version in this database or None, whether the server has it
+    to create)."""
+    version = store.scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    available = store.scalar("SELECT count(*) FROM pg_available_extensions "
+                             "WHERE name = 'vector'")
+    return (None if version is None else str(version)), bool(available)
+
+
+def pooled_pids(store: Any, other: Any, rounds: int = 3) -> list[int]:
+    """The server process that answers `store` in separate transactions, `rounds` times, with
+    `other` (a second connection to the same server) inside a transaction between them. Each
+    statement of `store` (autocommit) is a transaction of its own; directly, or through a
+    pooler in session mode, one connection is one server process throughout. A pooler in
+    transaction mode hands a server connection to whichever client starts a transaction:
+    `other`, taking the one `store` just gave back (PgBouncer reuses the last released first),
+    leaves `store` another. More than one pid: transaction pooling (`pooled`)."""
+    pids = [int(store.scalar("SELECT pg_backend_pid()"))]
+    for _ in range(rounds - 1):
+        with other.snapshot():
+            other.scalar("SELECT pg_backend_pid()")
+            pids.append(int(store.scalar("SELECT pg_backend_pid()")))
+    return pids
+
+
+def pooled(pids: Sequence[int]) -> bool:
+    """Whether one connection was answered by several server processes (`pooled_pids`): a
+    pooler in transaction mode, under which session advisory locks and LISTEN break."""
+    return len(set(pids)) > 1
+
+
+# The full text's kept tables as the rows make them (pg_fts' triggers, done at once): an
+# event's tags (fts_event_tags), a rollup's row (fts_rollups), and the counts beside them.
+_EVENT_TAGS = ("SELECT item_id AS id, fts_vector(fts_tokens(t)) AS tsv, fts_count(t) AS ntok "
+               "FROM (SELECT item_id, string_agg(word, ' ' ORDER BY id) AS t FROM tags "
+               "WHERE item_kind = 'event' GROUP BY item_id) AS g")
+_ROLLUPS = (
+    "SELECT r.id, b.base, b.n AS base_ntok, "
+    "coalesce(fts_vector(fts_tokens(g.t)), ''::tsvector) || b.base AS tsv, "
+    "b.n + coalesce(fts_count(g.t), 0) AS ntok FROM rollups AS r "
+    "CROSS JOIN LATERAL (SELECT fts_rollup_base(r.title, r.body, r.terms, r.level, r.vocab) "
+    "AS base, coalesce(fts_count(r.title), 0) + coalesce(fts_count(r.body), 0) "
+    "+ coalesce(fts_count(r.terms), 0) + fts_count(CAST(r.level AS TEXT)) "
+    "+ coalesce(fts_count(r.vocab), 0) AS n) AS b "
+    "LEFT JOIN (SELECT item_id, string_agg(word, ' ' ORDER BY id) AS t FROM tags "
+    "WHERE item_kind = 'rollup' GROUP BY item_id) AS g ON g.item_id = r.id")
+_EVENT_ROWS = ("SELECT r.tsv || coalesce(g.tsv, ''::tsvector) AS v, r.ntok + coalesce(g.ntok, 0) "
+               "AS ntok FROM (SELECT id, tsv, ntok FROM events UNION ALL SELECT id, tsv, ntok "
+               "FROM events_archive) AS r LEFT JOIN ({tags}) AS g ON g.id = r.id")
+_STATS = ("SELECT '' AS term, count(*) AS doc, coalesce(sum(ntok), 0) AS toks FROM indexed "
+          "UNION ALL SELECT u, count(*), 0 FROM indexed, unnest(tsvector_to_array(indexed.v)) "
+          "AS u GROUP BY u")
+_ROLLUP_STATS = ("SELECT '' AS term, 0 AS mask, count(*) AS doc, coalesce(sum(ntok), 0) AS toks "
+                 "FROM fts_rollups UNION ALL SELECT u.lexeme, fts_mask(u.weights), count(*), 0 "
+                 "FROM fts_rollups, unnest(tsv) AS u GROUP BY 1, 2")
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """One kept table of pg_fts: its key, its kept columns, and the rows it should hold."""
+
+    table: str
+    key: tuple[str, ...]
+    values: tuple[str, ...]
+    recount: str  # a SELECT of key + values
+    one: str  # what one row is, for the verdict's words
+    counts: bool = False  # a table of counts: a row counting nothing is as good as absent
+
+
+def _kept(rollups: str = "fts_rollups") -> tuple[_Kept, ...]:
+    rows = _EVENT_ROWS.replace("{tags}", _EVENT_TAGS)
+    return (
+        _Kept("fts_event_tags", ("id",), ("tsv", "ntok"), _EVENT_TAGS, "tagged event"),
+        _Kept("fts_rollups", ("id",), ("base", "base_ntok", "tsv", "ntok"), _ROLLUPS, "rollup"),
+        _Kept("fts_stats", ("term",), ("doc", "toks"), f"WITH indexed AS ({rows}) {_STATS}",
+              "term", counts=True),
+        _Kept("fts_rollup_stats", ("term", "mask"), ("doc", "toks"),
+              _ROLLUP_STATS.replace("fts_rollups", f"({_ROLLUPS}) AS f"), "term and class",
+              counts=True),
+    )
+
+
+def _differences(store: Any, kept: _Kept) -> tuple[int, list[tuple[Any, ...]]]:
+    """How many rows of a kept table differ from its recount (a term counted in no row, with
+    a count of 0, is as good as absent), and the first three: key, kept values, recounted
+    ones."""
+    on = " AND ".join(f"k.{c} = r.{c}" for c in kept.key)
+    key = ", ".join(f"coalesce(k.{c}, r.{c})" for c in kept.key)
+    kv = ", ".join(f"k.{c}" for c in kept.values)
+    rv = ", ".join(f"r.{c}" for c in kept.values)
+    zero = " AND NOT (doc = 0 AND toks = 0)" if kept.counts else ""
+    found = store.query(
+        f"SELECT count(*) OVER (), {key}, {kv}, {rv} "
+        f"FROM (SELECT * FROM {kept.table} WHERE TRUE{zero}) AS k "
+        f"FULL JOIN (SELECT * FROM ({kept.recount}) AS x WHERE TRUE{zero}) AS r ON {on} "
+        f"WHERE ({kv}) IS DISTINCT FROM ({rv}) ORDER BY {key} LIMIT 3")
+    return (int(found[0][0]) if found else 0), [tuple(r[1:]) for r in found]
+
+
+def pg_fts_verdicts(store: Any) -> list[IndexVerdict]:
+    """Each of pg_fts' kept tables against a recount from events, tags and rollups (what its
+    triggers would have made of them): "ok", or "out_of_sync" with how many rows differ and
+    the first of them. Reads only, in one snapshot. A history of a million events takes some
+    seconds (every event's terms are counted again)."""
+    verdicts = []
+    with store.snapshot():
+        for kept in _kept():
+            n, first = _differences(store, kept)
+            if not n:
+                verdicts.append(IndexVerdict(kept.table, "ok"))
+                continue
+            shown = "; ".join(_shown(kept, row) for row in first)
+            verdicts.append(IndexVerdict(kept.table, "out_of_sync",
+                                         f"{n:,} row(s) differ from a recount from the "
+                                         f"history, e.g. {shown}"))
+    return verdicts
+
+
+def _shown(kept: _Kept, row: tuple[Any, ...]) -> str:
+    """One differing row in words: "term 'deploy' in 4 rows, counted 5", "rollup 7 stale"."""
+    n = len(kept.key)
+    key = "/".join(repr(x) if isinstance(x, str) else str(x) for x in row[:n])
+    held, counted = row[n:n + len(kept.values)], row[n + len(kept.values):]
+    if kept.counts and row[0] == "":  # (doc, toks)
+        return (f"the totals: {held[0] or 0} row(s) of {held[1] or 0} token(s), counted "
+                f"{counted[0] or 0} of {counted[1] or 0}")
+    if kept.counts:
+        return f"{kept.one} {key} in {held[0] or 0} row(s), counted {counted[0] or 0}"
+    return f"{kept.one} {key} " + ("missing" if held[0] is None else "left over"
+                                    if counted[0] is None else "stale")
+
+
+def pg_fts_rebuild(store: Any) -> list[str]:
+    """Make pg_fts' kept tables what a recount of the rows gives (`pg_fts_verdicts` then says
+    ok), in one write transaction under the coworker's write lock (a running loop's writes
+    wait for it); return the tables rebuilt. Search and bm25 read these tables, so a rebuild
+    changes no event, rollup or tag: only what they are found and ranked by."""
+    kept = _kept()
+    with store.transaction() as db:
+        for k in kept:
+            columns = ", ".join(k.key + k.values)
+            recount = k.recount
+            if k.table == "fts_rollup_stats":  # from the rows just rebuilt
+                recount = _ROLLUP_STATS
+            db.execute(f"DELETE FROM {k.table}")
+            db.execute(f"INSERT INTO {k.table} ({columns}) SELECT {columns} FROM ({recount}) AS x")
+    return [k.table for k in kept]
