@@ -89,6 +89,12 @@ def _quoted(names: Sequence[str]) -> str:
     return ", ".join(f'"{n}"' for n in names)
 
 
+# Tables of counters that each backend's schema seeds with a row (vector_changes: every write
+# to the vectors moves it, and a cache reloads when it moves): the target's own triggers count
+# the rows copied in, so after the copy its counter is brought up to the source's (never down:
+# a counter that went back could look unchanged to a cache that saw it).
+COUNTERS = {"vector_changes": "n"}
+
 # Tables whose rows name a row of their own table (a rollup its parent, sealed after it):
 # copied parents first, whole, since the database checks each reference as a row arrives.
 PARENTS_FIRST = {"rollups": '"level" DESC, "id"'}
@@ -173,6 +179,17 @@ def _sequences(target: Any, table: str, cols: Sequence[str]) -> None:
                            "false)", (seq,))
 
 
+def _counters(source: Any, target: Any, table: str) -> None:
+    """A counter table's rows in the target brought up to the source's counts (COUNTERS)."""
+    col = COUNTERS.get(table)
+    if col is None:
+        return
+    for row in source.query(f'SELECT "id", "{col}" FROM "{table}"'):
+        with target.transaction():
+            target.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE "id" = ? AND "{col}" < ?',
+                           (row[1], row[0], row[1]))
+
+
 def copy_table(source: Any, target: Any, table: str) -> Copied:
     """Copy one table's rows the target does not hold yet, then verify it."""
     target_cols = set(columns(target, table))
@@ -193,22 +210,33 @@ def copy_table(source: Any, target: Any, table: str) -> Copied:
             batch = []
     written += _write(target, table, cols, batch)
     _sequences(target, table, cols)
+    _counters(source, target, table)
     same = digest(source, table, cols, order) == digest(target, table, cols, order)
     return Copied(table, _count(source, table), written, _count(target, table), same)
 
 
+def refuse_running(target: Any, then: str = "copy") -> None:
+    """StoreError naming the host when a loop holds this coworker's claim on the PostgreSQL
+    store `target` (nothing to refuse on a SQLite file: its pidfile is the home's)."""
+    if target.dialect != "postgres":
+        return
+    from . import pg_runner
+
+    held = pg_runner.current(target)
+    if held is not None and held.holding:
+        raise StoreError(f"this coworker runs on that database ({held.host}, pid "
+                         f"{held.pid}): stop it there first, then {then}")
+
+
 def copy_store(source: Any, target: Any,
-               said: Callable[[Copied], None] = lambda c: None) -> list[Copied]:
+               said: Callable[[Copied], None] = lambda c: None,
+               then: str = "copy") -> list[Copied]:
     """Copy every table of history the source holds into the target (which must have them
     all: it is migrated to the same schema version first, by opening it); `said` hears each
-    table as it is done. A table the target lacks is a StoreError before anything is written."""
-    if target.dialect == "postgres":
-        from . import pg_runner
-
-        held = pg_runner.current(target)
-        if held is not None and held.holding:
-            raise StoreError(f"this coworker runs on that database ({held.host}, pid "
-                             f"{held.pid}): stop it there first, then copy")
+    table as it is done. A table the target lacks is a StoreError before anything is written,
+    so is a PostgreSQL target whose coworker runs (`then`: what the message says to do after
+    stopping it)."""
+    refuse_running(target, then)
     wanted = tables(source)
     have = set(tables(target))
     if missing := [t for t in wanted if t not in have]:
