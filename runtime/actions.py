@@ -65,6 +65,17 @@ class NotOwnersDoor(Refused):
     """An owner's action asked for through a door that does not carry the owner's authority."""
 
 
+def runner_elsewhere(store: Store) -> str | None:
+    """A shared database's loop for this coworker, as "HOST (pid N, since T)" while it holds
+    the claim; None on SQLite or when no loop holds it."""
+    if store.dialect != "postgres":
+        return None
+    from .store import pg_runner
+
+    held = pg_runner.current(store)
+    return f"{held.host} (pid {held.pid}, since {held.since})" if held and held.holding else None
+
+
 @dataclass(frozen=True)
 class Told:
     """A recorded message. `event_id` is None when the database was busy and the message was
@@ -74,6 +85,7 @@ class Told:
     woke_pid: int | None
     inbox_path: Path | None = None
     busy: str | None = None  # why the database could not take it, when it went to the inbox
+    runs_on: str | None = None  # a shared database: the host whose loop a NOTIFY woke
 
 
 @dataclass(frozen=True)
@@ -297,6 +309,8 @@ class Actions:
                 "inbox": _inbox_state(home.inbox),
                 "deliveries": _deliveries(store, home),
                 "serve": _serve_state(home),
+                "store": {"backend": store.dialect, "where": home.store_where(),
+                          "runs_on": runner_elsewhere(store) if pid is None else None},
             }
         return {
             "home": str(home.root),
@@ -403,6 +417,7 @@ class Actions:
         try:
             with self._store(busy_timeout_ms=TELL_BUSY_MS) as store:
                 event_id = inputs_store.add_message(store, event)
+                runs_on = runner_elsewhere(store)
         except StoreBusy as e:
             if self.door not in OWNERS_DOORS:
                 raise
@@ -421,8 +436,17 @@ class Actions:
         pid = process.wake(self.home)
         if self.door not in OWNERS_DOORS:
             log.info("tell from %s: recorded event %d; %s", self.client or "an unnamed client",
-                     event_id, "no coworker running" if pid is None else f"woke pid {pid}")
-        return Told(event_id, pid)
+                     event_id, f"woke pid {pid}" if pid is not None else
+                     f"woke the loop on {runs_on}" if runs_on else "no coworker running")
+        return Told(event_id, pid, runs_on=None if pid is not None else runs_on)
+
+    def runs_elsewhere(self) -> str | None:
+        """On a shared database: "HOST (pid N, since T)" of the loop that holds this coworker
+        when it is not this host's; None on SQLite or when none runs."""
+        if self.home.store_url() is None:
+            return None
+        with self._store(readonly=True) as store:
+            return runner_elsewhere(store)
 
     # -- the owner's actions -------------------------------------------------------------------
 

@@ -166,6 +166,9 @@ def start(live: bool) -> None:
     """
     home = _home()
     home.settings().role_text(home.root)  # a bad config or an unreadable role file: exit 2 now
+    if process.running_pid(home) is None and (where := Actions(home, Door.CLI).runs_elsewhere()):
+        raise process.AlreadyRunning(f"this coworker already runs on {where}: one loop a "
+                                     "coworker; stop that one first (`coworker stop` there)")
     pid = process.spawn_detached(home, ["--live"] if live else [])
     out.print(f"coworker started (pid {pid}); log: {home.log_path}")
 
@@ -181,7 +184,13 @@ def stop(timeout: float) -> None:
       coworker stop
     """
     home = _home()
-    pid = process.stop(home, timeout)
+    try:
+        pid = process.stop(home, timeout)
+    except process.NotRunning:
+        if where := Actions(home, Door.CLI).runs_elsewhere():
+            raise process.NotRunning(f"the coworker runs on {where}, not on this host: stop "
+                                     "it there (`coworker stop` on that host)") from None
+        raise
     out.print(f"coworker stopped (pid {pid})")
 
 
@@ -246,6 +255,9 @@ def tell(text: tuple[str, ...]) -> None:
         err.print(f"the database is busy ({told.busy}); your message is saved as "
                   f"{told.inbox_path} and the coworker reads it at its next tick"
                   + (f" (woke pid {told.woke_pid})" if told.woke_pid else ""))
+    elif told.runs_on:
+        out.print(f"recorded as event {told.event_id}; woke the coworker running on "
+                  f"{told.runs_on}; its answer appears in `coworker replies`")
     elif told.woke_pid is None:
         out.print(f"recorded as event {told.event_id}; no coworker is running, it reads this "
                   "when it starts (`coworker start`); its answer appears in `coworker replies`")

@@ -57,6 +57,11 @@ class StoreRefused(StoreError):
     append-only, a unique key, a check constraint), whichever backend holds the store."""
 
 
+class Deposed(StoreError):
+    """This loop's claim on its coworker in a shared database was taken over by another loop:
+    it must stop before its next write (runtime/store/pg_runner.py)."""
+
+
 class ModelError(CoworkerError):
     """The model endpoint failed after retries, or answered something we cannot use.
 

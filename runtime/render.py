@@ -145,7 +145,11 @@ _WRITES = {"live": "LIVE (reply and other side-effect tools act)",
 
 def status(data: dict[str, Any]) -> None:
     """`coworker status` for a person (the same figures as --json)."""
-    if not data["running"]:
+    store = data.get("store") or {}
+    if not data["running"] and store.get("runs_on"):
+        out.print(f"runs on {store['runs_on']}, not on this host ({store['where']}); "
+                  "`coworker status` there shows its ticks")
+    elif not data["running"]:
         out.print(f"not running in {data['home']} (start it: `coworker start` or `coworker run`)")
     else:
         _running(data)

@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import context as ctx
 from .. import process
-from ..errors import ConfigError
+from ..errors import ConfigError, Deposed
 from ..home import Home
 from ..memory.embed import SemanticCache
 from ..model import Model
@@ -109,6 +109,7 @@ class Loop:
         self.watches: Any = None  # runtime.loop.hands.Watches
         self.notifier: Any = None  # runtime.notify.Notifier: [[notify]] deliveries, a thread
         self._hands_changed = False
+        self.claim: Any = None  # runtime.loop.claim.Claim: the store is a shared database
         self._make_model()
 
     # signals -----------------------------------------------------------------------------
@@ -168,6 +169,11 @@ class Loop:
         with contextlib.suppress(ValueError):  # not the main thread: asyncio owns signals
             signal.signal(process.WAKE_SIGNAL, signal.SIG_IGN)
         self._lock.acquire()
+        try:
+            self._take_claim()
+        except BaseException:
+            self._lock.release()
+            raise
         self._write_runfile(running=True)  # `status` shows this process's facts, never the last one's
         self._install_signals()
         self._start_server()
@@ -188,6 +194,17 @@ class Loop:
         if self.state is RunState.STARTING:  # a stop may have come in already
             self.state = RunState.RUNNING
         return self
+
+    def _take_claim(self) -> None:
+        """On a shared database (PostgreSQL): one loop a coworker across hosts; a second one
+        is refused here, with one line naming the host that runs it (runtime/loop/claim.py)."""
+        if self.store.dialect != "postgres":
+            return
+        from .claim import Claim
+
+        aio = asyncio.get_running_loop()
+        self.claim = Claim(self.home, self.store, lambda: aio.call_soon_threadsafe(self.wake))
+        self.claim.take()
 
     def _warn_if_no_longer_live(self) -> None:
         """A run after a live one that is not live itself (`start --live`, then a service
@@ -221,7 +238,13 @@ class Loop:
         """A tick that raised (e.g. the database locked past its timeout) failed; the loop
         goes on."""
         try:
+            if self.claim is not None:
+                self.claim.ensure()
             return await self.tick()
+        except Deposed as e:
+            log.error("%s", e)
+            self.stop(f"deposed: {e}")
+            return TickOutcome(Outcome.FAILED, detail=str(e))
         except Exception as e:
             log.error("tick failed (%s: %s); the loop goes on", type(e).__name__, e,
                       exc_info=True)
@@ -361,6 +384,9 @@ class Loop:
             with _or_warn("closing the model client"):
                 await asyncio.wait_for(asyncio.shield(self.model.close()), CLOSE_S)
         self._write_runfile(running=False)
+        if self.claim is not None:
+            with _or_warn("giving up the claim on the shared database"):
+                self.claim.release()
         if self._lock is not None:
             self._lock.release()
         self.store.close()

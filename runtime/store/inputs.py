@@ -58,6 +58,10 @@ def add(store: Store, event: Event, kind: str) -> int:
     with store.transaction():
         event_id = append(store, event)
         _add(store.conn, event_id, kind)
+        if store.dialect == "postgres":  # wakes the loop on whichever host runs it, at commit
+            from . import pg_runner
+
+            pg_runner.notify(store)
     return event_id
 
 

@@ -326,6 +326,8 @@ class PgStore:
         # the loop's fencing token (pg_runner.claim sets it): every write transaction checks
         # it after the write lock, so a loop another one took over from can never commit
         self.fence: int | None = None
+        self._url = ""  # for reconnect(): it may hold a password, never shown (see path)
+        self._busy_ms = BUSY_TIMEOUT_MS
 
     # opening -----------------------------------------------------------------------------
     @classmethod
@@ -347,7 +349,32 @@ class PgStore:
         except BaseException:
             raw.close()
             raise
-        return cls(raw, f"{where}#{schema}", schema, readonly, id_tables)
+        store = cls(raw, f"{where}#{schema}", schema, readonly, id_tables)
+        store._url, store._busy_ms = url, busy_timeout_ms
+        return store
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is gone (the server restarted, the network cut)."""
+        return bool(self.raw.closed or self.raw.broken)
+
+    def reconnect(self) -> None:
+        """A new connection in place of a broken one: the same schema and session settings;
+        the fence stays (a loop's claim is taken again by pg_runner.reclaim). A transaction
+        in flight on the old one is gone: the server rolled it back."""
+        with self._lock:
+            where = self.path.rsplit("#", 1)[0]
+            raw = _connect(self._url, where)
+            try:
+                _prepare(raw, self.schema, self.readonly, self._busy_ms, where)
+            except psycopg.Error as e:
+                raw.close()
+                raise self.error(e) from e
+            old, self.raw, self.conn, self._depth = self.raw, raw, PgConnection(raw, self), 0
+            try:
+                old.close()
+            except psycopg.Error:
+                pass
 
     def close(self) -> None:
         self.raw.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import Deposed, StoreError
 from . import pg_schema
 
 DDL = """
@@ -39,10 +39,6 @@ CREATE TABLE IF NOT EXISTS runner (
     since TEXT COLLATE "C" NOT NULL
 )
 """
-
-
-class Deposed(StoreError):
-    """This loop's claim was taken over by another: it must stop before its next write."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +54,10 @@ class Runner:
 
 def _key(store: Any) -> int:
     return pg_schema.lock_key("loop", store.schema)
+
+
+__all__ = ["Deposed", "Runner", "claim", "check", "reclaim", "release", "current", "notify",
+           "listen", "woken"]
 
 
 def create(conn: Any) -> None:
@@ -97,6 +97,22 @@ def check(store: Any, token: int) -> None:
     if now is None or int(now) != token:
         raise Deposed(f"this loop's claim (token {token}) was taken over by another loop "
                       f"(token {now}); it stops before writing")
+
+
+def reclaim(store: Any, token: int) -> None:
+    """After `store.reconnect()`: take the lock again for the claim `token` was, or Deposed
+    when another loop holds it, or claimed since (the token moved on). The store's fence
+    stays `token` whatever happens: a deposed loop's writes are refused."""
+    store.fence = token
+    if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
+        held = current(store)
+        raise Deposed(f"this loop lost its connection and another loop took the coworker over "
+                      f"({held.host if held else 'another host'}); it stops before writing")
+    now = store.scalar("SELECT token FROM runner")
+    if now is None or int(now) != token:
+        store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
+        raise Deposed(f"this loop's claim (token {token}) was taken over while its connection "
+                      f"was down (token {now}); it stops before writing")
 
 
 def release(store: Any) -> None:
