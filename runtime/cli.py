@@ -90,17 +90,26 @@ def cli() -> None:
 
 
 @cli.command()
-def init() -> None:
+@click.option("--store", "store_url", metavar="URL",
+              help="Keep the history in this PostgreSQL database ([store] url: "
+                   "postgresql://USER@HOST/DB without a password, or secret:NAME) instead of "
+                   "the SQLite file state/coworker.db.")
+@click.option("--id", "coworker_id", metavar="ID",
+              help="This coworker's [coworker] id (default: a new one). Give another home's id "
+                   "only to run the same coworker from a second host.")
+def init(store_url: str | None, coworker_id: str | None) -> None:
     """Create config.toml, state/ and MEMORY.md in the current folder (or COWORKER_HOME).
 
-    Existing files are left as they are.
+    Existing files are left as they are (--store and --id apply to a new config.toml only).
 
     \b
-    Example:
+    Examples:
       mkdir my-coworker && cd my-coworker && coworker init
+      coworker init --store postgresql://coworker@db.internal/team
     """
     home = Home.locate()
-    created = home.init()
+    _init_options(home, store_url, coworker_id)
+    created = home.init(store_url, coworker_id)
     home.settings()  # an existing config that does not parse is reported now, not later
     home.open_store().close()
     if created:
@@ -153,6 +162,27 @@ def run(once: bool, ticks: int | None, live: bool, log_format: str | None,
         raise CoworkerError(
             f"the coworker crashed ({type(e).__name__}: {e}); the traceback is in "
             f"{home.log_path}") from e
+
+
+def _init_options(home: Home, store_url: str | None, coworker_id: str | None) -> None:
+    """`init --store/--id`: checked as config.toml would check them; refused for an existing
+    config.toml (edit it there: init never changes a file it did not make)."""
+    from pydantic import ValidationError
+
+    from .settings import CoworkerSection, StoreSection
+
+    if store_url is None and coworker_id is None:
+        return
+    if home.config_path.exists():
+        raise UsageError(f"{home.config_path} exists already: set [store] url and [coworker] id "
+                         "there (init changes no file it did not make)")
+    try:
+        StoreSection(url=store_url)
+        CoworkerSection(id=coworker_id)
+    except ValidationError as e:
+        first = e.errors()[0]
+        flag = "--store" if first["loc"][0] == "url" else "--id"
+        raise UsageError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 @cli.command()

@@ -313,8 +313,9 @@ class Home:
             except FileExistsError:  # another process made it first
                 pass
 
-    def init(self) -> list[str]:
-        """Create config.toml, state/ and MEMORY.md where missing; return what was created."""
+    def init(self, store_url: str | None = None, coworker_id: str | None = None) -> list[str]:
+        """Create config.toml, state/ and MEMORY.md where missing; return what was created. A
+        new config.toml gets `coworker_id` (else a fresh one) and `[store] url` when given."""
         created = []
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -331,7 +332,8 @@ class Home:
         try:
             if not self.config_path.exists():
                 write_private(self.config_path, settings_mod.render_default_config(
-                    settings_mod.new_coworker_id()))  # its own id: never one shared by default
+                    coworker_id or settings_mod.new_coworker_id(),  # never one shared by default
+                    store_url))
                 created.append("config.toml")
             if not self.state.exists():
                 created.append("state/")

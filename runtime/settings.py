@@ -955,9 +955,9 @@ _LISTS = {
 }
 
 
-def render_default_config(coworker_id: str | None = None) -> str:
+def render_default_config(coworker_id: str | None = None, store_url: str | None = None) -> str:
     """The commented config.toml that `coworker init` writes: every key with its default,
-    and the new home's `[coworker] id` when given."""
+    and the new home's `[coworker] id` (and `[store] url`) when given."""
     lines = [
         "# coworker settings. Every key is shown with its default; edit and save, and a running",
         "# coworker applies the change at its next tick (`coworker status` says whether it has).",
@@ -984,6 +984,8 @@ def render_default_config(coworker_id: str | None = None) -> str:
                 continue
             if (section_name, key) == ("coworker", "id") and coworker_id is not None:
                 lines.append(f'{key} = "{coworker_id}"')
+            elif (section_name, key) == ("store", "url") and store_url is not None:
+                lines.append(f"{key} = {_toml_value(store_url)}")
             elif field.default is None:
                 lines.append(f'# {key} = ""')
             else:

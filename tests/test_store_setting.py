@@ -135,3 +135,29 @@ def test_a_broken_config_without_a_store_url_is_still_a_sqlite_home(bare_home: H
                                      encoding="utf-8")
     with pytest.raises(Exception, match="config.toml"):
         Home.locate(bare_home.root).store_url()
+
+
+def test_init_with_a_store_and_an_id_makes_a_second_host_of_one_coworker(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    for name in ("host_a", "host_b"):
+        root = tmp_path / name
+        monkeypatch.setenv("COWORKER_HOME", str(root))
+        made = coworker("init", "--store", pg_url, "--id", "team_bot")
+        assert made.returncode == 0, made.stderr
+        assert not (root / "state" / "coworker.db").exists()  # the history is the database's
+    assert coworker("tell", "told on host b").returncode == 0
+    monkeypatch.setenv("COWORKER_HOME", str(tmp_path / "host_a"))
+    assert "told on host b" in coworker("search", "host").stdout
+
+
+def test_init_refuses_a_password_or_a_bad_id_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "new"
+    monkeypatch.setenv("COWORKER_HOME", str(root))
+    for args, said in ((("--store", "postgresql://u:pa55word@db/team"), "holds a password"),
+                       (("--store", "mysql://db/team"), "PostgreSQL URL"),
+                       (("--id", "Not An Id"), "--id: ")):
+        result = coworker("init", *args)
+        assert result.returncode == 2 and said in result.stderr, result
+        assert "pa55word" not in result.stderr and "Traceback" not in result.stderr
+        assert not (root / "config.toml").exists()
