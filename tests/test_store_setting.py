@@ -161,3 +161,42 @@ def test_init_refuses_a_password_or_a_bad_id_and_writes_nothing(
         assert result.returncode == 2 and said in result.stderr, result
         assert "pa55word" not in result.stderr and "Traceback" not in result.stderr
         assert not (root / "config.toml").exists()
+
+
+def test_a_role_of_its_own_keeps_one_member_out_of_anothers_coworker(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """docs/postgres.md's grants, as written: Dana's role owns cw_dana_bot; Lee's role can
+    neither read nor write it (one line, no traceback), and Dana's coworker works."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        db = str(conninfo_to_dict(pg_url)["dbname"])
+        for statement in ("CREATE ROLE dana LOGIN", "CREATE ROLE lee LOGIN",
+                          "CREATE SCHEMA cw_dana_bot AUTHORIZATION dana",
+                          f'REVOKE CREATE ON DATABASE "{db}" FROM PUBLIC'):
+            admin.execute(statement.encode())
+    try:
+        as_dana, as_lee = (pg_url.replace("//postgres:@", f"//{u}@", 1) for u in ("dana", "lee"))
+        assert "//dana@" in as_dana
+        for name, url in (("dana", as_dana), ("lee", as_lee)):
+            root = tmp_path / name
+            monkeypatch.setenv("COWORKER_HOME", str(root))
+            assert coworker("init", "--id", "dana_bot").returncode == 0
+            config = root / "config.toml"
+            config.write_text(config.read_text(encoding="utf-8").replace(
+                '# url = ""', f'url = "{url}"', 1), encoding="utf-8")
+        monkeypatch.setenv("COWORKER_HOME", str(tmp_path / "dana"))
+        assert coworker("tell", "only Dana may write this").returncode == 0
+        monkeypatch.setenv("COWORKER_HOME", str(tmp_path / "lee"))
+        for args in (("tell", "Lee speaking as Dana's owner"), ("search", "Dana")):
+            refused = coworker(*args)
+            assert refused.returncode != 0, refused
+            assert "permission denied" in refused.stderr and "Traceback" not in refused.stderr
+            assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(b"DROP SCHEMA cw_dana_bot CASCADE")
+            admin.execute(b"DROP OWNED BY dana, lee")
+            admin.execute(b"DROP ROLE dana")
+            admin.execute(b"DROP ROLE lee")

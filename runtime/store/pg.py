@@ -582,6 +582,9 @@ def _error(e: psycopg.Error, where: str) -> StoreError | None:
                           "read-only")
     if state.startswith("23"):
         return StoreRefused(f"database {where}: {text}")
+    if state == "42501":
+        return StoreError(f"database {where}: permission denied ({text}): this role may not do "
+                          "that; connect as the role that owns this coworker's schema")
     if isinstance(e, psycopg.OperationalError):
         return StoreError(f"PostgreSQL at {where} failed ({text}): check that the server runs "
                           "and can be reached, then try again")

@@ -556,7 +556,14 @@ def _tables(conn: psycopg.Connection, schema: str) -> set[str]:
 
 def _found_version(conn: psycopg.Connection, schema: str, where: str) -> int | None:
     """The schema's version (0: no migration yet), or None when it has no `_migrations`;
-    refuses a schema that holds other tables and no `_migrations` (not a coworker's)."""
+    refuses a schema that holds other tables and no `_migrations` (not a coworker's), and one
+    this role may not use (another role's coworker: docs/postgres.md gives each its own)."""
+    usable = conn.execute("SELECT has_schema_privilege(%s, 'USAGE') FROM pg_namespace "
+                          "WHERE nspname = %s", (schema, schema)).fetchone()
+    if usable is not None and not usable[0]:
+        raise StoreError(f"permission denied: role {conn.info.user} may not use schema {schema} "
+                         f"in {where}, another role's coworker; connect as the role that owns "
+                         "it, or give this home its own [coworker] id")
     names = _tables(conn, schema)
     if "_migrations" in names:
         version = conn.execute("SELECT COALESCE(MAX(version), 0) FROM _migrations").fetchone()
