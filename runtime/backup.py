@@ -82,6 +82,7 @@ class BackupReport:
     last_event_id: int
     integrity: str
     files: list[str] = field(default_factory=list)  # relative to dest, manifest not included
+    source: str | None = None  # a PostgreSQL store's URL (no password) and schema; None: SQLite
 
     @property
     def snapshots(self) -> int:
@@ -93,7 +94,9 @@ class BackupReport:
         extra.append(_n(self.snapshots, "MEMORY.md snapshot"))
         if MAP_NAME in self.files:
             extra.append("the memory map")
-        return (f"backup taken in {self.dest}: the database "
+        what = ("the database" if self.source is None else
+                f"the store {self.source} as one snapshot, in a SQLite file,")
+        return (f"backup taken in {self.dest}: {what} "
                 f"({_n(c['events'] + c['events_archive'], 'event')}, {_n(c['rollups'], 'rollup')}, "
                 f"{_n(c['pins'], 'pin')}; integrity {self.integrity}), {', '.join(extra)}; "
                 f"{MANIFEST} says what and when")
@@ -108,6 +111,7 @@ class RestoreReport:
     moved_aside: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     since: Since | None = None  # what the database moved aside holds past the backup
+    into: str | None = None  # a PostgreSQL store's URL (no password) and schema; None: SQLite
 
     def line(self) -> str:
         c = self.counts
@@ -115,7 +119,8 @@ class RestoreReport:
                 f"nothing was here to move aside (the folder {self.aside} is empty)")
         since = f"; {self.since.line(self.aside)}" if self.since and self.since.line(
             self.aside) else ""
-        return (f"restored the backup taken {self.taken_at} from {self.src} "
+        into = f" into {self.into}" if self.into else ""
+        return (f"restored the backup taken {self.taken_at} from {self.src}{into} "
                 f"({_n(c['events'] + c['events_archive'], 'event')}, {_n(c['pins'], 'pin')}, "
                 f"{_n(len(self.restored), 'file')}); {kept}{since}; `coworker start` runs it")
 
@@ -160,28 +165,50 @@ class Since:
 # --- taking a backup -------------------------------------------------------------------------
 
 def take(home: Home, dest: str | os.PathLike[str]) -> BackupReport:
-    """Copy the coworker in `home` into the new folder `dest`; safe while the loop runs."""
+    """Copy the coworker in `home` into the new folder `dest`; safe while the loop runs. A
+    store on PostgreSQL is read in one snapshot into a SQLite file: a backup has one shape
+    whichever backend made it, and restores into either."""
     from .store import backup_queries as bq
 
     target = _absolute(dest)
     _refuse_dest(home, target)
     _make_dest(target)
     taken_at = _now()
-    try:
-        bq.snapshot_to(home.db_path, target / DB_NAME)
-    except bq.CopyFailed as e:
-        raise CoworkerError(f"could not copy the database {home.db_path} into {target} ({e}); "
-                            "`coworker doctor` checks the database") from e
+    store = _copy_store(home, target / DB_NAME)
     files = [DB_NAME, *_copy_files(home, target)]
     seen = bq.inspect(target / DB_NAME)
-    _write_private(target / MANIFEST, json.dumps(_manifest(home, target, taken_at, seen, files),
-                                                 indent=2, sort_keys=True) + "\n")
+    _write_private(target / MANIFEST, json.dumps(
+        _manifest(home, target, taken_at, seen, files, store), indent=2, sort_keys=True) + "\n")
     if seen.integrity != "ok":
         raise BackupRefused(f"the database copied into {target} fails integrity_check "
                             f"({seen.integrity}): the live database is damaged; `coworker "
                             "doctor` says how to recover it (the copy is kept as it is)")
     return BackupReport(target, taken_at, seen.counts, seen.last_event_id, seen.integrity,
-                        files)
+                        files, None if store["backend"] == "sqlite" else store["where"])
+
+
+def _copy_store(home: Home, db: Path) -> dict[str, Any]:
+    """The home's store, consistent, in the new SQLite file `db` (SQLite's online backup, or
+    a PostgreSQL store's rows read in one snapshot); what the manifest says of where it came
+    from (never a password). A copy that fails leaves no file."""
+    from .store import backup_queries as bq
+
+    where = home.store_where()
+    try:
+        if home.store_url() is None:
+            bq.snapshot_to(home.db_path, db)
+            return {"backend": "sqlite", "where": where}
+        with home.open_store(readonly=True) as store:
+            copied = bq.copy_out(store, db)
+            version = store.schema_version()  # type: ignore[attr-defined]
+    except bq.CopyFailed as e:
+        for f in (db, *bq.beside(db)):
+            f.unlink(missing_ok=True)
+        raise CoworkerError(f"could not copy the database {where} into {db.parent} ({e}); "
+                            "`coworker doctor` checks the database") from e
+    return {"backend": "postgresql", "where": where, "schema_version": version,
+            "snapshot": "one REPEATABLE READ transaction",
+            "tables": {c.table: c.source_rows for c in copied}}
 
 
 def _refuse_dest(home: Home, target: Path) -> None:
@@ -196,7 +223,7 @@ def _refuse_dest(home: Home, target: Path) -> None:
     if _inside(target, home.state):
         raise UsageError(f"{target} is inside the coworker's state/: put the backup outside it "
                          "(another disk is best)")
-    if not home.db_path.exists():
+    if not home.has_store():
         raise BackupRefused(f"nothing to back up in {home.root}: no database at {home.db_path} "
                             "yet (the coworker creates it when it first runs)")
 
@@ -240,7 +267,7 @@ def _copy_snapshots(snapshots: Path, into: Path) -> list[str]:
 
 
 def _manifest(home: Home, target: Path, taken_at: str, seen: Inspection,
-              files: list[str]) -> dict[str, Any]:
+              files: list[str], store: dict[str, Any]) -> dict[str, Any]:
     return {
         "what": WHAT,
         "format": FORMAT,
@@ -249,6 +276,7 @@ def _manifest(home: Home, target: Path, taken_at: str, seen: Inspection,
         "taken_at": taken_at,
         "finished_at": _now(),
         "database": {"file": DB_NAME, "integrity_check": seen.integrity, "schema": seen.schema},
+        "store": store,  # the backend it came from; the file is SQLite's whichever it was
         "counts": seen.counts,
         "last_event_id": seen.last_event_id,
         "files": {rel: _fingerprint(target / rel) for rel in files},
@@ -273,9 +301,25 @@ def restore(home: Home, src: str | os.PathLike[str]) -> RestoreReport:
         raise BackupRefused(_running(home, pid))
     counts = verify(source, manifest)
     with _locked(home):  # no loop starts while the files move
+        _refuse_claimed(home)
         report, stage = _prepare(home, source, manifest, counts)
         _switch(home, _plan(home, report, stage))
     return report
+
+
+def _refuse_claimed(home: Home) -> None:
+    """BackupRefused naming the host when a loop holds this coworker's claim on its
+    PostgreSQL store (on any host; a SQLite home's loop holds the pidfile, checked apart)."""
+    if home.store_url() is None:
+        return
+    from .store import pg_runner
+
+    with home.open_store() as store:
+        held = pg_runner.current(store)
+    if held is not None and held.holding:
+        raise BackupRefused(f"this coworker runs on {held.host} (pid {held.pid}, since "
+                            f"{held.since}) on {home.store_where()}: stop it there first "
+                            f"(`coworker stop` on {held.host}), then restore the backup")
 
 
 def finish(home: Home) -> str:
@@ -298,7 +342,7 @@ def _settle(home: Home, step: Callable[[Home, dict[str, Any]], None],
         plan = _read_plan(home, option)
         try:
             step(home, plan)
-        except OSError as e:
+        except (OSError, StoreError) as e:
             raise RestoreUnfinished(f"could not {option} the restore ({_why(e)}); nothing is "
                                     f"lost: fix that, then run `coworker restore-backup "
                                     f"--{option}` again") from e
@@ -453,17 +497,18 @@ def _prepare(home: Home, source: Path, manifest: dict[str, Any],
     stage = _new_dir(home.state / f".restore-{stamp}")
     aside = _new_dir(home.state / f"{ASIDE_PREFIX}{stamp}")
     files = sorted(manifest["files"])
-    moved = [place.name for place in _places(home) if _there(place)]
-    report = RestoreReport(source, str(manifest.get("taken_at", "?")), counts, aside, moved,
-                           files)
     try:
         for rel in files:
             staged = stage / rel
             if staged.parent != stage and not staged.parent.exists():
                 staged.parent.mkdir(mode=PRIVATE_DIR, parents=True)
             _copy_private(source / rel, staged)
-        if DB_NAME in moved:
-            report = replace(report, since=_reconcile(home.db_path, stage / DB_NAME))
+        old, moved = _keep_store(home, aside)
+        moved += [place.name for place in _places(home) if _there(place)]
+        report = RestoreReport(source, str(manifest.get("taken_at", "?")), counts, aside,
+                               moved, files, into=_into(home))
+        if old is not None:
+            report = replace(report, since=_reconcile(old, stage / DB_NAME))
         _record(stage / DB_NAME, report)
         bq.seal(stage / DB_NAME)
     except (OSError, CoworkerError) as e:
@@ -472,6 +517,25 @@ def _prepare(home: Home, source: Path, manifest: dict[str, Any],
         raise CoworkerError(f"could not prepare the backup in {home.state} ({_why(e)}); "
                             "nothing was changed") from e
     return report, stage
+
+
+def _into(home: Home) -> str | None:
+    return None if home.store_url() is None else home.store_where()
+
+
+def _keep_store(home: Home, aside: Path) -> tuple[Path | None, list[str]]:
+    """The database whose history a restore reconciles with (None: none here), and what a
+    PostgreSQL store keeps aside: its rows, read in one snapshot, copied into the SQLite file
+    aside/coworker.db before anything is replaced (nothing is lost; a rollback puts them
+    back). A SQLite home's database is moved aside whole by the switch instead."""
+    if home.store_url() is None:
+        return (home.db_path if _there(home.db_path) else None), []
+    from .store import backup_queries as bq
+
+    with home.open_store() as store:
+        bq.copy_out(store, aside / DB_NAME)
+    held = bq.newest_in(aside / DB_NAME) is not None
+    return (aside / DB_NAME if held else None), [DB_NAME]
 
 
 def _record(db: Path, report: RestoreReport) -> None:
@@ -500,15 +564,23 @@ def _places(home: Home) -> list[Path]:
     its own)."""
     from .store.backup_queries import beside
 
-    return [*beside(home.db_path), home.db_path, home.memory_md, home.snapshots,
-            home.memory_map]
+    db = [*beside(home.db_path), home.db_path] if home.store_url() is None else []
+    return [*db, home.memory_md, home.snapshots, home.memory_map]
 
 
 def _plan(home: Home, report: RestoreReport, stage: Path) -> dict[str, Any]:
-    return {"what": "coworker restore-backup", "src": str(report.src),
-            "taken_at": report.taken_at, "stage": stage.name, "aside": report.aside.name,
-            "restores": [p.name for p in _places(home) if _there(stage / p.name)],
-            "line": report.line()}
+    plan: dict[str, Any] = {"what": "coworker restore-backup", "src": str(report.src),
+                            "taken_at": report.taken_at, "stage": stage.name,
+                            "aside": report.aside.name,
+                            "restores": [p.name for p in _places(home) if _there(stage / p.name)],
+                            "line": report.line()}
+    if report.into is not None:  # a PostgreSQL store: which history it holds says the step
+        from .store import backup_queries as bq
+
+        plan["store"] = {"where": report.into,
+                         "before": bq.newest_in(report.aside / DB_NAME),
+                         "restored": bq.newest_in(stage / DB_NAME)}
+    return plan
 
 
 def _switch(home: Home, plan: dict[str, Any]) -> None:
@@ -522,10 +594,10 @@ def _switch(home: Home, plan: dict[str, Any]) -> None:
                             "changed") from e
     try:
         _move_in(home, plan)
-    except OSError as e:
+    except (OSError, StoreError) as e:
         try:
             _move_back(home, plan)
-        except OSError as again:
+        except (OSError, StoreError) as again:
             raise RestoreUnfinished(
                 f"the restore stopped half-way ({_why(e)}) and could not be rolled back "
                 f"({_why(again)}); nothing is lost, and every command waits until "
@@ -537,6 +609,8 @@ def _switch(home: Home, plan: dict[str, Any]) -> None:
 
 def _move_in(home: Home, plan: dict[str, Any]) -> None:
     stage, aside = home.state / plan["stage"], home.state / plan["aside"]
+    if "store" in plan:  # first: one transaction, so a failure here has changed nothing
+        _store_in(home, plan["store"], stage / DB_NAME)
     for place in _places(home):
         restores = place.name in plan["restores"]
         if restores and not _there(stage / place.name):
@@ -558,9 +632,46 @@ def _move_back(home: Home, plan: dict[str, Any]) -> None:
             _move(place, stage / place.name)
         if _there(aside / place.name) and not _there(place):
             _move(aside / place.name, place)
+    if "store" in plan and _store_back(home, plan["store"], aside / DB_NAME):
+        (aside / DB_NAME).unlink(missing_ok=True)  # its rows are in place (verified)
     _settled(home, stage)
     with suppress(OSError):
         aside.rmdir()  # only when empty: whatever else is there stays
+
+
+THEN = "restore the backup"
+
+
+def _store_in(home: Home, store_plan: dict[str, Any], db: Path) -> None:
+    """The PostgreSQL store made to hold the rows of the prepared file `db`, unless it does
+    already (its newest event is the restore's own). StoreError when the store was written
+    since its rows were kept aside (nothing is replaced then) or a table does not verify."""
+    from .store import backup_queries as bq
+
+    with home.open_store() as store:
+        if bq.newest(store) == store_plan["restored"]:
+            return
+        bq.replace_rows(store, _present(db), store_plan["before"], THEN)
+
+
+def _store_back(home: Home, store_plan: dict[str, Any], db: Path) -> bool:
+    """The PostgreSQL store given back the rows it held (kept aside in `db`) when it holds
+    the restore's; whether it holds its own rows now (then `db` is a copy of them). A store
+    that holds neither (written since) is left as it is."""
+    from .store import backup_queries as bq
+
+    with home.open_store() as store:
+        now = bq.newest(store)
+        if now != store_plan["restored"]:
+            return now == store_plan["before"]
+        bq.replace_rows(store, _present(db), store_plan["restored"], THEN)
+    return True
+
+
+def _present(db: Path) -> Path:
+    if not db.is_file():
+        raise StoreError(f"{db} is not there: the store's rows cannot be brought from it")
+    return db
 
 
 def _move(src: Path, dest: Path) -> None:
@@ -613,7 +724,28 @@ def _read_plan(home: Home, verb: str) -> dict[str, Any]:
                                 f"{home.state}/.restore-*, what was here before in "
                                 f"{home.state}/{ASIDE_PREFIX}*; move them by hand, then "
                                 f"remove {marker}")
+    _same_store(home, plan)
     return plan
+
+
+def _same_store(home: Home, plan: dict[str, Any]) -> None:
+    """RestoreUnfinished when the plan was made for another store than the home's now (or
+    its PostgreSQL part cannot be read)."""
+    store = plan.get("store")
+    if store is not None and not (isinstance(store, dict) and isinstance(store.get("where"), str)
+                                  and all(isinstance(store.get(k), list | None)
+                                          for k in ("before", "restored"))):
+        raise RestoreUnfinished(f"{home.restore_marker} cannot be read (its \"store\"): the "
+                                f"store's rows before the restore are in {home.state}/"
+                                f"{ASIDE_PREFIX}*/{DB_NAME}; settle it by hand, then remove "
+                                f"{home.restore_marker}")
+    was = store["where"] if store is not None else None
+    now = _into(home)
+    if was != now:
+        raise RestoreUnfinished(
+            f"the restore that stopped half-way in {home.root} was into "
+            f"{was or 'the SQLite file ' + str(home.db_path)}, and this home's store is now "
+            f"{now or 'its SQLite file'}: put [store] url back as it was, then settle it")
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -11,11 +11,14 @@ never writes the database it reads aside (that one is opened read-only, as it is
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
+from .copy import Copied
 from .db import Store
 from .events import Event, read_meta
 
@@ -174,3 +177,110 @@ def told_after(store: Store, top: int) -> list[tuple[Event, Settled]]:
     return [(Event(kind=r[2], actor=r[3], author_kind=r[4], body=r[5], ts=r[1], id=int(r[0]),
                    meta=read_meta(r[6], r[0], getattr(r, "said", None))),
              Settled(int(r[0]), str(r[7]), int(r[8]), r[9])) for r in rows]
+
+
+# --- a store on PostgreSQL: its rows out into a SQLite file, and back in -----------------------
+#
+# A backup of a PostgreSQL store is a SQLite file (`copy_out`), so a backup is one shape
+# whichever backend made it and restores into either. A restore into PostgreSQL replaces the
+# coworker's rows in its schema (`replace_rows`): one transaction, so the schema holds either
+# what it held or the backup's rows, never half of each.
+
+def copy_out(store: Any, target: Path) -> list[Copied]:
+    """Every table of history of the PostgreSQL `store`, read in one snapshot (REPEATABLE
+    READ: a loop writing meanwhile is neither blocked nor half-copied), into the new SQLite
+    file `target` (0600, one self-contained file), each table verified (rows and digest).
+    CopyFailed when it cannot be made or a table differs."""
+    from . import copy as cp
+
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    os.chmod(target, 0o600)  # whatever the umask
+    try:
+        with Store.open(target) as out, store.snapshot():
+            done = cp.copy_store(store, out)
+        seal(target)
+    except (sqlite3.Error, StoreError) as e:
+        raise CopyFailed(str(e)) from e
+    if bad := [c.table for c in done if not c.same or c.source_rows != c.target_rows]:
+        raise CopyFailed(f"{', '.join(bad)} read back otherwise than copied")
+    return done
+
+
+def newest(store: Any) -> list[Any] | None:
+    """[id, ts, body] of the newest event of `store`, hot or archived; None when it has none.
+    (What a restore compares to know which history a store holds.)"""
+    top = newest_id(store)
+    found = head(store, top) if top else None
+    return [top, *found] if found else None
+
+
+def newest_in(db: Path) -> list[Any] | None:
+    """`newest` of the SQLite file `db`, read-only and as it is."""
+    store = open_aside(db)
+    try:
+        return newest(store)
+    finally:
+        store.close()
+
+
+class Changed(StoreError):
+    """The store is not the one a restore expected: it was written meanwhile."""
+
+
+def replace_rows(store: Any, source: Path | None, expect: list[Any] | None,
+                 then: str) -> list[Copied]:
+    """Replace every row of history of the PostgreSQL `store` with those of the SQLite file
+    `source` (None: leave it empty), in one transaction under the coworker's write lock,
+    each table verified (rows and digest); anything amiss rolls the whole of it back. Refused
+    (StoreError) when a loop holds the coworker's claim (`then`: what to do after stopping
+    it), and (Changed) when the store's newest event is not `expect` (`newest`): it was
+    written since it was read."""
+    from . import copy as cp
+
+    with store.transaction():
+        cp.refuse_running(store, then)
+        now = newest(store)
+        if now != expect:
+            raise Changed(f"the store {store.path} was written meanwhile (its newest event is "
+                          f"{now[0] if now else 'none'}, not {expect[0] if expect else 'none'})")
+        empty(store)
+        if source is None:
+            return []
+        with open_aside(source) as rows:
+            done = cp.copy_store(rows, store, then=then)
+        if bad := [c.table for c in done if not c.same or c.source_rows != c.target_rows]:
+            raise StoreError(f"{', '.join(bad)} of {source} read back otherwise than copied "
+                             f"into {store.path}; nothing was changed there")
+    return done
+
+
+# Tables a schema derives from the rows of history whose own triggers do not empty them as
+# those rows are deleted (rollups are never deleted, so nothing takes a rollup's row out of
+# fts_rollups); their counts' tables are kept by their own triggers.
+_DERIVED_UNKEPT = ("fts_rollups",)
+
+
+def empty(store: Any) -> None:
+    """Delete every row of history of the PostgreSQL `store`, inside the caller's transaction:
+    the schema's guards (its BEFORE DELETE triggers: events only once archived, the archive,
+    rollups, approvals, ... never) set aside for these statements only, the tables emptied
+    newest first (a row that names another goes before it), so the full text's own triggers
+    take each row out of its counts as a DELETE does. `runner` and `_migrations` stay."""
+    from . import copy as cp
+
+    tables = cp.tables(store)
+    guards = [(r[0], r[1]) for r in store.query(
+        "SELECT c.relname, t.tgname FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = "
+        "t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = ? AND "
+        "NOT t.tgisinternal AND t.tgenabled <> 'D' AND (t.tgtype & 10) = 10",  # BEFORE, DELETE
+        (store.schema,)) if r[0] in tables]
+    for table, name in guards:
+        store.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER "{name}"')
+    for table in reversed(tables):
+        store.execute(f'DELETE FROM "{table}"')
+    for table in _DERIVED_UNKEPT:
+        if store.has_table(table):
+            store.execute(f'DELETE FROM "{table}"')
+    for table, name in guards:
+        store.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER "{name}"')
