@@ -100,7 +100,8 @@ def test_a_home_on_postgresql_passes_the_store_checks(pg_home: Home) -> None:
     assert c["database"].detail.startswith(pg_home.store_where())
     assert c["schema"].detail == "schema cw_doctorpg at version 20 (this code knows 20)"
     assert not c["schema"].warn
-    assert "only the semantic channel needs it" in c["pgvector"].detail
+    assert c["pgvector"].detail.startswith(("pgvector ", "not in this database; only the "
+                                            "semantic channel needs it"))
     assert "no pooler in transaction mode" in c["pooling"].detail
     assert c["runner"].detail == "not running (never run on this database)"
     assert "agree with the history" in c["fts"].detail
@@ -169,19 +170,24 @@ def _settings(semantic: bool) -> Settings:
     return Settings.model_validate({"semantic": {"enabled": semantic}})
 
 
-def test_pgvector_is_named_when_the_semantic_channel_needs_it(pg_url: str) -> None:  # noqa: F811
+def test_pgvector_is_named_when_the_semantic_channel_needs_it(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     with PgStore.open(pg_url, CID) as store:
-        off = doctor._pgvector(store, _settings(False))
-        assert off.ok and "[semantic] is off" in off.detail
-        on = doctor._pgvector(store, _settings(True))
-        assert not on.ok
-        assert on.detail.startswith("[semantic] enabled, but the semantic channel needs the "
-                                    "pgvector extension")
-        assert "CREATE EXTENSION vector" in on.detail
-        store.raw.execute("CREATE EXTENSION vector SCHEMA public")
+        store.raw.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
         version = store.scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         present = doctor._pgvector(store, _settings(True))
         assert present.ok and present.detail.startswith(f"pgvector {version}")
+        assert health.pgvector(store) == (version, True)
+        # a database without it (the server has it, or not)
+        for available, how in ((True, "a superuser runs CREATE EXTENSION vector"),
+                               (False, "install pgvector on the server, then")):
+            monkeypatch.setattr(health, "pgvector", lambda _s, a=available: (None, a))
+            off = doctor._pgvector(store, _settings(False))
+            assert off.ok and "[semantic] is off" in off.detail and how in off.detail
+            on = doctor._pgvector(store, _settings(True))
+            assert not on.ok and how in on.detail
+            assert on.detail.startswith("[semantic] enabled, but the semantic channel needs the "
+                                        "pgvector extension, which this database lacks")
 
 
 # a pooler in transaction mode ------------------------------------------------------------------

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..hands import Disposition, McpSection, McpWatch, SideEffect, ToolResult, full_name
@@ -57,10 +58,12 @@ class Call:
 
 def _protect(hands: Any, store: Store) -> None:
     """Tell `hands` whose state to keep tools out of: the home of this store's database
-    (`<home>/state/coworker.db`)."""
+    (`<home>/state/coworker.db`). A store on PostgreSQL lives in no home (its path names a
+    database): there the loop told its Hands their home when it made them (`Hands(section,
+    home=...)`), and nothing is told here."""
     protect = getattr(hands, "protect", None)
-    if protect is not None:
-        protect(store.path.parent.parent)
+    if protect is not None and getattr(store, "dialect", "sqlite") == "sqlite":
+        protect(Path(store.path).parent.parent)
 
 
 def _result(r: ToolResult, note: str = "") -> Result:

@@ -5,7 +5,9 @@ MATCH: FTS5's own tokenizer on a private in-memory table read through `fts5vocab
 (`Tokenizer`), how many rows a MATCH holds, one row's `bm25()`, the texts `rollups_fts`
 indexes, and the stamps that say when what memory keeps of an index no longer holds (ids that
 only grow: a rollup sealed, a tag added, a redaction; the file itself, for a backup restored in
-place).
+place; on PostgreSQL, where the store has no file of its own, the server's files of the
+history's table and of the full text's kept counts, which a table made again or emptied by
+TRUNCATE (a restore, `health.pg_fts_rebuild`) changes).
 
 Never reads an index's shadow tables (`<index>_data`, `_idx`, `_docsize`, `_config`,
 `_content`): their records are a format SQLite does not document, so a change there would
@@ -47,11 +49,18 @@ class Tokenizer:
         return out
 
 
-def _inode(store: Store) -> int:
+def _files(store: Store, *tables: str) -> tuple[int, ...]:
+    """What changes when the store is made again in place: SQLite, the file's inode (a backup
+    restored in place is another file); PostgreSQL, each of `tables`' file on the server (its
+    relfilenode: new when the table is made again, emptied by TRUNCATE or rewritten by VACUUM
+    FULL; never by a row written or a plain VACUUM)."""
+    if _pg(store):
+        return tuple(int(r[0] or 0) for r in store.query(
+            " UNION ALL ".join("SELECT pg_relation_filenode(?)" for _ in tables), tables))
     try:
-        return os.stat(store.path).st_ino  # a backup restored in place is another file
+        return (os.stat(store.path).st_ino,)
     except OSError:
-        return 0
+        return (0,)
 
 
 def _tops(store: Store, *tables: str) -> tuple[int, ...]:
@@ -63,15 +72,17 @@ def _tops(store: Store, *tables: str) -> tuple[int, ...]:
 
 def history_stamp(store: Store) -> tuple[int, ...]:
     """What moves when events_fts rows are rewritten rather than appended: the newest tag
-    and redaction (their ids only grow: AUTOINCREMENT) and the file."""
-    return (*_tops(store, "tags", "redactions"), _inode(store))
+    and redaction (their ids only grow: AUTOINCREMENT) and the file (on PostgreSQL the
+    events' table's and the kept counts')."""
+    return (*_tops(store, "tags", "redactions"), *_files(store, "events", "fts_stats"))
 
 
 def rollups_stamp(store: Store) -> tuple[int, ...]:
     """What moves with every change to rollups_fts: the newest rollup (a rollup is sealed
     once and never deleted), tag and redaction (the only rewrites of a sealed rollup's words),
-    and the file."""
-    return (*_tops(store, "rollups", "tags", "redactions"), _inode(store))
+    and the file (on PostgreSQL the ladder's index's and its kept counts')."""
+    return (*_tops(store, "rollups", "tags", "redactions"),
+            *_files(store, "fts_rollups", "fts_rollup_stats"))
 
 
 def _pg(store: Store) -> bool:

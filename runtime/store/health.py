@@ -326,8 +326,11 @@ def _shown(kept: _Kept, row: tuple[Any, ...]) -> str:
 def pg_fts_rebuild(store: Any) -> list[str]:
     """Make pg_fts' kept tables what a recount of the rows gives (`pg_fts_verdicts` then says
     ok), in one write transaction under the coworker's write lock (a running loop's writes
-    wait for it); return the tables rebuilt. Search and bm25 read these tables, so a rebuild
-    changes no event, rollup or tag: only what they are found and ranked by."""
+    wait for it, and its searches for the commit: TRUNCATE locks the tables); return the
+    tables rebuilt. Each is emptied by TRUNCATE, so it gets a new file on the server, and the
+    stamps of what memory keeps of the counts (fts.history_stamp, rollups_stamp) move. Search
+    and bm25 read these tables, so a rebuild changes no event, rollup or tag: only what they
+    are found and ranked by."""
     kept = _kept()
     with store.transaction() as db:
         for k in kept:
@@ -335,6 +338,6 @@ def pg_fts_rebuild(store: Any) -> list[str]:
             recount = k.recount
             if k.table == "fts_rollup_stats":  # from the rows just rebuilt
                 recount = _ROLLUP_STATS
-            db.execute(f"DELETE FROM {k.table}")
+            db.execute(f"TRUNCATE {k.table}")  # a new file: the memory's stamps move (fts.py)
             db.execute(f"INSERT INTO {k.table} ({columns}) SELECT {columns} FROM ({recount}) AS x")
     return [k.table for k in kept]

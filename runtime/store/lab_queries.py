@@ -4,7 +4,9 @@ bulk loads an import is judged against.
 
 Owns those reads and, for the bench's scratch databases only, the bare loads (rows inserted
 one statement a row, or the FTS trigger dropped and the index filled in one pass). Nothing in
-the product calls it; it never touches a coworker's own database but to read it.
+the product calls it; it never touches a coworker's own database but to read it. The reads and
+`counting` serve both backends; `timed_load` makes a scratch SQLite file (PostgreSQL's bare
+loads are the bench's own, in a schema it drops).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .db import Store
 
@@ -53,8 +56,15 @@ class Statements:
 @contextmanager
 def counting(store: Store) -> Iterator[Statements]:
     """Count the statements `store` runs inside the block. FTS5's internal segment look-ups
-    are traced with a "--" prefix and are not counted."""
+    are traced with a "--" prefix and are not counted. On PostgreSQL (no trace callback) the
+    statements the store modules send through the connection and the store's own (BEGIN,
+    COMMIT, a savepoint) are counted, one a call as SQLite traces them; what the server runs
+    inside a function or a trigger is not."""
     counted = Statements()
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        with _counting_pg(store, counted):
+            yield counted
+        return
 
     def seen(sql: str) -> None:
         if sql.strip() and not sql.startswith("--"):
@@ -65,6 +75,32 @@ def counting(store: Store) -> Iterator[Statements]:
         yield counted
     finally:
         store.conn.set_trace_callback(None)
+
+
+@contextmanager
+def _counting_pg(store: Any, counted: Statements) -> Iterator[None]:
+    """Count each execute on a PgStore's connection and each of its own statements (one
+    statement each), and each row of an executemany, as SQLite's trace callback sees them."""
+    conn = store.conn
+    execute, executemany, run = conn.execute, conn.executemany, store._run
+
+    def one(sql: str, params: Any = ()) -> Any:
+        counted.count += 1
+        return execute(sql, params)
+
+    def many(sql: str, seq: Sequence[Sequence[Any]]) -> Any:
+        counted.count += len(seq)
+        return executemany(sql, seq)
+
+    def own(sql: str) -> None:
+        counted.count += 1
+        run(sql)
+
+    conn.execute, conn.executemany, store._run = one, many, own
+    try:
+        yield
+    finally:
+        del conn.execute, conn.executemany, store._run  # the classes' own again
 
 
 def timed_load(path: Path, chunks: Iterable[Sequence[tuple]], bulk: bool) -> float:
