@@ -240,9 +240,9 @@ _ROLLUPS = (
 _EVENT_ROWS = ("SELECT r.tsv || coalesce(g.tsv, ''::tsvector) AS v, r.ntok + coalesce(g.ntok, 0) "
                "AS ntok FROM (SELECT id, tsv, ntok FROM events UNION ALL SELECT id, tsv, ntok "
                "FROM events_archive) AS r LEFT JOIN ({tags}) AS g ON g.id = r.id")
-_STATS = ("SELECT '' AS term, count(*) AS doc, coalesce(sum(ntok), 0) AS toks FROM indexed "
-          "UNION ALL SELECT u, count(*), 0 FROM indexed, unnest(tsvector_to_array(indexed.v)) "
-          "AS u GROUP BY u")
+# (ts_stat counts each term's rows in C: half the time of unnest and GROUP BY)
+_STATS = ("SELECT '' AS term, count(*) AS doc, coalesce(sum(ntok), 0) AS toks FROM ({rows}) AS i "
+          "UNION ALL SELECT word, ndoc, 0 FROM ts_stat('SELECT v FROM ({quoted}) AS i')")
 _ROLLUP_STATS = ("SELECT '' AS term, 0 AS mask, count(*) AS doc, coalesce(sum(ntok), 0) AS toks "
                  "FROM fts_rollups UNION ALL SELECT u.lexeme, fts_mask(u.weights), count(*), 0 "
                  "FROM fts_rollups, unnest(tsv) AS u GROUP BY 1, 2")
@@ -265,7 +265,8 @@ def _kept(rollups: str = "fts_rollups") -> tuple[_Kept, ...]:
     return (
         _Kept("fts_event_tags", ("id",), ("tsv", "ntok"), _EVENT_TAGS, "tagged event"),
         _Kept("fts_rollups", ("id",), ("base", "base_ntok", "tsv", "ntok"), _ROLLUPS, "rollup"),
-        _Kept("fts_stats", ("term",), ("doc", "toks"), f"WITH indexed AS ({rows}) {_STATS}",
+        _Kept("fts_stats", ("term",), ("doc", "toks"),
+              _STATS.replace("{rows}", rows).replace("{quoted}", rows.replace("'", "''")),
               "term", counts=True),
         _Kept("fts_rollup_stats", ("term", "mask"), ("doc", "toks"),
               _ROLLUP_STATS.replace("fts_rollups", f"({_ROLLUPS}) AS f"), "term and class",
