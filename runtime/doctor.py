@@ -18,6 +18,15 @@ call is made only below the daily caps, and counted against them (a `model_calls
 row, its one write), as every model call is.
 It speaks no SQL: the database's checks and the repair commands it names are the store's
 (runtime/store/health.py).
+
+A home whose `[store] url` names a PostgreSQL database (ADR-0044) has, in the database check's
+place: the server answers (`database`, one line that never holds the password), the coworker's
+schema is at this code's version (`schema`; newer: one line, upgrade here; older: migrated when
+the coworker next writes), the pgvector extension (`pgvector`: FAIL when `[semantic]` is on
+without it), no pooler in transaction mode between (`pooling`: it breaks the runner's advisory
+lock and LISTEN), and who runs the coworker (`runner`: host, pid, since when); the `fts` check
+compares the full text's kept tables with a recount from the history. Every other check reads
+that store, and none of them makes a schema that is not there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What assumed the store is a SQLite file, on PostgreSQL (issue 42): the stamps of what memory
 keeps of the full text's counts (`fts.history_stamp`, `rollups_stamp`: the server's files of the
 tables where SQLite has the file's inode) stay put while rows are appended and move when
-`health.pg_fts_rebuild` empties and refills the kept counts; the lab's statement count
+`health.pg_fts_rebuild` empties and refills the kept counts (`health.fts_rebuild`, the command's,
+rebuilds either backend's full text and search answers as before); the lab's statement count
 (`lab_queries.counting`) counts alike on both backends; the loop's hands are told the home of a
 SQLite store only (a PostgreSQL store lives in no home: the loop gives its Hands the home when it
 makes them)."""
@@ -79,3 +80,15 @@ def test_the_hands_are_told_a_sqlite_stores_home_only(store: Any, tmp_path: Path
     hands = _Hands()
     loop_hands._protect(hands, store)
     assert hands.told == ([str(tmp_path / "home")] if store.dialect == "sqlite" else [])
+
+
+def test_the_rebuild_leaves_search_as_it_was_on_both(store: Any) -> None:
+    ids = ev.append_many(store, [_note(f"walrus harbour {i}") for i in range(4)])
+    tags.add(store, "event", ids[1], ["zebra"], "owner")
+    before = [(e.id, round(s, 9)) for e, s, _ in ev.fts_search(store, "harbour OR zebra", 10)]
+    done = health.fts_rebuild(store)
+    assert done == (["events_fts", "rollups_fts"] if store.dialect == "sqlite" else
+                    ["fts_event_tags", "fts_rollups", "fts_stats", "fts_rollup_stats"])
+    assert {v.state for v in health.fts_verdicts(store)} == {"ok"}
+    assert [(e.id, round(s, 9)) for e, s, _ in ev.fts_search(store, "harbour OR zebra", 10)] \
+        == before

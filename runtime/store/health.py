@@ -13,8 +13,9 @@ On PostgreSQL (issue 42) the same questions have other answers: the store opens 
 is reached; the coworker's schema is there, at this code's version or older), the full text's
 kept tables (pg_fts: `fts_stats`, `fts_event_tags`, `fts_rollups`, `fts_rollup_stats`, which
 triggers keep in step with events, tags and rollups) equal a recount from the rows
-(`pg_fts_verdicts`), and `pg_fts_rebuild` (the one function here that writes, which
-`coworker store rebuild-fts` calls) recomputes them under the write lock. Beside them what only
+(`pg_fts_verdicts`), and `pg_fts_rebuild` recomputes them under the write lock (`fts_rebuild`,
+which `coworker store rebuild-fts` calls, rebuilds either backend's full text: the only
+functions here that write). Beside them what only
 PostgreSQL has: the pgvector extension (`pgvector`), a connection pooler in transaction mode,
 which breaks the runner's session advisory lock and LISTEN (`pooled_pids`, `pooled`), and the
 schema's version (`schema_version`).
@@ -138,7 +139,7 @@ def fts_rebuild_hint(store: Any, table: str) -> str:
 
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
-REBUILD_FTS_COMMAND = "coworker store rebuild-fts"  # runs pg_fts_rebuild on the home's store
+REBUILD_FTS_COMMAND = "coworker store rebuild-fts"  # runs fts_rebuild on the home's store
 POOLING_FIX = "use session pooling (pool_mode = session) or connect to PostgreSQL directly"
 
 
@@ -322,6 +323,18 @@ def _shown(kept: _Kept, row: tuple[Any, ...]) -> str:
         return f"{kept.one} {key} in {held[0] or 0} row(s), counted {counted[0] or 0}"
     return f"{kept.one} {key} " + ("missing" if held[0] is None else "left over"
                                     if counted[0] is None else "stale")
+
+
+def fts_rebuild(store: Any) -> list[str]:
+    """Rebuild the full text from the history, on either backend, under the write lock; return
+    what was rebuilt. SQLite: FTS5's 'rebuild' of events_fts and rollups_fts (each index made
+    again from its content); PostgreSQL: `pg_fts_rebuild`."""
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        return pg_fts_rebuild(store)
+    with store.transaction() as db:
+        for table in FTS_INDEXES:
+            db.execute(f"INSERT INTO {table}({table}) VALUES('rebuild')")
+    return list(FTS_INDEXES)
 
 
 def pg_fts_rebuild(store: Any) -> list[str]:
