@@ -99,6 +99,21 @@ def _bench_long(chars: int, as_json: bool) -> None:
                   f"{p['over_bare_fts5']:>8}x bare FTS5", markup=False)
 
 
+def _store_option(command: Callable[..., None]) -> Callable[..., None]:
+    """`--store URL`: the eval's homes keep their stores on that PostgreSQL database."""
+    return click.option(
+        "--store", "store_url", metavar="URL", default=None, callback=_postgres_url,
+        help="Keep the eval's history on this PostgreSQL database (postgresql://USER@HOST/DB; "
+        "a password from PGPASSWORD or ~/.pgpass), in a schema of its own dropped afterwards, "
+        "instead of a SQLite file: the same figures for the other backend.")(command)
+
+
+def _postgres_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter("give a PostgreSQL URL, postgresql://USER@HOST/DB")
+    return value
+
+
 @click.group(name="eval")
 def eval_group() -> None:
     """Evaluate memory on public benchmarks.
@@ -123,8 +138,9 @@ def eval_group() -> None:
 @click.option("--model", type=click.Choice(LOCAL_MODELS), default=None,
               help="With --channels hybrid: embed in process with this packaged local model "
               "(all-mpnet: the semantic-large extra), whatever this home's [semantic] says.")
+@_store_option
 def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path | None,
-                model: str | None) -> None:
+                model: str | None, store_url: str | None) -> None:
     """The LoCoMo evidence-retrieval task through the same recall path the loop uses.
 
     Each conversation gets its own fresh home (turns imported with their session dates, then
@@ -140,11 +156,13 @@ def eval_locomo(file: Path, k: int, channels: str, as_json: bool, out_path: Path
     Example:
       coworker eval locomo locomo10.json --json
       coworker eval locomo locomo10.json --channels hybrid --model all-mpnet
+      coworker eval locomo locomo10.json --store postgresql://me@db.internal/lab
     """
     from .evaluate import run as run_eval
 
     report = run_eval(file, k, channels, out_path,
-                      progress=lambda sid: err.print(f"  {sid} ..."), model=model)
+                      progress=lambda sid: err.print(f"  {sid} ..."), model=model,
+                      store_url=store_url)
     data = report.as_dict()
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
@@ -192,8 +210,9 @@ def _set_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @eval_group.command(name="paraphrase")
 @_set_options
+@_store_option
 def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
-                    model: str | None) -> None:
+                    model: str | None, store_url: str | None) -> None:
     """The hand-written paraphrase set: facts asked in the history's words and in other words.
 
     A fresh temporary home holds a synthetic six-week coworker history (lab/data),
@@ -205,18 +224,22 @@ def eval_paraphrase(channels: str, half: str, as_json: bool, calibrate: bool,
     Example:
       coworker eval paraphrase --half held --channels lexical
       coworker eval paraphrase --half held --channels hybrid --model all-mpnet
+      coworker eval paraphrase --half all --store postgresql://me@db.internal/lab
     """
     from .eval_paraphrase import run_paraphrase
 
-    _set_run(run_paraphrase, "paraphrase set", channels, half, as_json, calibrate, model)
+    _set_run(run_paraphrase, "paraphrase set", channels, half, as_json, calibrate, model,
+             store_url)
 
 
 def _set_run(run: Callable[..., Any], title: str, channels: str, half: str, as_json: bool,
-             calibrate: bool, model: str | None) -> None:
-    """Run a work-shaped set (`eval paraphrase`, `eval work`) and print its figures."""
+             calibrate: bool, model: str | None, store_url: str | None = None) -> None:
+    """Run a work-shaped set (`eval paraphrase`, `eval work`) and print its figures; on a
+    PostgreSQL database when `store_url` is given."""
     if calibrate and (channels != "hybrid" or half != "all"):
         raise UsageError("--calibrate needs --channels hybrid --half all")
-    report = run(channels, half, progress=lambda s: err.print(f"  {s} ..."), model=model)
+    on = {"store_url": store_url} if store_url is not None else {}
+    report = run(channels, half, progress=lambda s: err.print(f"  {s} ..."), model=model, **on)
     if calibrate:
         from .eval_paraphrase import refit
 

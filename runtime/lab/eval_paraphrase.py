@@ -30,6 +30,7 @@ from .evaluate import (
     _hybrid_ranker,
     checked_model,
     eval_embedder,
+    eval_home,
     loop_recall,
 )
 
@@ -77,7 +78,7 @@ def build_history_home(root: Path, rows: list[dict[str, Any]], tag: str,
                        ) -> tuple[Home, dict[str, set[int]], int]:
     """A fresh home holding `rows` (a set's history), written in order and reflected offline
     (and embedded, for hybrid); the event ids of each value of `meta[tag]`, and how many events
-    there are."""
+    there are. A home `evaluate.new_home` already made at `root` keeps its store."""
     from rituals.reflect import reflect
 
     home = Home(root)
@@ -85,7 +86,7 @@ def build_history_home(root: Path, rows: list[dict[str, Any]], tag: str,
     cfg = home.config_path.read_text(encoding="utf-8")
     home.config_path.write_text(cfg.replace('provider = "anthropic"', 'provider = "none"'),
                                 encoding="utf-8")
-    with Store.open(home.db_path) as store:
+    with home.open_store() as store:
         # Appended as the loop would have written them (the importer refuses `tick_end`, the
         # loop's own bookkeeping), in order, with their timestamps.
         ids = ev.append_many(store, [
@@ -268,7 +269,7 @@ Build = Callable[[Path, "Embedder | None"], tuple[Home, dict[str, set[int]], int
 def ask_all(report: ParaphraseReport, home: Home, answers: dict[str, set[int]],
             questions: list[Question], embedder: Embedder | None, gate: float) -> None:
     """Ask every question of a built home through the report's channels; fill the report."""
-    with Store.open(home.db_path, readonly=True) as store:
+    with home.open_store(readonly=True) as store:
         asker = _Asker(store, home, report.channels, embedder, gate)
         report.questions = [asker.ask(q, answers) for q in questions]
     report.kinds = {k: _summary(report.questions, k)
@@ -280,16 +281,19 @@ def ask_all(report: ParaphraseReport, home: Home, answers: dict[str, set[int]],
 
 
 def run_set(questions: list[Question], build: Build, channels: str, half: str,
-            progress: Callable[[str], None] | None, model: str | None) -> ParaphraseReport:
-    """Ask `questions` of the home `build` makes, through `channels` (see the section note)."""
+            progress: Callable[[str], None] | None, model: str | None,
+            store_url: str | None = None) -> ParaphraseReport:
+    """Ask `questions` of the home `build` makes, through `channels` (see the section note);
+    `store_url`: the home's store on that PostgreSQL database, in a schema of its own dropped
+    afterwards (`evaluate.eval_home`), instead of a SQLite file."""
     checked_model(channels, model)
     embedder, gate = eval_embedder(model) if channels == "hybrid" else (None, 0.0)
     report = ParaphraseReport(channels, half)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, eval_home(Path(tmp) / "home", store_url) as made:
         if progress:
             progress("building the history's home (import, reflect"
                      + (", embed)" if embedder is not None else ")"))
-        home, answers, report.events = build(Path(tmp) / "home", embedder)
+        home, answers, report.events = build(made.root, embedder)
         report.facts = len({q.fact for q in questions if q.fact})
         ask_all(report, home, answers, questions, embedder, gate)
     return report
@@ -297,12 +301,13 @@ def run_set(questions: list[Question], build: Build, channels: str, half: str,
 
 def run_paraphrase(channels: str = "lexical", half: str = "all",
                    progress: Callable[[str], None] | None = None,
-                   model: str | None = None) -> ParaphraseReport:
+                   model: str | None = None, store_url: str | None = None) -> ParaphraseReport:
     """Ask the paraphrase set's questions of `half` through `channels` (see the section note);
-    `model`: with hybrid, the packaged local model to embed with (`eval_embedder`)."""
+    `model`: with hybrid, the packaged local model to embed with (`eval_embedder`);
+    `store_url`: on that PostgreSQL database (`run_set`)."""
     checked_model(channels, model)
     return run_set(paraphrase_questions(half), build_paraphrase_home, channels, half, progress,
-                   model)
+                   model, store_url)
 
 
 # --- the semantic entry's calibration (ADR-0020) ----------------------------------------------

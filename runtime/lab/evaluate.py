@@ -36,7 +36,8 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -374,16 +375,54 @@ def load(path: Path) -> list[dict[str, Any]]:
     return data
 
 
+EVAL_SECRET = "EVAL_STORE"  # the name the eval's home reads its PostgreSQL URL under
+
+
+def new_home(root: Path, store_url: str | None = None) -> Home:
+    """A fresh coworker home (`coworker init`); with `store_url` (a PostgreSQL URL) its store
+    is a schema of its own on that database (coworker id `eval_<random>`; the URL in
+    state/secrets.toml, never config.toml), which `drop_store` removes."""
+    from ..settings import new_coworker_id
+
+    home = Home(root)
+    if store_url is None:
+        home.init()
+        return home
+    home.init(store_url=f"secret:{EVAL_SECRET}", coworker_id=new_coworker_id("eval"))
+    with (home.state / "secrets.toml").open("a", encoding="utf-8") as f:
+        f.write(f"\n[secrets]\n{EVAL_SECRET} = {json.dumps(store_url)}\n")
+    return home
+
+
+@contextmanager
+def eval_home(root: Path, store_url: str | None = None) -> Iterator[Home]:
+    """`new_home` for one run; its PostgreSQL schema dropped afterwards, even on an error."""
+    home = new_home(root, store_url)
+    try:
+        yield home
+    finally:
+        drop_store(home)
+
+
+def drop_store(home: Home) -> None:
+    """Drop the PostgreSQL schema of a home `new_home` made on a database (none for SQLite)."""
+    url = home.store_url()
+    if url is not None:
+        from ..store import pg_schema
+
+        pg_schema.drop(url, str(home.settings().coworker.id))
+
+
 def build_home(root: Path, sample: dict[str, Any],
                embedder: Embedder | None = None) -> tuple[Home, set[str]]:
     """A fresh coworker home holding one conversation, reflected as in life (and embedded,
-    for the hybrid channel)."""
+    for the hybrid channel); a home `new_home` already made at `root` keeps its store."""
     from rituals.reflect import reflect
 
     home = Home(root)
     home.init()
     rows = turns(sample)
-    with Store.open(home.db_path) as store:
+    with home.open_store() as store:
         ev.append_many(store, [
             Event(kind="message", body=text, actor=speaker, author_kind="third_party",
                   ts=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -483,10 +522,12 @@ def _finish(report: Report, tally: _Tally) -> None:
 
 def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = None,
         progress: Callable[[str], None] | None = None, model: str | None = None,
-        made: tuple[Embedder, float] | None = None) -> Report:
+        made: tuple[Embedder, float] | None = None, store_url: str | None = None) -> Report:
     """LoCoMo through `channels` (see the module docstring); `model`: with hybrid, the
     packaged local model to embed with instead of the home's [semantic] settings; `made`: an
-    embedder and gate already made (the ablation's, asked again run after run)."""
+    embedder and gate already made (the ablation's, asked again run after run); `store_url`:
+    each conversation's store on that PostgreSQL database, in a schema of its own dropped
+    after it (`eval_home`), instead of a SQLite file."""
     checked_model(channels, model)
     samples = load(path)
     report = Report(channels, k)
@@ -502,9 +543,10 @@ def run(path: Path, k: int = 10, channels: str = "lexical", out: Path | None = N
             report.conversations += 1
             if progress:
                 progress(sample.get("sample_id", "?"))
-            with tempfile.TemporaryDirectory() as tmp:
-                home, dia_ids = build_home(Path(tmp) / "home", sample, embedder)
-                with Store.open(home.db_path, readonly=True) as store:
+            with tempfile.TemporaryDirectory() as tmp, \
+                    eval_home(Path(tmp) / "home", store_url) as made_home:
+                home, dia_ids = build_home(made_home.root, sample, embedder)
+                with home.open_store(readonly=True) as store:
                     conv = _Conversation(store, home, channels, embedder, gate, dia_ids)
                     if conv.reflex is not None and not report.reflex:
                         report.reflex = {"definition": NOISE_DEFINITION,
