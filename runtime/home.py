@@ -101,8 +101,10 @@ def _names_a_store(config: Path) -> bool:
     """Whether config.toml's text sets a [store] url (read when the config does not load)."""
     import re
 
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
+    from .files import read_regular
+
+    try:  # never a FIFO or a device: a config that is one is said by loading the settings
+        text = read_regular(config).decode("utf-8", errors="replace")
     except OSError:
         return False
     return re.search(r"(?ms)^\s*\[store\][^\[]*^\s*url\s*=", text) is not None

@@ -955,6 +955,25 @@ _LISTS = {
 }
 
 
+def _key_lines(section_name: str, key: str, field: Any, given: str | None) -> list[str]:
+    """One key of the default config.toml: its comment, then its default (or `given`)."""
+    if (section_name, key) in _IN_SECRETS:
+        return [f"# {key}: {field.description}"]
+    lines = []
+    if field.description:
+        bounds = range_text(field)
+        lines.append(f"# {field.description}" + (f"; {bounds}" if bounds else ""))
+    if field.default_factory is not None and (section_name, key) not in _PLAIN_LISTS:
+        return [*lines, f"# {key}: none by default, see the example below"]
+    if field.default_factory is not None:
+        return [*lines, f"{key} = []"]
+    if given is not None:
+        return [*lines, f"{key} = {_toml_value(given)}"]
+    if field.default is None:
+        return [*lines, f'# {key} = ""']
+    return [*lines, f"{key} = {_toml_value(field.default)}"]
+
+
 def render_default_config(coworker_id: str | None = None, store_url: str | None = None) -> str:
     """The commented config.toml that `coworker init` writes: every key with its default,
     and the new home's `[coworker] id` (and `[store] url`) when given."""
@@ -969,27 +988,9 @@ def render_default_config(coworker_id: str | None = None, store_url: str | None 
             lines += [*_LISTS[section_name], ""]
             continue
         lines.append(f"[{section_name}]")
+        given = {("coworker", "id"): coworker_id, ("store", "url"): store_url}
         for key, field in section_fields(section_field).items():
-            if (section_name, key) in _IN_SECRETS:
-                lines.append(f"# {key}: {field.description}")
-                continue
-            if field.description:
-                bounds = range_text(field)
-                lines.append(f"# {field.description}" + (f"; {bounds}" if bounds else ""))
-            if field.default_factory is not None and (section_name, key) not in _PLAIN_LISTS:
-                lines.append(f"# {key}: none by default, see the example below")
-                continue
-            if field.default_factory is not None:
-                lines.append(f"{key} = []")
-                continue
-            if (section_name, key) == ("coworker", "id") and coworker_id is not None:
-                lines.append(f'{key} = "{coworker_id}"')
-            elif (section_name, key) == ("store", "url") and store_url is not None:
-                lines.append(f"{key} = {_toml_value(store_url)}")
-            elif field.default is None:
-                lines.append(f'# {key} = ""')
-            else:
-                lines.append(f"{key} = {_toml_value(field.default)}")
+            lines += _key_lines(section_name, key, field, given.get((section_name, key)))
         if section_name == "rituals":
             lines += [
                 "# [[rituals.custom]]",

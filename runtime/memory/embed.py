@@ -551,7 +551,9 @@ class SemanticCache:
         stamp = (embedder.name, after, *vs.signature(store, embedder.name, after))
         if self._matrix is None or self._matrix[0] != stamp:
             matrix = Matrix.load(store, embedder.name, after=after)
-            if not len(matrix.ids):
+            # a store that cannot hold the channel (PostgreSQL without pgvector) has said why
+            # once already (vectors.unavailable): no second line pointing at a backfill
+            if not len(matrix.ids) and vs.unavailable(store) is None:
                 log.warning("the semantic channel is on, but no event has a vector of %s yet: "
                             "run coworker embed --backfill (reflect embeds new events weekly); "
                             "lexical only until then", embedder.name)
