@@ -1463,6 +1463,29 @@ def store_copy(to: str) -> None:
               "every table verified")
 
 
+@store_group.command(name="rebuild-fts")
+def store_rebuild_fts() -> None:
+    """Rebuild the full text from the history: what `coworker doctor` asks for when its fts
+    check says the index (SQLite) or its kept counts (PostgreSQL) are out of step. It changes
+    no event, rollup or tag, only what they are found and ranked by; it takes the store's
+    write lock (a running coworker's writes wait for it).
+
+    \b
+    Example:
+      coworker store rebuild-fts
+    """
+    from .store import health
+
+    home = _home()
+    with home.open_store() as store:
+        done = health.fts_rebuild(store)
+        bad = [v.table for v in health.fts_verdicts(store) if v.state != "ok"]
+    if bad:
+        raise CoworkerError(f"rebuilt {', '.join(done)}, but {', '.join(bad)} still "
+                            "disagree(s) with the history: run `coworker doctor`")
+    out.print(f"rebuilt {', '.join(done)} in {home.store_where()}: they agree with the history")
+
+
 def _copy_target(home: Home, to: str) -> Any:
     """The store `coworker store copy` writes into: a PostgreSQL schema or a SQLite file."""
     from .settings_talk import SECRET_PREFIX, resolve_secret
@@ -1494,10 +1517,12 @@ def doctor(no_model: bool) -> None:
     """Check every link that fails silently; each line says ok or what to do.
 
     Config parses; the running process uses the config on disk; the database opens and passes
-    integrity_check; the FTS indexes are in sync; MEMORY.md reads as entries; rituals are
-    scheduled and ran when they should have; recall is on; logging is at a level a person sees;
-    the model endpoint answers; today's model usage against [model] daily_calls/daily_tokens.
-    Exit 1 when any check fails (WARN lines do not). It changes nothing.
+    integrity_check (on PostgreSQL, [store] url: the server answers, the schema's version, the
+    pgvector extension, no pooler in transaction mode, which host runs the coworker); the FTS
+    indexes are in sync; MEMORY.md reads as entries; rituals are scheduled and ran when they
+    should have; recall is on; logging is at a level a person sees; the model endpoint answers;
+    today's model usage against [model] daily_calls/daily_tokens. Exit 1 when any check fails
+    (WARN lines do not). It changes nothing.
 
     \b
     Example:
@@ -1647,12 +1672,21 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         return 130
     except DatabaseFailure as e:  # one a store door did not translate: still one line
-        err.print(redact(f"error: the database failed ({type(e).__name__}: {e}); the command "
-                         "did not finish: `coworker doctor` checks the database"), markup=False)
-        return 1
+        return _database_failed(e)
+    except Exception as e:
+        if not type(e).__module__.startswith("psycopg"):  # PostgreSQL's own, untranslated
+            raise
+        return _database_failed(e)
     except (OSError, UnicodeEncodeError, RecursionError, RuntimeError) as e:
         return _trouble(e)  # one no door translated: still one line
     return 0
+
+
+def _database_failed(e: Exception) -> int:
+    err.print(redact(" ".join(f"error: the database failed ({type(e).__name__}: {e}); the "
+                              "command did not finish: `coworker doctor` checks the database"
+                              .split())), markup=False)
+    return 1
 
 
 def _usage_error(e: click.UsageError, argv: list[str]) -> int:

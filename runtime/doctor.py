@@ -46,7 +46,7 @@ from zoneinfo import ZoneInfo
 
 from . import process
 from .cron import parse_cron
-from .errors import ConfigError, CoworkerError, ModelError
+from .errors import ConfigError, CoworkerError, ModelError, SchemaNewer
 from .home import Home
 from .memory.recall import BUDGET
 from .secrecy import redact, secret_values
@@ -287,7 +287,7 @@ def _pg_store(home: Home, url: str, settings: Settings | None) -> list[Check]:
     except NotYet:
         return [Check("database", True, f"{where} answers; no coworker {cid!r} there yet (its "
                                         "schema is made when the coworker first runs)")]
-    except health.SchemaNewer as e:
+    except SchemaNewer as e:
         return [Check("database", True, f"{where} answers"), Check("schema", False, str(e))]
 
 

@@ -57,6 +57,10 @@ class StoreRefused(StoreError):
     append-only, a unique key, a check constraint), whichever backend holds the store."""
 
 
+class SchemaNewer(StoreError):
+    """The store's schema is at a version newer than this code knows: upgrade coworker."""
+
+
 class Deposed(StoreError):
     """This loop's claim on its coworker in a shared database was taken over by another loop:
     it must stop before its next write (runtime/store/pg_runner.py)."""

@@ -26,7 +26,7 @@ from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.store.pg import PgStore
 
-from .conftest import write_config
+from .conftest import coworker, write_config
 from .pgserver import pg_url  # noqa: F401  (the fixture)
 
 CID = "doctorpg"
@@ -238,9 +238,11 @@ def test_a_tampered_count_is_found_and_the_rebuild_repairs_it(pg_home: Home) -> 
     assert not fts.ok and fts.detail.endswith(f"rebuild them: {health.REBUILD_FTS_COMMAND}")
     assert "\n" not in fts.detail
 
+    rebuilt = coworker("store", "rebuild-fts")  # the command the fts line names
+    assert rebuilt.returncode == 0 and "they agree with the history" in rebuilt.stdout, rebuilt
     with pg_home.open_store() as store:
-        assert health.pg_fts_rebuild(store) == list(verdicts)
         assert {v.state for v in health.fts_verdicts(store)} == {"ok"}
+        assert health.pg_fts_rebuild(store) == list(verdicts)
         assert store.scalar("SELECT doc FROM fts_stats WHERE term = 'parser'") == 20
         assert [e.id for e, _, _ in ev.fts_search(store, '"ownership"', 10)] == [21]
     assert by_name(doctor.run_checks(pg_home, probe_model=False))["fts"].ok

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg import sql
 
-from ..errors import StoreError
+from ..errors import SchemaNewer, StoreError
 
 # The version of the baseline: SQLite's len(migrations.MIGRATIONS) when it was written (a test
 # keeps VERSION equal to it, so a SQLite migration without its PostgreSQL twin fails the suite).
@@ -543,7 +543,7 @@ def lock_key(purpose: str, schema: str) -> int:
 
 def refuse_newer(found: int, known: int = VERSION) -> None:
     if found > known:
-        raise StoreError(f"the database's schema is version {found}, newer than this coworker "
+        raise SchemaNewer(f"the database's schema is version {found}, newer than this coworker "
                          f"knows ({known}): upgrade coworker on this host")
 
 
