@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError
+from ..errors import SchemaNewer
 
 if TYPE_CHECKING:
     from .db import Store
@@ -775,7 +775,7 @@ def refuse_newer(store: Store) -> None:
         return
     known = {fn.__name__ for fn in MIGRATIONS}
     if any(n not in known for n in names):
-        raise StoreError(f"the database's schema is version {len(names)}, newer than this "
+        raise SchemaNewer(f"the database's schema is version {len(names)}, newer than this "
                          f"coworker knows ({len(MIGRATIONS)}): upgrade coworker on this host")
 
 
