@@ -81,13 +81,18 @@ def _stats(xs: list[float]) -> dict[str, float]:
 
 def measure(db: Path, n_queries: int = 200) -> dict[str, Any]:
     """Walk, search and bare FTS5 latency on an existing database (read-only)."""
-    qs = queries(n_queries)
     with Store.open(db, readonly=True) as store:
-        walked = _walk_figures(store, qs)
-        searched = _search_figures(store, qs)
-        # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
-        recall_ms, _ = _time(lambda q: recall(store, q, k=3), qs)
-        bare_ms, _ = _time(lambda q: _bare(store, q), qs)
+        return measure_store(store, n_queries)
+
+
+def measure_store(store: Any, n_queries: int = 200) -> dict[str, Any]:
+    """`measure` on an open store, of either backend (runtime.lab.bench_pg: PostgreSQL's)."""
+    qs = queries(n_queries)
+    walked = _walk_figures(store, qs)
+    searched = _search_figures(store, qs)
+    # as the loop calls it: a scorer of its own per call (memory.docfreq keeps the counts)
+    recall_ms, _ = _time(lambda q: recall(store, q, k=3), qs)
+    bare_ms, _ = _time(lambda q: _bare(store, q), qs)
     out = {
         "queries": len(qs), **walked, **searched,
         "recall": _stats(recall_ms),

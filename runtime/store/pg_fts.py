@@ -9,9 +9,15 @@ remove_diacritics 2), splits at every character that is no letter or digit, and 
 token of 3 to 64 bytes with snowball's porter (the algorithm memory.tokens stems with; FTS5
 leaves shorter and longer tokens as they are, so does this; a non-ASCII character counts as its
 UTF-8 bytes, as in FTS5's porter). Each event (hot and archived) has two GENERATED columns:
-`tsv`, each term once with positions 1..tf (its count in the row, up to 256: bm25 needs counts,
-not places), under a GIN index, and `ntok`, the row's tokens. Snowball's porter lacks FTS5's
-step-2 rule LOGI -> LOG (apology: apolog in FTS5), so `fts_stem` applies it after (its m > 0
+`tsv`, each term once with as many positions as its count in the row (up to 256: bm25 needs
+counts, not places; a text of up to SHORT_CHARS characters has its tokens' places, a longer
+one 1..tf), under a GIN index, and `ntok`, the row's tokens. A token past a tsvector's
+longest lexeme (2,046 bytes) is cut to its first 511 characters (FTS5 keeps it whole).
+The functions a row's terms are made with are inlined by the planner, and a text of ASCII
+and caseless punctuation is folded by lower() alone, and a text of up to SHORT_CHARS
+characters is written as a tsvector in one plpgsql loop: 40,000 synthetic events' vectors cost
+the server 2.2 s of CPU where they cost 11.3 s. Snowball's porter lacks FTS5's step-2 rule
+LOGI -> LOG (apology: apolog in FTS5), so `fts_stem` applies it after (its m > 0
 read as a vowel then a consonant before LOGI). Of the 7,641 distinct words of this repository's
 docs and code, one is split otherwise than FTS5 splits it (ǡ, which unicode61 keeps whole).
 
@@ -21,9 +27,12 @@ better) as FTS5's bm25() returns it. N, the rows' tokens (for the average length
 term's n (the rows holding it, fts5vocab's `doc`) are kept by statement triggers in
 `fts_stats` (counted at each statement they cost 15 ms for N and 1 ms a term at
 43,620 events; kept, 500 terms' n read in 4 ms); a phrase of several tokens is counted through
-GIN. The GIN indexes have no pending list (fastupdate off: a lookup scanned it, 4 ms for 20 rows
-of 20,000). A row's counts of the query's tokens come from its tsvector cut to them
-(setweight + ts_filter: half the time of unnest over the whole tsvector).
+GIN. The events' GIN indexes keep a pending list (fastupdate: a row's terms are appended to
+it and merged into the tree a few megabytes at a time, 40% of a bulk load's time saved);
+a bulk append merges it at its end (`clean_pending`), as a lookup scans what it holds
+(4 ms for 20,000 rows). The rollups' index has none. A row's counts of the query's tokens
+come from its tsvector cut to them (setweight + ts_filter: half the time of unnest over the
+whole tsvector).
 
 The ladder's index (rollups_fts: title, body, terms, level, vocab, tags) is `fts_rollups`,
 one row a rollup kept by triggers on rollups and tags, its column filters read through
@@ -49,6 +58,16 @@ from ..errors import StoreError
 
 MAX_POSITIONS = 256  # a tsvector keeps at most 256 positions a term: bm25's tf is capped there
 TSV_MAX_CHARS = 100_000  # a body whose tsvector passes 1 MB is indexed by its first characters
+# the texts fts_short_vector writes (a longer one, fts_text_vector: a statement's cost a call is
+# less than a loop's over many tokens); their places, and those of their tags after them, stay
+# under a tsvector's highest place (16,383)
+SHORT_CHARS = 4_000
+MAX_LEXEME_BYTES = 2046  # a tsvector's longest lexeme: a longer token's term is cut (fts_term)
+# Characters besides ASCII that fold to themselves (no case, no diacritic, no canonical
+# decomposition, no letter or digit): no-break space, § © « ¬ ° ± ´ ¶ · ¸ » ¿ × ÷, and
+# U+2002..U+206F (spaces, dashes, curly quotes, bullets, …). A text of these and ASCII is
+# folded by lower() alone (fts_folded); a test holds each one to fts_fold.
+_PLAIN = r"\u00a0-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7\u2002-\u206f"
 
 _DDL = r"""
 CREATE TEXT SEARCH DICTIONARY fts_porter (TEMPLATE = snowball, Language = porter);
@@ -67,24 +86,37 @@ CREATE FUNCTION fts_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARA
 RETURN normalize(regexp_replace(normalize(translate(lower(t COLLATE pg_c_utf8),
                                                     {fold_from}, {fold_to}), NFD),
                                 '([A-Za-z])[\u0300-\u036f]+', '\1', 'g'), NFC);
--- A token's term: snowball's porter on 3 to 64 bytes (non-ASCII ones counted as their bytes),
--- then the step-2 rule (m>0) LOGI -> LOG that FTS5's porter has and snowball's lacks.
-CREATE FUNCTION fts_stem(w text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN (SELECT CASE WHEN s ~ '[aeiouy][^aeiouy].*logi$' THEN left(s, -1) ELSE s END
-          FROM (SELECT CASE WHEN w ~ '^[\x01-\x7f]*$'
-                            THEN coalesce((ts_lexize('{schema}.fts_porter', w))[1], w)
-                            ELSE replace(coalesce((ts_lexize('{schema}.fts_porter',
-                                                             fts_bytes(w)))[1], w),
-                                         U&'\FDD0', '') END AS s) AS x);
+-- The same text as fts_fold gives, the short way for a text of ASCII and of punctuation that
+-- has no case, no diacritic and no canonical decomposition (nearly every text): lower() alone.
+CREATE FUNCTION fts_folded(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN t ~ '^[\x01-\x7f{plain}]*$' THEN lower(t COLLATE pg_c_utf8) ELSE fts_fold(t) END;
+-- The functions a row's terms are made with are neither STRICT nor subqueries, so the planner
+-- inlines them into the statement: called a token at a time they cost 4 times as much.
+-- Snowball's porter on a token (non-ASCII characters counted as their bytes)...
+CREATE FUNCTION fts_porter(w text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN octet_length(w) = length(w)
+            THEN coalesce((ts_lexize('{schema}.fts_porter', w))[1], w)
+            ELSE replace(coalesce((ts_lexize('{schema}.fts_porter', fts_bytes(w)))[1], w),
+                         U&'\FDD0', '') END;
+-- ...then the step-2 rule (m>0) LOGI -> LOG that FTS5's porter has and snowball's lacks.
+CREATE FUNCTION fts_logi(s text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN s LIKE '%logi' AND s ~ '[aeiouy][^aeiouy].*logi$' THEN left(s, -1) ELSE s END;
+CREATE FUNCTION fts_stem(w text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN fts_logi(fts_porter(w));
+-- A token's term: stemmed when of 3 to 64 bytes; one longer than a tsvector's longest lexeme
+-- (2,046 bytes: a blob of base64) cut to its first {long_chars} characters.
+CREATE FUNCTION fts_term(w text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN octet_length(w) BETWEEN 3 AND 64 THEN fts_stem(w)
+            WHEN octet_length(w) > {long_bytes} THEN left(w, {long_chars}) ELSE w END;
 CREATE FUNCTION fts_tokens(t text) RETURNS text[] LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN ARRAY(
-    SELECT CASE WHEN octet_length(w) BETWEEN 3 AND 64 THEN fts_stem(w) ELSE w END
-      FROM regexp_split_to_table(fts_fold(t) COLLATE pg_c_utf8, '[^{token}]+')
+    SELECT fts_term(w)
+      FROM regexp_split_to_table(fts_folded(t) COLLATE pg_c_utf8, '[^{token}]+')
            WITH ORDINALITY AS s(w, n)
      WHERE w <> '' ORDER BY n);
 -- How many tokens a text holds (bm25's row length): split as fts_tokens, nothing stemmed.
 CREATE FUNCTION fts_count(t text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN regexp_count(fts_fold(t) COLLATE pg_c_utf8, '[{token}]+');
+RETURN regexp_count(fts_folded(t) COLLATE pg_c_utf8, '[{token}]+');
 -- Each term once, with positions 1..tf (at most 256): counts for bm25, not places.
 CREATE FUNCTION fts_vector(toks text[]) RETURNS tsvector LANGUAGE sql IMMUTABLE STRICT
 PARALLEL SAFE
@@ -92,15 +124,50 @@ RETURN (SELECT coalesce(string_agg('''' || w || ''':'
                                    || array_to_string(('{positions}'::int[])[1:least(n, 256)],
                                                       ','), ' '), '')::tsvector
           FROM (SELECT w, count(*) AS n FROM unnest(toks) AS w GROUP BY w) AS g);
--- A row's tsvector (body, kind, actor, as events_fts indexes them); a tsvector holds at most
--- 1 MB, so a body whose terms pass it is indexed by its first characters.
-CREATE FUNCTION fts_row(body text, kind text, actor text) RETURNS tsvector LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+-- fts_vector(fts_tokens(t)) in one pass, each distinct token stemmed once (half the time).
+CREATE FUNCTION fts_text_vector(t text) RETURNS tsvector LANGUAGE sql IMMUTABLE STRICT
+PARALLEL SAFE
+RETURN (SELECT coalesce(string_agg('''' || w || ''':'
+                                   || array_to_string(('{positions}'::int[])[1:least(n, 256)],
+                                                      ','), ' '), '')::tsvector
+          FROM (SELECT fts_term(w) AS w, count(*) AS n
+                  FROM regexp_split_to_table(fts_folded(t) COLLATE pg_c_utf8, '[^{token}]+')
+                       AS s(w)
+                 WHERE w <> '' GROUP BY 1) AS g);
+-- The same (a term's count the same) for a text of at most {short} characters, in half the
+-- time (the per-call cost of fts_text_vector's statement is most of a short text's): each
+-- token's term written at the token's place (the tsvector's input gathers a
+-- term's places; a place never passes 16,383 here, where a tsvector stops counting).
+CREATE FUNCTION fts_short_vector(t text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE STRICT
+PARALLEL SAFE AS $$
+DECLARE w text; i integer := 0; v text[] := '{}';
 BEGIN
-    RETURN fts_vector(fts_tokens(body || ' ' || kind || ' ' || actor));
-EXCEPTION WHEN program_limit_exceeded THEN
-    RETURN fts_vector(fts_tokens(left(body, {cut}) || ' ' || kind || ' ' || actor));
+    FOREACH w IN ARRAY regexp_split_to_array({schema}.fts_folded(t) COLLATE pg_c_utf8,
+                                             '[^{token}]+') LOOP
+        CONTINUE WHEN w = '';
+        i := i + 1;
+        v := v || ('''' || {schema}.fts_term(w) || ''':' || i);  -- appended in place
+    END LOOP;
+    RETURN array_to_string(v, ' ')::tsvector;
 END $$;
+-- A row's tsvector (body, kind, actor, as events_fts indexes them). A tsvector holds at most
+-- 1 MB: a text of {cut} characters makes at most 850 KB (6 bytes a character's lexeme, 2.5
+-- of positions), so only a longer one can pass it, and is then indexed by its body's first
+-- {cut} characters (fts_row_long: its exception block is a subtransaction a row).
+CREATE FUNCTION fts_row_long(body text, kind text, actor text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN fts_text_vector(body || ' ' || kind || ' ' || actor);
+EXCEPTION WHEN program_limit_exceeded THEN
+    RETURN fts_text_vector(left(body, {cut}) || ' ' || kind || ' ' || actor);
+END $$;
+CREATE FUNCTION fts_row(body text, kind text, actor text) RETURNS tsvector LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN length(body) + length(kind) + length(actor) <= {short}
+            THEN fts_short_vector(body || ' ' || kind || ' ' || actor)
+            WHEN length(body) + length(kind) + length(actor) <= {cut}
+            THEN fts_text_vector(body || ' ' || kind || ' ' || actor)
+            ELSE fts_row_long(body, kind, actor) END;
 """
 
 _STATS = r"""
@@ -206,7 +273,7 @@ ALTER TABLE {table}
     ADD COLUMN tsv tsvector GENERATED ALWAYS AS (fts_row(body, kind, actor)) STORED,
     ADD COLUMN ntok integer GENERATED ALWAYS AS (fts_count(body || ' ' || kind || ' ' || actor))
         STORED;
-CREATE INDEX {table}_tsv ON {table} USING GIN (tsv) WITH (fastupdate = off);
+CREATE INDEX {table}_tsv ON {table} USING GIN (tsv) WITH (fastupdate = on);
 CREATE TRIGGER {table}_fts_in AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION fts_stats_in();
 CREATE TRIGGER {table}_fts_out AFTER DELETE ON {table} REFERENCING OLD TABLE AS old_rows
@@ -369,6 +436,9 @@ def create(conn: Any) -> None:
     positions = "{" + ",".join(str(i) for i in range(1, MAX_POSITIONS + 1)) + "}"
     conn.execute(_DDL.replace("{schema}", schema).replace("{positions}", positions)
                  .replace("{cut}", str(TSV_MAX_CHARS)).replace("{token}", _token_class())
+                 .replace("{plain}", _PLAIN).replace("{long_bytes}", str(MAX_LEXEME_BYTES))
+                 .replace("{long_chars}", str(MAX_LEXEME_BYTES // 4))
+                 .replace("{short}", str(SHORT_CHARS))
                  .replace("{fold_from}", f"U&'{_u(_FOLD_FROM)}'")
                  .replace("{fold_to}", f"U&'{_u(_FOLD_TO)}'").encode())
     conn.execute(_STATS.encode())
@@ -788,6 +858,18 @@ def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:
                        "AND doc > 0",
                        (list(dict.fromkeys(stems)),))
     return {str(r[0]): int(r[1]) for r in rows if int(r[1])}
+
+
+def clean_pending(store: Any, table: str = "events") -> None:
+    """Merge the pending list of `table`'s GIN index into its tree (after a bulk append, so no
+    lookup scans it). Only the index's owner may: for another role it is left to autovacuum."""
+    import psycopg
+
+    try:
+        with store.transaction():  # a savepoint: a refusal leaves the caller's writes alone
+            store.execute(f"SELECT gin_clean_pending_list('{table}_tsv'::regclass)")
+    except (StoreError, psycopg.Error):
+        pass
 
 
 # --- snippet() -----------------------------------------------------------------------------------
