@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import StoreError
 
 BATCH = 2000  # rows a transaction of the target
+MAX_PARAMS = 65535  # bind parameters a PostgreSQL statement holds (its protocol counts in 16 bits)
 NUL, REPLACEMENT = "\x00", "\ufffd"
 # Not history: the migrations' record, SQLite's sequence table and its statistics.
 # `runner` is PostgreSQL's record of which loop holds the coworker (a host's, not history);
@@ -133,12 +134,20 @@ def _write(target: Any, table: str, cols: Sequence[str], rows: list[tuple]) -> i
             cur = target.conn.executemany(
                 f'INSERT OR IGNORE INTO "{table}"({_quoted(cols)}) VALUES ({marks})', rows)
             return int(cur.rowcount)
+        # many rows a statement: a statement trigger (the full text's counts) runs once for
+        # them, where one a row made a copy 4 ms a row, and quadratic in one transaction
+        # (each update of a counts row walks the versions that transaction left of it)
+        one = f"({', '.join(['%s'] * len(cols))})"
+        step = max(1, MAX_PARAMS // len(cols))
+        written = 0
         with target.raw.cursor() as cur:
-            cur.executemany(
-                f'INSERT INTO "{table}"({_quoted(cols)}) OVERRIDING SYSTEM VALUE VALUES '
-                f"({', '.join(['%s'] * len(cols))}) ON CONFLICT DO NOTHING",
-                [tuple(_clean(v) for v in r) for r in rows])
-            return max(int(cur.rowcount), 0)
+            for at in range(0, len(rows), step):
+                part = rows[at:at + step]
+                cur.execute(f'INSERT INTO "{table}"({_quoted(cols)}) OVERRIDING SYSTEM VALUE '
+                            f"VALUES {', '.join([one] * len(part))} ON CONFLICT DO NOTHING",
+                            [_clean(v) for r in part for v in r])
+                written += max(int(cur.rowcount), 0)
+        return written
 
 
 def _count(store: Any, table: str) -> int:
