@@ -13,6 +13,13 @@ A backup is a new folder (0700, every file in it 0600) holding:
 Not in it: config.toml (yours, usually in git), state/secrets.toml (a key does not belong in a
 folder that gets carried around), logs, run.json, the inbox and outbox.
 
+A home whose store is on PostgreSQL (`[store] url`, ADR-0044) is backed up the same way: its
+coworker's rows are read in one snapshot (a REPEATABLE READ transaction: a loop writing
+meanwhile is neither blocked nor half-copied) into the backup's coworker.db, a SQLite file,
+each table verified (rows and SHA-256): a backup has one shape whichever backend made it, and
+restores into either. The manifest's "store" says which backend it came from (the URL without
+its password, the schema version, the rows of each table).
+
 `restore` brings a backup back into a stopped home, all or nothing (ADR-0037): it checks the
 backup first (every file against the manifest, the database with integrity_check) and holds
 the pidfile lock while it works, so no loop starts meanwhile. It prepares the whole restored
@@ -25,6 +32,17 @@ under a plan (state/restore-unfinished.json) it moves what it replaces (the data
 (nothing is lost) and the prepared files into place, then removes the plan. A switch that
 fails is rolled back; one that cannot be (or a crash) leaves the plan, which makes every
 command refuse (runtime/home.py) until `finish` or `roll_back` settles it.
+
+Into a PostgreSQL home, a restore also refuses while a loop on any host holds the coworker's
+claim (naming that host), and nothing there is moved: the schema's rows are copied aside first
+(one snapshot, into before-restore-<time>/coworker.db, a SQLite file: nothing is lost, and
+the reconciling above reads it); then, before any file moves, the switch holds the coworker
+(its claim, so no loop starts on any host, and its write lock, so a `tell` from another host
+waits) and replaces the schema's rows with the prepared file's, table by table in batches,
+each table verified (rows and SHA-256). Refused, with nothing changed, when the schema was
+written after its rows were kept aside. The plan records that step's phase before each part
+of it, so `finish` (filling the schema with the backup's rows again) and `roll_back` (with
+the rows kept aside) start from any point, as they do for files.
 
 Errors are CoworkerErrors: UsageError (exit 2) for a path that cannot be a backup or a
 destination, BackupRefused (exit 1) for a refusal (a folder that is not empty, a running
@@ -95,7 +113,7 @@ class BackupReport:
         if MAP_NAME in self.files:
             extra.append("the memory map")
         what = ("the database" if self.source is None else
-                f"the store {self.source} as one snapshot, in a SQLite file,")
+                f"the store {self.source}, read in one snapshot into a SQLite file")
         return (f"backup taken in {self.dest}: {what} "
                 f"({_n(c['events'] + c['events_archive'], 'event')}, {_n(c['rollups'], 'rollup')}, "
                 f"{_n(c['pins'], 'pin')}; integrity {self.integrity}), {', '.join(extra)}; "
@@ -574,12 +592,11 @@ def _plan(home: Home, report: RestoreReport, stage: Path) -> dict[str, Any]:
                             "aside": report.aside.name,
                             "restores": [p.name for p in _places(home) if _there(stage / p.name)],
                             "line": report.line()}
-    if report.into is not None:  # a PostgreSQL store: which history it holds says the step
+    if report.into is not None:  # a PostgreSQL store: its rows are replaced, not moved
         from .store import backup_queries as bq
 
-        plan["store"] = {"where": report.into,
-                         "before": bq.newest_in(report.aside / DB_NAME),
-                         "restored": bq.newest_in(stage / DB_NAME)}
+        plan["store"] = {"where": report.into, "before": bq.newest_in(report.aside / DB_NAME),
+                         "phase": None}
     return plan
 
 
@@ -609,8 +626,8 @@ def _switch(home: Home, plan: dict[str, Any]) -> None:
 
 def _move_in(home: Home, plan: dict[str, Any]) -> None:
     stage, aside = home.state / plan["stage"], home.state / plan["aside"]
-    if "store" in plan:  # first: one transaction, so a failure here has changed nothing
-        _store_in(home, plan["store"], stage / DB_NAME)
+    if "store" in plan:  # first: until it is done no file has moved
+        _store_in(home, plan, stage / DB_NAME)
     for place in _places(home):
         restores = place.name in plan["restores"]
         if restores and not _there(stage / place.name):
@@ -632,40 +649,56 @@ def _move_back(home: Home, plan: dict[str, Any]) -> None:
             _move(place, stage / place.name)
         if _there(aside / place.name) and not _there(place):
             _move(aside / place.name, place)
-    if "store" in plan and _store_back(home, plan["store"], aside / DB_NAME):
+    if "store" in plan and _store_back(home, plan, aside / DB_NAME):
         (aside / DB_NAME).unlink(missing_ok=True)  # its rows are in place (verified)
     _settled(home, stage)
     with suppress(OSError):
         aside.rmdir()  # only when empty: whatever else is there stays
 
 
-THEN = "restore the backup"
+# A PostgreSQL store's step of the plan, its "phase": None (not touched yet), "filling" (being
+# given the backup's rows: what it holds is unknown until a fill ends), "in" (it holds them,
+# verified), "refilling" (being given its own rows back). Each is written before the step it
+# names, so finishing (a fill with the backup's rows) and rolling back (a fill with the rows
+# kept aside) can start from any of them.
+PHASES = (None, "filling", "in", "refilling")
 
 
-def _store_in(home: Home, store_plan: dict[str, Any], db: Path) -> None:
-    """The PostgreSQL store made to hold the rows of the prepared file `db`, unless it does
-    already (its newest event is the restore's own). StoreError when the store was written
-    since its rows were kept aside (nothing is replaced then) or a table does not verify."""
+def _store_in(home: Home, plan: dict[str, Any], db: Path) -> None:
+    """The PostgreSQL store given the rows of the prepared file `db`, with the coworker held
+    (its claim and write lock), unless it holds them already. StoreError when a loop holds the
+    claim, when the store was written since its rows were kept aside (nothing is changed
+    then), or a table does not verify."""
+    from .store import backup_queries as bq
+
+    if plan["store"]["phase"] == "in":
+        return
+    with home.open_store() as store, bq.held(store):
+        if plan["store"]["phase"] is None and bq.newest(store) != plan["store"]["before"]:
+            raise StoreError(f"{plan['store']['where']} was written since its rows were kept "
+                             "aside (another host told the coworker something?)")
+        _phase(home, plan, "filling")
+        bq.fill(store, _present(db))
+    _phase(home, plan, "in")
+
+
+def _store_back(home: Home, plan: dict[str, Any], db: Path) -> bool:
+    """The PostgreSQL store given back the rows kept aside in `db` once a fill has begun;
+    whether it holds them now (then `db` is a copy of what is in place)."""
     from .store import backup_queries as bq
 
     with home.open_store() as store:
-        if bq.newest(store) == store_plan["restored"]:
-            return
-        bq.replace_rows(store, _present(db), store_plan["before"], THEN)
-
-
-def _store_back(home: Home, store_plan: dict[str, Any], db: Path) -> bool:
-    """The PostgreSQL store given back the rows it held (kept aside in `db`) when it holds
-    the restore's; whether it holds its own rows now (then `db` is a copy of them). A store
-    that holds neither (written since) is left as it is."""
-    from .store import backup_queries as bq
-
-    with home.open_store() as store:
-        now = bq.newest(store)
-        if now != store_plan["restored"]:
-            return now == store_plan["before"]
-        bq.replace_rows(store, _present(db), store_plan["restored"], THEN)
+        if plan["store"]["phase"] is None:  # never touched
+            return bool(bq.newest(store) == plan["store"]["before"])
+        with bq.held(store):
+            _phase(home, plan, "refilling")
+            bq.fill(store, _present(db))
     return True
+
+
+def _phase(home: Home, plan: dict[str, Any], phase: str) -> None:
+    plan["store"]["phase"] = phase
+    _write_plan(home, plan)
 
 
 def _present(db: Path) -> Path:
@@ -733,8 +766,8 @@ def _same_store(home: Home, plan: dict[str, Any]) -> None:
     its PostgreSQL part cannot be read)."""
     store = plan.get("store")
     if store is not None and not (isinstance(store, dict) and isinstance(store.get("where"), str)
-                                  and all(isinstance(store.get(k), list | None)
-                                          for k in ("before", "restored"))):
+                                  and isinstance(store.get("before"), list | None)
+                                  and store.get("phase") in PHASES):
         raise RestoreUnfinished(f"{home.restore_marker} cannot be read (its \"store\"): the "
                                 f"store's rows before the restore are in {home.state}/"
                                 f"{ASIDE_PREFIX}*/{DB_NAME}; settle it by hand, then remove "

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtime import backup
-from runtime.errors import CoworkerError, StoreError
+from runtime.errors import CoworkerError, StoreBusy, StoreError
 from runtime.home import Home, RestoreUnfinished
 from runtime.store import Event, Store, archive, inputs, pg_runner, pins, tags, vectors
 from runtime.store import copy as cp
@@ -121,7 +121,7 @@ def test_a_postgres_home_backed_up_and_restored_into_a_new_schema_is_the_same(
     with alpha.open_store() as store:
         ids = history(store, "alpha")
     taken = backup.take(alpha, tmp_path / "b1")
-    assert "as one snapshot" in taken.line() and "13 events" in taken.line(), taken.line()
+    assert "read in one snapshot" in taken.line() and "13 events" in taken.line(), taken.line()
     text = (tmp_path / "b1" / "manifest.json").read_text(encoding="utf-8")
     manifest = json.loads(text)
     assert "hunter2" not in text and manifest["store"]["backend"] == "postgresql"
@@ -187,16 +187,42 @@ def test_restore_into_postgres_is_refused_while_a_loop_holds_the_claim(
                            r"\(pid 4242, since .*\) on postgresql://.*: stop it there first"):
             backup.restore(home, tmp_path / "b")
         assert not list(home.state.glob(".restore-*")) and not list(home.state.glob("before-*"))
-        # a loop that claims after that check is still refused, inside the replace's
-        # transaction, and nothing is changed
+        # a loop that claims after that check is still refused when the restore takes the
+        # claim itself, and nothing is changed
         monkeypatch.setattr(backup, "_refuse_claimed", lambda home: None)
-        with pytest.raises(backup.BackupRefused, match="build-7, pid 4242.*rolled back"):
+        with pytest.raises(backup.BackupRefused, match=r"build-7 \(pid 4242.*rolled back"):
             backup.restore(home, tmp_path / "b")
     finally:
         loop.close()
     with home.open_store() as store:
         assert rows(store, "events") == before
     assert not home.restore_marker.exists() and not list(home.state.glob("before-*"))
+
+
+def test_while_a_restore_fills_the_store_no_loop_starts_and_every_write_waits(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    home = on_postgres(tmp_path / "home", pg_url, "busy_1", monkeypatch)
+    with home.open_store() as store:
+        history(store, "busy")
+    backup.take(home, tmp_path / "b")
+    real, seen = cp.copy_table, []
+
+    def meanwhile(source: Any, target: Any, table: str) -> cp.Copied:
+        if target.dialect == "postgres" and table == "tags" and not seen:
+            with PgStore.open(pg_url, "busy_1", busy_timeout_ms=300) as other:
+                with pytest.raises(StoreBusy):  # a `tell` from another host waits
+                    inputs.add_message(other, Event.owner_message("meanwhile", "tell"))
+                with pytest.raises(StoreError, match="already runs on"):
+                    pg_runner.claim(other, host="build-9")  # no loop starts
+                seen.append(table)
+        return real(source, target, table)
+    monkeypatch.setattr(cp, "copy_table", meanwhile)
+    backup.restore(home, tmp_path / "b")
+    assert seen == ["tags"]
+    with home.open_store() as store:
+        held = pg_runner.current(store)
+        assert held is not None and not held.holding  # given up after
+        assert inputs.add_message(store, Event.owner_message("after", "tell"))
 
 
 def test_a_postgres_backup_restores_into_a_sqlite_home(
@@ -252,10 +278,14 @@ def test_a_restore_over_a_postgres_history_keeps_it_aside_and_rebuilds_the_full_
     fresh.close()
 
 
+@pytest.mark.parametrize("cut", ["files", "fill"])
 @pytest.mark.parametrize("settle", ["finish", "rollback"])
 def test_a_restore_into_postgres_cut_half_way_is_settled_either_way(
         tmp_path: Path, pg_url: str,  # noqa: F811
-        monkeypatch: pytest.MonkeyPatch, settle: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, settle: str, cut: str) -> None:
+    """Cut after the store was filled (a file cannot move) or inside its fill (the connection
+    drops at `tags`): rolled back with nothing changed; then with the way back cut too, left
+    unfinished, and settled by `finish` or `rollback`."""
     home = on_postgres(tmp_path / "pg", pg_url, "cut_1", monkeypatch)
     with home.open_store() as store:
         history(store, "cut")
@@ -265,33 +295,46 @@ def test_a_restore_into_postgres_cut_half_way_is_settled_either_way(
         ev.append(store, Event(kind="note", body="after the backup", actor="x",
                                author_kind="agent"))
         before = {t: rows(store, t) for t in cp.tables(store)}
+    real_move, real_back, real_copy = backup._move, backup._store_back, cp.copy_table
+    cuts: list[str] = []
 
-    real_move, real_back = backup._move, backup._store_back
-
-    def cut(src: Path, dest: Path) -> None:
+    def cut_move(src: Path, dest: Path) -> None:
         raise OSError(30, "Read-only file system", str(src))
-    monkeypatch.setattr(backup, "_move", cut)  # the store is replaced, MEMORY.md cannot move
+
+    def cut_fill(source: Any, target: Any, table: str) -> cp.Copied:
+        if target.dialect == "postgres" and table == "tags" and not cuts:
+            cuts.append(table)  # once: the way back goes through
+            raise StoreError("PostgreSQL at there failed (the connection dropped)")
+        return real_copy(source, target, table)
+    if cut == "files":
+        monkeypatch.setattr(backup, "_move", cut_move)  # the store is filled, MEMORY.md stays
+    else:
+        monkeypatch.setattr(cp, "copy_table", cut_fill)
     with pytest.raises(backup.BackupRefused, match="rolled back: nothing was changed"):
         backup.restore(home, tmp_path / "b")
     with home.open_store() as store:
         assert {t: rows(store, t) for t in cp.tables(store)} == before
     assert "after the backup" in home.memory_md.read_text("utf-8")
+    assert not list(home.state.glob("before-restore-*")) and not home.restore_marker.exists()
 
     def no_way_back(*args: Any) -> bool:
-        raise StoreError("the connection dropped")
+        raise StoreError("PostgreSQL at there failed (the connection dropped)")
+    cuts.clear()
     monkeypatch.setattr(backup, "_store_back", no_way_back)
     with pytest.raises(RestoreUnfinished, match="could not be rolled back"):
         backup.restore(home, tmp_path / "b")
-    assert home.restore_marker.exists()
-    with home.open_store() as store:
-        assert newest_kind(store) == "backup_restored"
+    plan = json.loads(home.restore_marker.read_text("utf-8"))
+    assert plan["store"]["phase"] == ("in" if cut == "files" else "filling")
     monkeypatch.setattr(backup, "_move", real_move)
     monkeypatch.setattr(backup, "_store_back", real_back)
+    monkeypatch.setattr(cp, "copy_table", real_copy)
     if settle == "finish":
         assert "restored the backup" in backup.finish(home)
         assert "after the backup" not in home.memory_md.read_text("utf-8")
         with home.open_store() as store:
             assert newest_kind(store) == "backup_restored"
+            with Store.open(tmp_path / "b" / "coworker.db", readonly=True) as taken:
+                assert differing(taken, store, but_last_event=True) == []
     else:
         assert "rolled back the restore" in backup.roll_back(home)
         assert "after the backup" in home.memory_md.read_text("utf-8")
@@ -334,3 +377,22 @@ def test_a_backup_that_cannot_be_read_whole_leaves_nothing(
                        "the connection dropped"):
         backup.take(home, tmp_path / "b")
     assert list((tmp_path / "b").iterdir()) == []  # an empty folder: a retry may use it
+
+
+def test_backup_and_restore_backup_from_the_command_line_on_postgres(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from .conftest import coworker
+
+    home = on_postgres(tmp_path / "pg", pg_url, "cli_1", monkeypatch)
+    assert coworker("tell", "Dana owns the parser fix").returncode == 0
+    taken = coworker("backup", str(tmp_path / "b"))
+    assert taken.returncode == 0, taken.stderr
+    assert f"the store {home.store_where()}, read in one snapshot" in taken.stdout
+    assert coworker("tell", "told after the backup").returncode == 0
+    back = coworker("restore-backup", str(tmp_path / "b"))
+    assert back.returncode == 0, back.stderr
+    assert f"into {home.store_where()}" in back.stdout and "told again" in back.stdout
+    with home.open_store(readonly=True) as store:
+        assert [e.body for e in ev.tail(store, 5) if e.kind == "message"] == [
+            "Dana owns the parser fix", "told after the backup"]
+        assert inputs.pending_count(store) == 2

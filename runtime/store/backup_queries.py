@@ -7,12 +7,20 @@ Owns the SQL and the SQLite mechanics behind `runtime/backup.py` (the online bac
 policy: when, where, the names, the messages. Errors come out as StoreError (`CopyFailed` for
 the copy itself), with SQLite's own words. It never decides what a restore keeps, and it
 never writes the database it reads aside (that one is opened read-only, as it is).
+
+For a store on PostgreSQL (issue 42): its rows read in one snapshot into a SQLite file
+(`copy_out`, through store/copy.py, each table verified), which store's history it holds
+(`newest`), the coworker held while it is changed (`held`: its claim and its write lock),
+and its rows replaced by a SQLite file's (`fill`, `empty`: the schema's guards against
+deletion set aside inside its own transactions only).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,8 +191,13 @@ def told_after(store: Store, top: int) -> list[tuple[Event, Settled]]:
 #
 # A backup of a PostgreSQL store is a SQLite file (`copy_out`), so a backup is one shape
 # whichever backend made it and restores into either. A restore into PostgreSQL replaces the
-# coworker's rows in its schema (`replace_rows`): one transaction, so the schema holds either
-# what it held or the backup's rows, never half of each.
+# coworker's rows in its schema (`fill`) while it holds the coworker (`held`).
+#
+# Not in one transaction: the full text's row triggers on tags and rollups each update the
+# same counts rows, and PostgreSQL walks every version one transaction left of a row at each
+# update, so one transaction is quadratic (32,000 tags and 4,000 rollups: 341 s, where
+# batches of their own took 40 s). The caller's plan says when a fill began, and a fill run
+# again empties and fills again: a cut half-way is finished or rolled back by running one.
 
 def copy_out(store: Any, target: Path) -> list[Copied]:
     """Every table of history of the PostgreSQL `store`, read in one snapshot (REPEATABLE
@@ -209,7 +222,7 @@ def copy_out(store: Any, target: Path) -> list[Copied]:
 
 def newest(store: Any) -> list[Any] | None:
     """[id, ts, body] of the newest event of `store`, hot or archived; None when it has none.
-    (What a restore compares to know which history a store holds.)"""
+    (What a restore compares to know whether a store was written since it was read.)"""
     top = newest_id(store)
     found = head(store, top) if top else None
     return [top, *found] if found else None
@@ -224,34 +237,44 @@ def newest_in(db: Path) -> list[Any] | None:
         store.close()
 
 
-class Changed(StoreError):
-    """The store is not the one a restore expected: it was written meanwhile."""
+@contextmanager
+def held(store: Any) -> Iterator[None]:
+    """The coworker of the PostgreSQL `store` held by this connection: its claim (a loop on
+    any host is refused, StoreError naming its host, and none starts meanwhile; a stale one is
+    fenced off) and its write lock at session level (every other writer, a `tell` from any
+    host, waits, or is StoreBusy past its lock timeout); both given up after, and by the
+    server when this process dies."""
+    from . import pg_runner, pg_schema
+
+    pg_runner.claim(store)
+    key = pg_schema.lock_key("write", store.schema)
+    try:
+        store.scalar("SELECT pg_advisory_lock(?)", (key,))
+        try:
+            yield
+        finally:
+            store.scalar("SELECT pg_advisory_unlock(?)", (key,))
+    finally:
+        pg_runner.release(store)
 
 
-def replace_rows(store: Any, source: Path | None, expect: list[Any] | None,
-                 then: str) -> list[Copied]:
-    """Replace every row of history of the PostgreSQL `store` with those of the SQLite file
-    `source` (None: leave it empty), in one transaction under the coworker's write lock,
-    each table verified (rows and digest); anything amiss rolls the whole of it back. Refused
-    (StoreError) when a loop holds the coworker's claim (`then`: what to do after stopping
-    it), and (Changed) when the store's newest event is not `expect` (`newest`): it was
-    written since it was read."""
+def fill(store: Any, source: Path) -> list[Copied]:
+    """Make the PostgreSQL `store` hold exactly the rows of history of the SQLite file
+    `source`: every row it holds deleted (`empty`), then every table copied, in batches, each
+    verified (rows and digest); StoreError when one differs. Run it with the coworker `held`.
+    Whatever the store held before (a fill cut half-way included), it holds `source`'s after."""
     from . import copy as cp
 
-    with store.transaction():
-        cp.refuse_running(store, then)
-        now = newest(store)
-        if now != expect:
-            raise Changed(f"the store {store.path} was written meanwhile (its newest event is "
-                          f"{now[0] if now else 'none'}, not {expect[0] if expect else 'none'})")
+    with open_aside(source) as rows:
+        wanted = cp.tables(rows)
+        if missing := sorted(set(wanted) ^ set(cp.tables(store))):
+            raise StoreError(f"{source} and {store.path} differ in tables "
+                             f"({', '.join(missing[:5])}): is one of another coworker version?")
         empty(store)
-        if source is None:
-            return []
-        with open_aside(source) as rows:
-            done = cp.copy_store(rows, store, then=then)
-        if bad := [c.table for c in done if not c.same or c.source_rows != c.target_rows]:
-            raise StoreError(f"{', '.join(bad)} of {source} read back otherwise than copied "
-                             f"into {store.path}; nothing was changed there")
+        done = [cp.copy_table(rows, store, table) for table in wanted]
+    if bad := [c.table for c in done if not c.same or c.source_rows != c.target_rows]:
+        raise StoreError(f"{', '.join(bad)} of {source} read back otherwise than copied into "
+                         f"{store.path}")
     return done
 
 
@@ -259,14 +282,16 @@ def replace_rows(store: Any, source: Path | None, expect: list[Any] | None,
 # those rows are deleted (rollups are never deleted, so nothing takes a rollup's row out of
 # fts_rollups); their counts' tables are kept by their own triggers.
 _DERIVED_UNKEPT = ("fts_rollups",)
+_EMPTY_BATCH = 2000  # rows deleted a transaction (see above: one a transaction is quadratic)
 
 
 def empty(store: Any) -> None:
-    """Delete every row of history of the PostgreSQL `store`, inside the caller's transaction:
-    the schema's guards (its BEFORE DELETE triggers: events only once archived, the archive,
-    rollups, approvals, ... never) set aside for these statements only, the tables emptied
-    newest first (a row that names another goes before it), so the full text's own triggers
-    take each row out of its counts as a DELETE does. `runner` and `_migrations` stay."""
+    """Delete every row of history of the PostgreSQL `store`, a batch a transaction: the
+    schema's guards (its BEFORE DELETE triggers: events only once archived, the archive,
+    rollups, approvals, ... never) set aside inside each of those transactions only, the
+    tables emptied newest first (a row that names another goes before it; an event's tags
+    before it), so the full text's own triggers take each row out of its counts as a DELETE
+    does. `runner` and `_migrations` stay."""
     from . import copy as cp
 
     tables = cp.tables(store)
@@ -274,13 +299,17 @@ def empty(store: Any) -> None:
         "SELECT c.relname, t.tgname FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = "
         "t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = ? AND "
         "NOT t.tgisinternal AND t.tgenabled <> 'D' AND (t.tgtype & 10) = 10",  # BEFORE, DELETE
-        (store.schema,)) if r[0] in tables]
-    for table, name in guards:
-        store.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER "{name}"')
-    for table in reversed(tables):
-        store.execute(f'DELETE FROM "{table}"')
-    for table in _DERIVED_UNKEPT:
-        if store.has_table(table):
-            store.execute(f'DELETE FROM "{table}"')
-    for table, name in guards:
-        store.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER "{name}"')
+        (store.schema,))]
+    for table in [*reversed(tables), *(t for t in _DERIVED_UNKEPT if store.has_table(t))]:
+        mine = [name for on, name in guards if on == table]
+        while True:
+            with store.transaction():
+                for name in mine:
+                    store.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER "{name}"')
+                gone = store.execute(
+                    f'DELETE FROM "{table}" WHERE ctid = ANY(ARRAY(SELECT ctid FROM "{table}" '
+                    f"LIMIT {_EMPTY_BATCH}))").rowcount
+                for name in mine:
+                    store.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER "{name}"')
+            if gone < _EMPTY_BATCH:
+                break
