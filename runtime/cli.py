@@ -444,7 +444,9 @@ def backup(dest: Path) -> None:
     running loop is neither stopped nor half-copied; pins are in it), MEMORY.md, its snapshots
     and the memory map, with a manifest.json saying what, when and how many events. DEST must
     be new or empty; it is made 0700 and every file in it 0600. config.toml and
-    state/secrets.toml are not copied.
+    state/secrets.toml are not copied. With [store] url (PostgreSQL), the coworker's rows are
+    read in one consistent snapshot into the backup's coworker.db, a SQLite file, each table
+    verified: a backup has one shape whichever backend made it, and restores into either.
 
     \b
     Example:
@@ -467,7 +469,10 @@ def restore_backup(src: Path | None, finish: bool, rollback: bool) -> None:
     The backup is checked first (every file against its manifest, the database with
     integrity_check); what it replaces (the database, MEMORY.md, its snapshots, the memory map)
     is moved aside into state/before-restore-<time>/, so nothing is lost. Refused while a
-    coworker runs here (`coworker stop` first). All or nothing: everything is prepared first,
+    coworker runs here (`coworker stop` first). Into a PostgreSQL store it is also refused
+    while a loop on any host holds the coworker (naming that host); the schema's rows are first
+    copied aside into state/before-restore-<time>/coworker.db, then replaced table by table
+    (each verified) while no loop can start and other hosts' writes wait. All or nothing: everything is prepared first,
     then switched; a switch that fails is rolled back. One that stopped half-way (a crash)
     makes every command refuse until --finish or --rollback settles it.
 
@@ -1671,18 +1676,18 @@ def _main(argv: list[str] | None) -> int:
         return int(e.exit_code or 0)
     except KeyboardInterrupt:
         return 130
-    except DatabaseFailure as e:  # one a store door did not translate: still one line
-        return _database_failed(e)
-    except Exception as e:
-        if not type(e).__module__.startswith("psycopg"):  # PostgreSQL's own, untranslated
-            raise
-        return _database_failed(e)
     except (OSError, UnicodeEncodeError, RecursionError, RuntimeError) as e:
         return _trouble(e)  # one no door translated: still one line
+    except Exception as e:  # a database's error a store door did not translate: one line
+        return _database_failed(e)
     return 0
 
 
 def _database_failed(e: Exception) -> int:
+    """One line for a database's own error (SQLite's, psycopg's) that reached the top; any
+    other exception is raised on: a bug shows its traceback."""
+    if not (isinstance(e, DatabaseFailure) or type(e).__module__.startswith("psycopg")):
+        raise e
     err.print(redact(" ".join(f"error: the database failed ({type(e).__name__}: {e}); the "
                               "command did not finish: `coworker doctor` checks the database"
                               .split())), markup=False)
