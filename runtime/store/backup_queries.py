@@ -275,6 +275,12 @@ def fill(store: Any, source: Path) -> list[Copied]:
     if bad := [c.table for c in done if not c.same or c.source_rows != c.target_rows]:
         raise StoreError(f"{', '.join(bad)} of {source} read back otherwise than copied into "
                          f"{store.path}")
+    from .health import pg_fts_rebuild
+
+    # the full text's counts as a recount gives them, in tables made anew (TRUNCATE): their
+    # stamps move, so a process that cached document frequencies (a `coworker serve` left
+    # running) reads them again instead of ranking with the history it had before
+    pg_fts_rebuild(store)
     return done
 
 

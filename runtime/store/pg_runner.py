@@ -52,6 +52,19 @@ class Runner:
     holding: bool = True  # False: the row of a loop whose lock is gone (it stopped, or died)
 
 
+# A host that vanishes without closing its connection (power lost, network cut) keeps its
+# session, and so the claim, until the server's TCP keepalive gives up on it: two hours and
+# more with the kernel's defaults. The loop's own session asks the server to probe sooner, so
+# another host can take over within about a minute (no effect over a Unix socket).
+KEEPALIVE = ("SET tcp_keepalives_idle = 30", "SET tcp_keepalives_interval = 10",
+             "SET tcp_keepalives_count = 3", "SET tcp_user_timeout = 60000")
+
+
+def _keepalive(store: Any) -> None:
+    for statement in KEEPALIVE:
+        store.raw.execute(statement.encode())
+
+
 def _key(store: Any) -> int:
     return pg_schema.lock_key("loop", store.schema)
 
@@ -68,6 +81,7 @@ def create(conn: Any) -> None:
 def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner:
     """Take this coworker's claim for this connection's life, with the next fencing token;
     StoreError naming who holds it when another loop does."""
+    _keepalive(store)
     if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
         held = current(store)
         where = f"{held.host} (pid {held.pid}, since {held.since})" if held else "another host"
@@ -104,6 +118,7 @@ def reclaim(store: Any, token: int) -> None:
     when another loop holds it, or claimed since (the token moved on). The store's fence
     stays `token` whatever happens: a deposed loop's writes are refused."""
     store.fence = token
+    _keepalive(store)
     if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
         held = current(store)
         raise Deposed(f"this loop lost its connection and another loop took the coworker over "
