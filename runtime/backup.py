@@ -720,10 +720,16 @@ def _move(src: Path, dest: Path) -> None:
 
 
 def _settled(home: Home, stage: Path) -> None:
-    """The moves made durable, the prepared folder removed, then the plan: the commit."""
+    """The moves made durable, the prepared folder removed, a PostgreSQL store's mark taken
+    off, then the plan: the commit."""
     for folder in (home.state, home.root):
         _fsync_dir(folder)
     shutil.rmtree(stage, ignore_errors=True)
+    if home.store_url() is not None:
+        from .store import backup_queries as bq
+
+        with home.open_store() as store:
+            bq.settled(store)
     home.restore_marker.unlink(missing_ok=True)
     _fsync_dir(home.state)
 

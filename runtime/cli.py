@@ -472,9 +472,10 @@ def restore_backup(src: Path | None, finish: bool, rollback: bool) -> None:
     coworker runs here (`coworker stop` first). Into a PostgreSQL store it is also refused
     while a loop on any host holds the coworker (naming that host); the schema's rows are first
     copied aside into state/before-restore-<time>/coworker.db, then replaced table by table
-    (each verified) while no loop can start and other hosts' writes wait. All or nothing: everything is prepared first,
-    then switched; a switch that fails is rolled back. One that stopped half-way (a crash)
-    makes every command refuse until --finish or --rollback settles it.
+    (each verified) while no loop can start and other hosts' writes wait. All or nothing:
+    everything is prepared first, then switched; a switch that fails is rolled back. One that
+    stopped half-way (a crash) makes every command refuse until --finish or --rollback settles
+    it (on PostgreSQL, on every host: no loop claims the coworker and no message is added).
 
     \b
     Example:

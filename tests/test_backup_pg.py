@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -205,13 +205,13 @@ def test_while_a_restore_fills_the_store_no_loop_starts_and_every_write_waits(
     with home.open_store() as store:
         history(store, "busy")
     backup.take(home, tmp_path / "b")
-    real, seen = cp.copy_table, []
+    real, seen = cp.copy_table, cast("list[str]", [])
 
     def meanwhile(source: Any, target: Any, table: str) -> cp.Copied:
         if target.dialect == "postgres" and table == "tags" and not seen:
             with PgStore.open(pg_url, "busy_1", busy_timeout_ms=300) as other:
                 with pytest.raises(StoreBusy):  # a `tell` from another host waits
-                    inputs.add_message(other, Event.owner_message("meanwhile", "tell"))
+                    inputs.add_message(cast(Any, other), Event.owner_message("meanwhile", "tell"))
                 with pytest.raises(StoreError, match="already runs on"):
                     pg_runner.claim(other, host="build-9")  # no loop starts
                 seen.append(table)
@@ -325,6 +325,12 @@ def test_a_restore_into_postgres_cut_half_way_is_settled_either_way(
         backup.restore(home, tmp_path / "b")
     plan = json.loads(home.restore_marker.read_text("utf-8"))
     assert plan["store"]["phase"] == ("in" if cut == "files" else "filling")
+    with PgStore.open(pg_url, "cut_1") as other_host:  # the marker is a file here only:
+        for write in (lambda: pg_runner.claim(other_host, "host-b", 99),  # the database says so
+                      lambda: inputs.add_message(cast(Any, other_host),
+                                                 Event.owner_message("meanwhile", "tell"))):
+            with pytest.raises(StoreError, match="stopped half-way on"):
+                write()
     monkeypatch.setattr(backup, "_move", real_move)
     monkeypatch.setattr(backup, "_store_back", real_back)
     monkeypatch.setattr(cp, "copy_table", real_copy)
@@ -341,6 +347,8 @@ def test_a_restore_into_postgres_cut_half_way_is_settled_either_way(
         with home.open_store() as store:
             assert {t: rows(store, t) for t in cp.tables(store)} == before
     assert not home.restore_marker.exists()
+    with PgStore.open(pg_url, "cut_1") as other_host:  # settled: another host may run it again
+        assert pg_runner.claim(other_host, "host-b", 99).host == "host-b"
 
 
 def test_a_plan_made_for_another_store_is_refused(

@@ -246,7 +246,9 @@ def held(store: Any) -> Iterator[None]:
     server when this process dies."""
     from . import pg_runner, pg_schema
 
-    pg_runner.claim(store)
+    # marked as restoring until the restore is settled (`settled`): if it is cut, no loop
+    # claims the coworker and no input is added, on any host, until --finish or --rollback
+    pg_runner.claim(store, restoring=True)
     key = pg_schema.lock_key("write", store.schema)
     try:
         store.scalar("SELECT pg_advisory_lock(?)", (key,))
@@ -256,6 +258,14 @@ def held(store: Any) -> Iterator[None]:
             store.scalar("SELECT pg_advisory_unlock(?)", (key,))
     finally:
         pg_runner.release(store)
+
+
+def settled(store: Any) -> None:
+    """The restore into the PostgreSQL `store` is over (done, or rolled back): its mark goes,
+    loops may claim the coworker and inputs be added again."""
+    from . import pg_runner
+
+    pg_runner.restored(store)
 
 
 def fill(store: Any, source: Path) -> list[Copied]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import StoreError
 from ..secrecy import redact
 from .db import Store
 from .events import COLUMNS, Event, history_of, now_iso
@@ -56,12 +57,14 @@ def add(store: Store, event: Event, kind: str) -> int:
     from .events import append
 
     with store.transaction():
-        event_id = append(store, event)
-        _add(store.conn, event_id, kind)
-        if store.dialect == "postgres":  # wakes the loop on whichever host runs it, at commit
+        if store.dialect == "postgres":
             from . import pg_runner
 
-            pg_runner.notify(store)
+            if cut := pg_runner.restore_unfinished(store):  # a fill would wipe it: refused
+                raise StoreError(cut)
+            pg_runner.notify(store)  # wakes the loop on whichever host runs it, at commit
+        event_id = append(store, event)
+        _add(store.conn, event_id, kind)
     return event_id
 
 

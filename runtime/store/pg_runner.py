@@ -65,6 +65,9 @@ def _keepalive(store: Any) -> None:
         store.raw.execute(statement.encode())
 
 
+RESTORING = "restore:"  # the runner row's host while a restore holds the claim (restore_unfinished)
+
+
 def _key(store: Any) -> int:
     return pg_schema.lock_key("loop", store.schema)
 
@@ -78,16 +81,23 @@ def create(conn: Any) -> None:
     conn.execute(DDL)
 
 
-def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner:
+def claim(store: Any, host: str | None = None, pid: int | None = None,
+          restoring: bool = False) -> Runner:
     """Take this coworker's claim for this connection's life, with the next fencing token;
-    StoreError naming who holds it when another loop does."""
+    StoreError naming who holds it when another loop does, or when a restore stopped half-way
+    (`restoring`: the restore's own claim, which may settle one; its host is marked RESTORING
+    until `restored`)."""
     _keepalive(store)
     if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
         held = current(store)
         where = f"{held.host} (pid {held.pid}, since {held.since})" if held else "another host"
         raise StoreError(f"this coworker already runs on {where}: one loop a coworker; stop "
                          "that one first (`coworker stop` there)")
-    me = Runner(0, host or socket.gethostname(), pid or os.getpid(),
+    if not restoring and (cut := restore_unfinished(store)):
+        store.scalar("SELECT pg_advisory_unlock(?)", (_key(store),))
+        raise StoreError(cut)
+    name = host or socket.gethostname()
+    me = Runner(0, RESTORING + name if restoring else name, pid or os.getpid(),
                 datetime.now(UTC).isoformat(timespec="seconds"))
     store.fence = None  # the claim's own write is the one that moves the token on
     try:
@@ -102,6 +112,24 @@ def claim(store: Any, host: str | None = None, pid: int | None = None) -> Runner
         raise
     store.fence = token  # from now on each write of this store checks it
     return Runner(token, me.host, me.pid, me.since)
+
+
+def restore_unfinished(store: Any) -> str | None:
+    """The line to refuse with while a restore into this schema stopped half-way (its rows are
+    neither the old ones nor the backup's): nothing but that restore's --finish or --rollback
+    may write then. None when none did."""
+    host = store.scalar("SELECT host FROM runner")
+    if not host or not str(host).startswith(RESTORING):
+        return None
+    return (f"a restore-backup into this coworker stopped half-way on {host[len(RESTORING):]}: "
+            "settle it there first (`coworker restore-backup --finish` or `--rollback`)")
+
+
+def restored(store: Any) -> None:
+    """The restore holding the claim is done: the runner row names its host plainly again."""
+    with store.transaction():
+        store.execute("UPDATE runner SET host = substr(host, ?) WHERE host LIKE ?",
+                      (len(RESTORING) + 1, RESTORING + "%"))
 
 
 def check(store: Any, token: int) -> None:
