@@ -98,7 +98,9 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def _names_a_store(config: Path) -> bool:
-    """Whether config.toml's text sets a [store] url (read when the config does not load)."""
+    """Whether config.toml's text sets a [store] url (read when the config does not load): a
+    `url =` line under a `[store]` header, or `store.url =` / `store = {` at the top. Meant to
+    err towards yes: a home that names a database never falls back to a new SQLite file."""
     import re
 
     from .files import read_regular
@@ -107,7 +109,44 @@ def _names_a_store(config: Path) -> bool:
         text = read_regular(config).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return re.search(r"(?ms)^\s*\[store\][^\[]*^\s*url\s*=", text) is not None
+    section = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if header := re.match(r"\[\s*([^\]\s]+)\s*\]", line):
+            section = header.group(1).strip("\"' ")
+        elif section == "store" and re.match(r"[\"']?url[\"']?\s*=", line):
+            return True
+        elif section == "" and re.match(r"[\"']?store[\"']?\s*(\.|=)", line):
+            return True
+    return False
+
+
+def _resolved_url(url: str, st: settings_mod.Settings) -> str:
+    """[store] url with a "secret:NAME" read (from state/secrets.toml or the environment),
+    registered for redaction whole and its password apart; UsageError for a value libpq would
+    misread (a password with an unencoded / ? # @ puts the password where the host goes, and
+    libpq's error would then echo it)."""
+    from urllib.parse import urlsplit
+
+    from .secrecy import register_secret
+    from .settings_talk import SECRET_PREFIX, resolve_secret
+
+    if not url.startswith(SECRET_PREFIX):
+        return url
+    value = resolve_secret(url, st.secrets, "[store] url")
+    register_secret(value)
+    try:
+        parts = urlsplit(value)
+        register_secret(parts.password)
+        bad = parts.scheme not in ("postgresql", "postgres") or \
+            "@" in parts.path + parts.query + parts.fragment
+    except ValueError:
+        bad = True
+    if bad:
+        raise UsageError(f"[store] url names {url}, which is not a postgresql://USER:PASSWORD@"
+                         "HOST/DB URL libpq reads as meant: percent-encode / ? # @ : in the "
+                         "password (%2F %3F %23 %40 %3A)")
+    return value
 
 
 def _postgres() -> tuple[Any, Any]:
@@ -209,9 +248,7 @@ class Home:
             raise
         url = st.store.url
         if url is not None:
-            from .settings_talk import resolve_secret
-
-            url = resolve_secret(url, st.secrets, "[store] url")
+            url = _resolved_url(url, st)
             if not st.coworker.id:
                 raise UsageError("[store] url names a database but this home has no [coworker] "
                                  "id: add id = \"<lowercase letters, digits, _>\" under "

@@ -179,3 +179,21 @@ def test_a_deposed_loop_stops_before_it_writes_again(
         assert ev.max_id(b) == last, "and writes nothing once deposed"
         now = pg_runner.current(b)
         assert now is not None and (now.host, now.token, now.holding) == ("host-b", 2, True)
+
+
+def test_the_notifier_goes_on_after_the_server_dropped_its_connection(
+        hosts: tuple[Home, Home], pg_url: str) -> None:  # noqa: F811
+    from runtime.notify import Notifier
+
+    home = hosts[0]
+    with home.config_path.open("a", encoding="utf-8") as f:
+        f.write('\n[[notify]]\nname = "log"\nkind = "command"\ncommand = ["true"]\n')
+    notifier = Notifier(home, home.settings)
+    try:
+        notifier.run_pass()
+        terminate(pg_url, notifier.store)
+        with pytest.raises(StoreError):
+            notifier.run_pass()  # the pass that meets the dropped connection fails, once
+        notifier.run_pass()  # the next connects again
+    finally:
+        notifier.close()

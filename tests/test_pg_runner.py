@@ -139,3 +139,30 @@ def test_every_write_of_a_deposed_loop_is_refused_the_new_ones_go_through(
         b.close()
         if a_again is not None:
             a_again.close()
+
+
+def test_a_loop_whose_old_session_still_holds_the_lock_waits_for_it_rather_than_stopping(
+        pg_url: str) -> None:  # noqa: F811
+    """A connection broken on this side only (a middlebox's reset): the server keeps the old
+    session, and its lock, a while. Taking the claim back then is a passing StoreError, not
+    Deposed: the loop is not deposed by its own ghost; once the ghost is gone it goes on."""
+    ghost, back = host(pg_url), host(pg_url)
+    try:
+        mine = pg_runner.claim(ghost)  # this host, this pid
+        with pytest.raises(StoreError) as refused:
+            pg_runner.reclaim(back, mine.token)
+        assert not isinstance(refused.value, pg_runner.Deposed)
+        assert "old session" in str(refused.value)
+        ghost.close()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                pg_runner.reclaim(back, mine.token)
+                break
+            except StoreError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        with back.transaction():
+            pg_runner.check(back, mine.token)
+    finally:
+        back.close()

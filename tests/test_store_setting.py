@@ -7,6 +7,7 @@ line saying what to do. Real PostgreSQL (tests/pgserver.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,10 +132,13 @@ def test_a_broken_config_without_a_store_url_is_still_a_sqlite_home(bare_home: H
     assert bare_home.store_url() is None
     with bare_home.open_store() as store:
         assert store.dialect == "sqlite"
-    bare_home.config_path.write_text('[coworker\n[store]\nurl = "postgresql://x@y/z"\n',
-                                     encoding="utf-8")
-    with pytest.raises(Exception, match="config.toml"):
-        Home.locate(bare_home.root).store_url()
+    for named in ('[model]\nmax_tokens = "many"\n[store]\n# its password is in [secrets]\n'
+                  'url = "postgresql://x@y/z"\n',  # a [ in a comment before url
+                  'store.url = "postgresql://x@y/z"\n[model]\nmax_tokens = "many"\n',
+                  'store = { url = "postgresql://x@y/z" }\n[model]\nmax_tokens = "many"\n'):
+        bare_home.config_path.write_text(named, encoding="utf-8")
+        with pytest.raises(Exception, match="config.toml"):  # never a new SQLite file instead
+            Home.locate(bare_home.root).store_url()
 
 
 def test_init_with_a_store_and_an_id_makes_a_second_host_of_one_coworker(
@@ -200,3 +204,20 @@ def test_a_role_of_its_own_keeps_one_member_out_of_anothers_coworker(
             admin.execute(b"DROP OWNED BY dana, lee")
             admin.execute(b"DROP ROLE dana")
             admin.execute(b"DROP ROLE lee")
+
+
+@pytest.mark.parametrize("secret", [
+    "postgresql://me:Zk9/q+SECRETxx@127.0.0.1:1/db?sslmode=disable",  # a / left unencoded
+    "Hunter2-s3cretWord",  # a bare password where the URL belongs
+    "postgresql://me:Hunter2-s3cretWord@127.0.0.1:1/db?sslmode=disable",  # a URL, unreachable
+])
+def test_a_secret_url_never_shows_its_password(
+        isolated_home: Path, monkeypatch: pytest.MonkeyPatch, secret: str) -> None:
+    on_postgres(isolated_home, "secret:TEAM_DB")
+    monkeypatch.setenv("TEAM_DB", secret)  # from the environment, not state/secrets.toml
+    for args in (("tell", "hello"), ("status",), ("search", "x"), ("doctor", "--no-model")):
+        result = coworker(*args, env={**os.environ})
+        said = result.stdout + result.stderr
+        assert "SECRET" not in said and "s3cret" not in said, (args, said)
+        assert "Traceback" not in said, (args, said)
+        assert result.returncode != 0 or args[0] in ("status", "doctor"), (args, said)

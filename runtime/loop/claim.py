@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import Deposed, StoreError
-from ..home import Home
 from ..store import pg_runner
 from ..store.pg_runner import Runner
 
@@ -35,17 +34,19 @@ LISTEN_POLL_S = 1.0  # how often the listener looks whether it should stop
 class Claim:
     """`take()` at start, `ensure()` before each tick, `release()` at stop."""
 
-    def __init__(self, home: Home, store: Any, wake: Callable[[], object]) -> None:
-        self.home = home
+    def __init__(self, store: Any, wake: Callable[[], object]) -> None:
         self.store = store
         self.wake = wake
         self.runner: Runner | None = None
+        self.holding = False  # the lock is this connection's (False after a reconnect until
+        # reclaim succeeds: its old session may still hold it on the server a while)
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
 
     def take(self) -> Runner:
         """The claim, or StoreError naming the host whose loop holds it."""
         self.runner = pg_runner.claim(self.store)
+        self.holding = True
         log.info("this loop holds coworker %s (token %d) on %s", self.store.schema[3:],
                  self.runner.token, self.runner.host)
         self._listener = threading.Thread(target=self._listen, name="coworker-listen",
@@ -57,7 +58,7 @@ class Claim:
         """Before a tick: the connection works and the claim is still ours (Deposed if not;
         StoreError when the server cannot be reached: the tick fails and is tried again)."""
         assert self.runner is not None
-        if not self.store.broken:
+        if self.holding and not self.store.broken:
             try:
                 with self.store.snapshot():
                     pg_runner.check(self.store, self.runner.token)
@@ -67,10 +68,13 @@ class Claim:
             except StoreError:
                 if not self.store.broken:  # the server answered: not a lost connection
                     raise
-        log.warning("the database connection was lost; connecting again and taking the claim "
-                    "(token %d) back", self.runner.token)
-        self.store.reconnect()
+        if self.store.broken:
+            log.warning("the database connection was lost; connecting again and taking the "
+                        "claim (token %d) back", self.runner.token)
+            self.holding = False
+            self.store.reconnect()
         pg_runner.reclaim(self.store, self.runner.token)
+        self.holding = True
         log.warning("connected again; this loop still holds the coworker")
 
     def release(self) -> None:
@@ -88,7 +92,8 @@ class Claim:
         interval meanwhile)."""
         while not self._stop.is_set():
             try:
-                with self.home.open_store(migrate=False) as listening:
+                with self.store.sibling() as listening:  # the loop's database, whatever
+                    # config.toml says meanwhile (a reload never moves the loop's store)
                     pg_runner.listen(listening)
                     while not self._stop.is_set():
                         if any(True for _ in pg_runner.woken(listening, LISTEN_POLL_S, 1)):

@@ -203,7 +203,7 @@ class Loop:
         from .claim import Claim
 
         aio = asyncio.get_running_loop()
-        self.claim = Claim(self.home, self.store, lambda: aio.call_soon_threadsafe(self.wake))
+        self.claim = Claim(self.store, lambda: aio.call_soon_threadsafe(self.wake))
         self.claim.take()
 
     def _warn_if_no_longer_live(self) -> None:

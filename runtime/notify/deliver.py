@@ -202,6 +202,10 @@ class Notifier:
 
     # one pass ------------------------------------------------------------------------------
     def _open(self) -> Store:
+        """The notifier's own connection; made again when it broke (PostgreSQL's server
+        restarted, the network cut): a pass after that goes on, never stuck on a dead one."""
+        if self.store is not None and getattr(self.store, "broken", False):
+            self.close()
         if self.store is None:
             self.store = self.home.open_store()
         return self.store

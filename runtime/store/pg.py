@@ -44,6 +44,11 @@ from . import pg_schema
 from .db import BUSY_TIMEOUT_MS
 
 CONNECT_TIMEOUT_S = 10
+# over TCP, a server that vanished (power, network) is noticed in about a minute, not the
+# kernel's hours: a statement waiting on it fails and the loop connects again (ignored on a
+# Unix socket; a URL's own settings win)
+KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+             "keepalives_count": 3, "tcp_user_timeout": 60_000}
 MAX_PARAMS = 65535  # bind parameters a statement (PostgreSQL's protocol counts them in 16 bits)
 BUSY_STATES = ("55P03", "40P01", "40001")  # lock timeout, deadlock, serialization failure
 
@@ -353,6 +358,11 @@ class PgStore:
         store._url, store._busy_ms = url, busy_timeout_ms
         return store
 
+    def sibling(self, readonly: bool = False) -> PgStore:
+        """Another connection to this coworker's schema (the loop's listener has its own)."""
+        return PgStore.open(self._url, self.schema[3:], readonly=readonly, migrate=False,
+                            busy_timeout_ms=self._busy_ms)
+
     @property
     def broken(self) -> bool:
         """Whether the connection is gone (the server restarted, the network cut)."""
@@ -535,8 +545,14 @@ def _one_line(e: object) -> str:
 
 def _connect(url: str, where: str) -> psycopg.Connection[Any]:
     try:
+        conninfo_to_dict(url)
+    except psycopg.Error:  # its reason would quote the URL, password and all
+        raise StoreError(f"{where} is not a connection URL libpq can read: write it as "
+                         "postgresql://USER@HOST[:PORT]/DB (percent-encode / ? # @ : in a "
+                         "password)") from None
+    try:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name="coworker", row_factory=_Rows())
+                               application_name="coworker", row_factory=_Rows(), **KEEPALIVE)
     except psycopg.Error as e:
         place = where.split("?host=")[-1] if "?host=" in where else where
         reason = _scrub(_one_line(e), url)

@@ -149,6 +149,10 @@ def reclaim(store: Any, token: int) -> None:
     _keepalive(store)
     if not store.scalar("SELECT pg_try_advisory_lock(?)", (_key(store),)):
         held = current(store)
+        if held and held.token == token and (held.host, held.pid) == (socket.gethostname(),
+                                                                      os.getpid()):
+            raise StoreError("the server still holds this loop's old session (its connection "
+                             "broke on this side only); taking the claim back at the next tick")
         raise Deposed(f"this loop lost its connection and another loop took the coworker over "
                       f"({held.host if held else 'another host'}); it stops before writing")
     now = store.scalar("SELECT token FROM runner")
