@@ -621,10 +621,13 @@ def migrate(conn: psycopg.Connection, schema: str, where: str) -> list[int]:
 def drop(url: str, coworker_id: str) -> None:
     """Drop a coworker's schema and all it holds: only for one made for a single run (`coworker
     eval --store`, the bench), never a team's coworker. Its stores must be closed first."""
+    from .pg import _connect, _scrub, describe
+
     schema = schema_name(coworker_id)
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
+        with _connect(url, describe(url)) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     except psycopg.Error as e:
-        raise StoreError(f"cannot drop schema {schema} ({' '.join(str(e).split())[:200]}); drop "
-                         "it by hand: DROP SCHEMA " + schema + " CASCADE") from e
+        reason = _scrub(" ".join(str(e).split()), url)[:200]
+        raise StoreError(f"cannot drop schema {schema} ({reason}); drop it by hand: DROP SCHEMA "
+                         f"{schema} CASCADE") from e
