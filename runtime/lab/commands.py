@@ -22,6 +22,12 @@ from ..render import err, out
 from . import CHANNELS, LOCAL_MODELS, PARAPHRASE_HALVES
 
 
+def _postgres_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter("give a PostgreSQL URL, postgresql://USER@HOST/DB")
+    return value
+
+
 @click.command()
 @click.option("--events", "n_events", type=click.IntRange(min=100, max=10**8), default=10_000,
               show_default=True, help="Size of the synthetic history.")
@@ -36,8 +42,11 @@ from . import CHANNELS, LOCAL_MODELS, PARAPHRASE_HALVES
               default=None, help="Instead: what one message of this many characters costs on "
                                  "each path that reads it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+@click.option("--store", "store_url", metavar="URL", default=None, callback=_postgres_url,
+              help="Also on this PostgreSQL database (postgresql://USER@HOST/DB), in a schema of "
+                   "its own dropped afterwards: SQLite's and PostgreSQL's figures side by side.")
 def bench(n_events: int, n_queries: int, semantic: bool, model: str, long_text: int | None,
-          as_json: bool) -> None:
+          as_json: bool, store_url: str | None = None) -> None:
     """Measure a synthetic history in a temporary home: import rate, reflect time and peak
     memory, walk, recall and search latency p50/p95, beside bare FTS5 MATCH on the same
     database; with --semantic, hybrid recall's cost with a local model (--model) embedding
@@ -50,12 +59,16 @@ def bench(n_events: int, n_queries: int, semantic: bool, model: str, long_text: 
     Examples:
       coworker bench --events 100000 --json
       coworker bench --long-text 4000000
+      coworker bench --events 100000 --store postgresql://me@db.internal/lab
     """
     from .bench import insert_line
     from .bench import run as run_bench
 
     if long_text is not None:
         _bench_long(long_text, as_json)
+        return
+    if store_url is not None:
+        _bench_both(n_events, n_queries, store_url, as_json)
         return
     result = run_bench(n_events, n_queries, semantic=semantic, model=model)
     if as_json:
@@ -84,6 +97,18 @@ def bench(n_events: int, n_queries: int, semantic: bool, model: str, long_text: 
                   f" ({sem['vectors_mb']} MB of vectors, placeholders)", markup=False)
 
 
+def _bench_both(n_events: int, n_queries: int, store_url: str, as_json: bool) -> None:
+    from .bench_pg import lines
+    from .bench_pg import run as run_both
+
+    result = run_both(n_events, store_url, n_queries)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    for line in lines(result):
+        out.print(line, markup=False)
+
+
 def _bench_long(chars: int, as_json: bool) -> None:
     from .bench_long import run as run_long
 
@@ -106,12 +131,6 @@ def _store_option(command: Callable[..., None]) -> Callable[..., None]:
         help="Keep the eval's history on this PostgreSQL database (postgresql://USER@HOST/DB; "
         "a password from PGPASSWORD or ~/.pgpass), in a schema of its own dropped afterwards, "
         "instead of a SQLite file: the same figures for the other backend.")(command)
-
-
-def _postgres_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not value.startswith(("postgresql://", "postgres://")):
-        raise click.BadParameter("give a PostgreSQL URL, postgresql://USER@HOST/DB")
-    return value
 
 
 @click.group(name="eval")

@@ -571,8 +571,11 @@ def _prepare(raw: psycopg.Connection[Any], schema: str, readonly: bool, busy_tim
     if version < pg_schema.MIN_SERVER:
         raise StoreError(f"PostgreSQL at {where} is version {version // 10000}: the coworker "
                          f"needs {pg_schema.MIN_SERVER // 10000} or newer")
+    # a small GIN pending list: the loop appends one event at a time, and a search scans
+    # what is pending linearly (a bulk append merges it at once: events.insert_rows)
     raw.execute(f"SET search_path TO {schema}; SET lock_timeout = {int(busy_timeout_ms)}; "
-                f"SET default_transaction_read_only = {'on' if readonly else 'off'}".encode())
+                f"SET default_transaction_read_only = {'on' if readonly else 'off'}; "
+                "SET gin_pending_list_limit = '256kB'".encode())
     raw.adapters.register_loader("bool", _BoolAsInt)
     raw.adapters.register_loader("numeric", _NumericAsNumber)
 
@@ -598,6 +601,9 @@ def _error(e: psycopg.Error, where: str) -> StoreError | None:
                           "read-only")
     if state.startswith("23"):
         return StoreRefused(f"database {where}: {text}")
+    if state.startswith("54"):
+        return StoreError(f"database {where}: a limit of PostgreSQL's was reached ({text}); the "
+                          "command did not finish: make the input smaller")
     if state == "42501":
         return StoreError(f"database {where}: permission denied ({text}): this role may not do "
                           "that; connect as the role that owns this coworker's schema")
