@@ -699,8 +699,8 @@ def fts_count_upto(store: Store, match: str, top: int, cap: int,
     """How many rows <= top match, counted newest first and no further than `cap`."""
     table = _index(index)
     if _pg(store, index):
-        return len(pg_fts.ids(store, pg_fts.compile_match(store, match, index), top, cap,
-                              index=index))
+        return pg_fts.count_upto(store, pg_fts.compile_match(store, match, index), top, cap,
+                                 index)
     return int(store.scalar(
         f"SELECT COUNT(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid <= ? "
         "ORDER BY rowid DESC LIMIT ?)", (match, top, cap)) or 0)
