@@ -10,7 +10,6 @@ asked the same questions of both and must answer alike.
 from __future__ import annotations
 
 import itertools
-
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,3 +277,25 @@ def test_an_events_tags_are_its_fourth_column(stores: tuple[Any, Any]) -> None:
     assert tuple(pg.query("SELECT toks FROM fts_stats WHERE term = ''")[0]) == tuple(pg.query(
         "SELECT (SELECT sum(ntok) FROM events) + (SELECT sum(ntok) FROM events_archive) "
         "+ (SELECT sum(ntok) FROM fts_event_tags)")[0])
+
+
+def test_a_phrases_tokens_are_asked_of_the_server_once(stores: tuple[Any, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile_match keeps each phrase's tokens (fts_tokens is IMMUTABLE): a search asks the
+    same phrases many times, a round trip each; the tokens are the same as asked afresh."""
+
+    _, pg = stores
+    monkeypatch.setattr(pg_fts, "_TOKENS", {})
+    first = pg_fts.compile_match(pg, '"Databases" OR "running" OR "databases"')
+    asked: list[str] = []
+    query = pg.query
+
+    def counted(sql: str, *args: Any) -> Any:
+        asked.append(sql)
+        return query(sql, *args)
+    monkeypatch.setattr(pg, "query", counted)
+    again = pg_fts.compile_match(pg, '"running" AND "Databases"')
+    assert asked == []
+    assert again.phrases == (first.phrases[1], first.phrases[0]) == (("run",), ("databas",))
+    pg_fts.compile_match(pg, '"running" OR "learning"')
+    assert len(asked) == 1
