@@ -750,6 +750,34 @@ SELECT m.id, -coalesce((  -- a row's score from its own terms (see _SCORE)
 """
 
 
+# The same scores set-based, each phrase's rows joined to the matches: for ranking every match
+# of the events (bare_match, fts_search: 29,000 rows of a common word) a fifth faster than a
+# subquery a row; the rung's scored() keeps _BM25's form, where the planner, reading the
+# matches as one row, joined the whole rung's scores to each row (4.5 s for 440 rollups).
+_BM25_ALL = """
+WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
+    SELECT p.n, p.lx, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
+                           THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
+           s.toks / greatest(s.rows, 1) AS avgdl
+      FROM (VALUES {phrases}) AS p(n, lx, h),
+           (SELECT doc::float8 AS rows, toks::float8 AS toks FROM fts_stats WHERE term = '')
+               AS s),
+m AS MATERIALIZED ({matches}),
+tf AS (  -- each matching row's count of each of the query's tokens it holds
+    SELECT m.id, m.ntok, u.lexeme, cardinality(u.positions)::float8 AS f
+      FROM m, unnest(ts_filter(setweight(m.tsv, 'A', ?::text[]), '{a}')) AS u),
+pt AS (  -- each phrase a row holds, its count there (of several tokens: the rarest's)
+    SELECT tf.id, tf.ntok, w.n, w.idf, w.avgdl, min(tf.f) AS f
+      FROM tf JOIN w ON tf.lexeme = ANY(w.lx)
+     GROUP BY tf.id, tf.ntok, w.n, w.idf, w.avgdl, w.lx HAVING count(*) = cardinality(w.lx))
+SELECT m.id, -coalesce(s.score, 0) AS score
+  FROM m LEFT JOIN (
+      SELECT id, sum(idf * f * (1.2::float8 + 1.0)
+                     / (f + 1.2::float8 * (1 - 0.75::float8 + 0.75::float8 * ntok / avgdl))
+                     ORDER BY n) AS score  -- in FTS5's order: the same float sums
+        FROM pt GROUP BY id) AS s USING (id)
+"""
+
 def _phrases(c: Compiled) -> tuple[str, list[Any]]:
     """_BM25's VALUES rows (each phrase's tokens and how many rows hold it: fts_stats' doc for
     one token, else counted through GIN, a statement of its own) and their parameters."""
@@ -860,7 +888,8 @@ def scored(store: Any, c: Compiled, ceiling: int | None, limit: int,
     matches = _matches(c.query, index)
     if not best_first and limit >= 0:  # a row's score is its own: only the rows returned
         matches = _newest(c.query, index, limit)
-    sql = (_BM25_ROLLUPS if rollups else _BM25).replace("{phrases}", values).replace(
+    form = _BM25_ROLLUPS if rollups else _BM25_ALL if best_first else _BM25
+    sql = form.replace("{phrases}", values).replace(
         "{matches}", matches)
     tokens = sorted({t for p in c.phrases for t in p})
     rows = store.query(f"{sql} ORDER BY {order} LIMIT ?",
