@@ -218,7 +218,8 @@ def _copy_store(home: Home, db: Path) -> dict[str, Any]:
             return {"backend": "sqlite", "where": where}
         with home.open_store(readonly=True) as store:
             copied = bq.copy_out(store, db)
-            version = store.schema_version()  # type: ignore[attr-defined]
+            pg_store: Any = store  # a PgStore here: its schema's version
+            version = pg_store.schema_version()
     except bq.CopyFailed as e:
         for f in (db, *bq.beside(db)):
             f.unlink(missing_ok=True)

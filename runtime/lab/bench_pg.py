@@ -42,9 +42,10 @@ def run(n_events: int, store_url: str, n_queries: int = 200) -> dict[str, Any]:
 
 
 def _figure(result: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = result
     for key in path:
-        result = result.get(key) if isinstance(result, dict) else None  # type: ignore[assignment]
-    return result
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def compare(lite: dict[str, Any], pg: dict[str, Any]) -> dict[str, dict[str, Any]]:
