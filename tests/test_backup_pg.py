@@ -28,6 +28,8 @@ from runtime.store.pg import PgStore
 from .conftest import write_config
 from .pgserver import pg_url  # noqa: F401  (the fixture)
 
+pytestmark = pytest.mark.slow  # as tests/test_backup.py: about 20 s of restores and cuts
+
 # A store's own bookkeeping of its full text: made by its triggers from the rows of history.
 DERIVED = {"fts_stats": "term", "fts_event_tags": "id", "fts_rollups": "id",
            "fts_rollup_stats": "term, mask"}
