@@ -266,6 +266,19 @@ def coworker(*args: str, cwd: Path | None = None, env: dict | None = None,
         ["coworker", *args], code, _text(stdout), _text(stderr))
 
 
+def stop_process(proc: subprocess.Popen[Any]) -> int:
+    """SIGTERM, as a service manager stops a process, then its exit code; SIGKILL and -999
+    when it has not ended within 30 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        return -999
+
+
 def coworker_process(*args: str, cwd: Path | None = None, env: dict | None = None,
                      input: str | None = None,  # noqa: A002 - subprocess's name
                      timeout: float = 60) -> subprocess.CompletedProcess[str]:

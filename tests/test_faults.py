@@ -41,7 +41,7 @@ from runtime.store import Store
 from runtime.store import events as ev
 from runtime.store import inputs as inputs_store
 
-from .conftest import tell, tells_at_once, write_config
+from .conftest import stop_process, tell, tells_at_once, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, error, text, tool_use
 
 N_TELLS = 14
@@ -162,13 +162,7 @@ class LoopProcess:
 
     def stop(self) -> int:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            return -999
+        return stop_process(self.proc)
 
     def stderr_tail(self) -> str:
         try:

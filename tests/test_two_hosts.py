@@ -49,7 +49,7 @@ from runtime.scheduler import register_and_find_missed
 from runtime.store import pg_runner
 from runtime.store.pg import PgStore
 
-from .conftest import write_config
+from .conftest import stop_process, write_config
 from .fakeapi import FakeMessagesAPI, Scripted, text, tool_use
 from .pgserver import pg_url  # noqa: F401  (the fixture)
 
@@ -164,14 +164,7 @@ class HostLoop:
     def stop(self) -> int:
         """SIGTERM, as a service manager stops it; its exit code."""
         assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            return -999
+        return stop_process(self.proc)
 
 
 @pytest.fixture

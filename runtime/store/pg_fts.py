@@ -728,7 +728,8 @@ _NO_CEILING = (1 << 63) - 1
 # FTS5's bm25 (fts5_aux.c): for each phrase, IDF * tf * (k1 + 1) / (tf + k1 * (1 - b + b * D /
 # avgdl)), summed and negated. tf of a phrase of several tokens: its rarest token's count.
 _HITS = _INDEXES["events_fts"].hits
-_BM25 = """
+# each phrase's IDF and the average length, once a query; then the matching rows
+_WEIGHTS = """
 WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
     SELECT p.n, p.lx, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
                            THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
@@ -736,7 +737,8 @@ WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
       FROM (VALUES {phrases}) AS p(n, lx, h),
            (SELECT doc::float8 AS rows, toks::float8 AS toks FROM fts_stats WHERE term = '')
                AS s),
-m AS MATERIALIZED ({matches})
+m AS MATERIALIZED ({matches})"""
+_BM25 = _WEIGHTS + """
 SELECT m.id, -coalesce((  -- a row's score from its own terms (see _SCORE)
     SELECT sum(idf * f * (1.2::float8 + 1.0)
                / (f + 1.2::float8 * (1 - 0.75::float8 + 0.75::float8 * m.ntok / avgdl))
@@ -754,15 +756,7 @@ SELECT m.id, -coalesce((  -- a row's score from its own terms (see _SCORE)
 # of the events (bare_match, fts_search: 29,000 rows of a common word) a fifth faster than a
 # subquery a row; the rung's scored() keeps _BM25's form, where the planner, reading the
 # matches as one row, joined the whole rung's scores to each row (4.5 s for 440 rollups).
-_BM25_ALL = """
-WITH w AS MATERIALIZED (  -- each phrase counted once, not once a matching row
-    SELECT p.n, p.lx, CASE WHEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) > 0
-                           THEN ln((s.rows - p.h + 0.5) / (p.h + 0.5)) ELSE 1e-6 END AS idf,
-           s.toks / greatest(s.rows, 1) AS avgdl
-      FROM (VALUES {phrases}) AS p(n, lx, h),
-           (SELECT doc::float8 AS rows, toks::float8 AS toks FROM fts_stats WHERE term = '')
-               AS s),
-m AS MATERIALIZED ({matches}),
+_BM25_ALL = _WEIGHTS + """,
 tf AS (  -- each matching row's count of each of the query's tokens it holds
     SELECT m.id, m.ntok, u.lexeme, cardinality(u.positions)::float8 AS f
       FROM m, unnest(ts_filter(setweight(m.tsv, 'A', ?::text[]), '{a}')) AS u),
