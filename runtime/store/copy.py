@@ -2,8 +2,8 @@
 
 Owns copying every table two stores share (a SQLite file and a PostgreSQL schema, either way;
 ADR-0044), table by table in the source's order of creation, the columns both have (never a
-target's generated ones, such as PostgreSQL's `tsv`), in batches of rows each written in one
-transaction of the target, with the source's own ids. It is idempotent and resumable: a row
+target's generated or derived ones, such as PostgreSQL's `tsv`), in batches of rows each
+written in one transaction of the target, with the source's own ids. It is idempotent and resumable: a row
 the target already holds is skipped (`INSERT OR IGNORE` / `ON CONFLICT DO NOTHING`), and a
 table keyed by an integer `id` resumes after the highest id the target holds (batches commit in
 id order, so the target holds a prefix). On PostgreSQL an identity's sequence is set past the
@@ -33,6 +33,7 @@ NUL, REPLACEMENT = "\x00", "\ufffd"
 # its `fts_*` tables are its full text's counts, which its own triggers keep as rows arrive.
 SKIP = frozenset({"_migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "runner"})
 DERIVED_PREFIX = "fts_"
+DERIVED_COLUMNS = frozenset({"tsv", "ntok"})  # the events' full text on PostgreSQL: pg_fts fills it
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def columns(store: Any, table: str) -> list[str]:
     return [r[0] for r in store.query(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND "
         "table_name = ? AND is_generated = 'NEVER' ORDER BY ordinal_position",
-        (store.schema, table))]
+        (store.schema, table)) if r[0] not in DERIVED_COLUMNS]
 
 
 def key(store: Any, table: str, cols: Sequence[str]) -> list[str]:

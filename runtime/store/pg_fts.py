@@ -8,7 +8,8 @@ case (Unicode, `pg_c_utf8`), drops Latin diacritics (NFD without U+0300..U+036F,
 remove_diacritics 2), splits at every character that is no letter or digit, and stems each
 token of 3 to 64 bytes with snowball's porter (the algorithm memory.tokens stems with; FTS5
 leaves shorter and longer tokens as they are, so does this; a non-ASCII character counts as its
-UTF-8 bytes, as in FTS5's porter). Each event (hot and archived) has two GENERATED columns:
+UTF-8 bytes, as in FTS5's porter). Each event (hot and archived) has two columns, made by
+the trigger `fts_fill` unless a bulk append gives them (`_FILL`, runtime/store/pg_terms.py):
 `tsv`, each term once with as many positions as its count in the row (up to 256: bm25 needs
 counts, not places; a text of up to SHORT_CHARS characters has its tokens' places, a longer
 one 1..tf), under a GIN index, and `ntok`, the row's tokens. A token past a tsvector's
@@ -267,12 +268,27 @@ CREATE TRIGGER tags_events_fts AFTER INSERT OR UPDATE OR DELETE ON tags FOR EACH
     EXECUTE FUNCTION fts_event_tags_keep();
 """
 
+# A row's tsv and ntok (fts_row and fts_count of its body, kind and actor) are made by fts_fill
+# before the row is written, unless the INSERT gives both: a bulk append by COPY gives those of
+# the texts pg_terms makes exactly as the server does (a server-made vector cost 80 µs a row
+# there), and the archive move carries them over. An UPDATE (a redaction) always makes them
+# again from the row's new texts.
+_FILL = r"""
+CREATE FUNCTION fts_fill() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' OR new.tsv IS NULL OR new.ntok IS NULL THEN
+        new.tsv := fts_row(new.body, new.kind, new.actor);
+        new.ntok := fts_count(new.body || ' ' || new.kind || ' ' || new.actor);
+    END IF;
+    RETURN new;
+END $$;
+"""
+
 _TABLE = r"""
 ALTER TABLE {table} DROP COLUMN IF EXISTS tsv;
-ALTER TABLE {table}
-    ADD COLUMN tsv tsvector GENERATED ALWAYS AS (fts_row(body, kind, actor)) STORED,
-    ADD COLUMN ntok integer GENERATED ALWAYS AS (fts_count(body || ' ' || kind || ' ' || actor))
-        STORED;
+ALTER TABLE {table} ADD COLUMN tsv tsvector NOT NULL, ADD COLUMN ntok integer NOT NULL;
+CREATE TRIGGER {table}_fts_fill BEFORE INSERT OR UPDATE ON {table} FOR EACH ROW
+    EXECUTE FUNCTION fts_fill();
 CREATE INDEX {table}_tsv ON {table} USING GIN (tsv) WITH (fastupdate = on);
 CREATE TRIGGER {table}_fts_in AFTER INSERT ON {table} REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION fts_stats_in();
@@ -422,7 +438,8 @@ def _token_class() -> str:
 
 def create(conn: Any) -> None:
     """The full text's DDL on the coworker's schema (the current one): the tokenizer, the
-    generated columns and their GIN indexes. Replaces the baseline's `tsv`."""
+    events' tsv and ntok columns, the trigger that fills them and their GIN indexes. Replaces
+    the baseline's `tsv`."""
     schema, unicode = conn.execute("SELECT current_schema(), EXISTS (SELECT 1 FROM pg_collation "
                                    "WHERE collname = 'pg_c_utf8')").fetchone()
     if not unicode:
@@ -437,6 +454,7 @@ def create(conn: Any) -> None:
                  .replace("{fold_from}", f"U&'{_u(_FOLD_FROM)}'")
                  .replace("{fold_to}", f"U&'{_u(_FOLD_TO)}'").encode())
     conn.execute(_STATS.encode())
+    conn.execute(_FILL.encode())
     for table in ("events", "events_archive"):
         conn.execute(_TABLE.replace("{table}", table).encode())
     conn.execute(_ROLLUPS.encode())

@@ -9,7 +9,7 @@ leave the file (`secure_delete`, FTS5 'optimize', a TRUNCATE checkpoint). Which 
 out of a rollup is decided by runtime/redaction.py; every function here writes inside the
 caller's transaction (a savepoint when nested).
 
-On PostgreSQL (`store.dialect == "postgres"`) the full text is generated columns and triggers
+On PostgreSQL (`store.dialect == "postgres"`) the full text is kept by triggers
 (runtime/store/pg_fts.py): the one UPDATE the triggers allow recomputes an event's or a rollup's
 vector and the kept counts, so no FTS5 'delete' command is written; `secure_delete` is a no-op
 and `compact` is a VACUUM of the tables a redaction touches.
