@@ -422,11 +422,13 @@ def _spans(store: Store, episodes: list[tuple[rl.Rollup, float]], cands: _Cands,
     if not episodes:
         return
     best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
-    for r, s in episodes:
-        if r.first_event is None or r.last_event is None:
-            continue  # unlinked: no span to read (ADR-0008)
+    linked = [(r, s) for r, s in episodes  # unlinked: no span to read (ADR-0008)
+              if r.first_event is not None and r.last_event is not None]
+    spans = rl.spans_meta_unread(store, [(int(r.first_event or 0), int(r.last_event or 0))
+                                         for r, _ in linked])
+    for (r, s), span in zip(linked, spans, strict=True):
         ep_score[r.id] = (-s) / best if best > 0 else 0.0
-        for e, meta in ev.span_meta_unread(store, r.first_event, r.last_event):
+        for e, meta in span:
             if int(e.id or 0) not in cands:
                 cands[int(e.id or 0)], unread[int(e.id or 0)] = (e, r.id), meta
 

@@ -17,10 +17,13 @@ negative LIMIT parameter (`LIMIT -1`, `LIMIT ?` given -1) into no limit, `INSERT
 into `ON CONFLICT DO NOTHING`, `RETURNING id` added to an INSERT into a table with an `id`
 column (so `lastrowid` works), SQLite's `a IS b` into `IS NOT DISTINCT FROM`, `CAST(x AS
 INTEGER)` into BIGINT (SQLite's integers are 64-bit), a unary `+` before a column (a SQLite
-planner hint) dropped, and booleans read back as 1 and 0, numerics as int or float, as
-SQLite answers them. SQL it cannot translate safely (FTS5, PRAGMA, sqlite_master, json_each,
-INSERT OR REPLACE, ...) raises Untranslatable naming what it met: that module needs SQL of its
-own for PostgreSQL. It never knows what an event or a tick is.
+planner hint) dropped, an `IN (?, ?, ...)` list of placeholders only into `= ANY(?)` with its
+values one array (`NOT IN`: `<> ALL`; as written when the values are not of one type), so a
+statement's text is the same whatever the list's length and psycopg prepares it, and booleans
+read back as 1 and 0, numerics as int or float, as SQLite answers them. SQL it cannot
+translate safely (FTS5, PRAGMA, sqlite_master, json_each, INSERT OR REPLACE, ...) raises
+Untranslatable naming what it met: that module needs SQL of its own for PostgreSQL. It never
+knows what an event or a tick is.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ _REWRITES = (
     (re.compile(r"(\b(?:AND|OR|WHERE|ON|NOT|WHEN|THEN|ELSE|SELECT|BY)\s+|[(,=<>]\s*)\+"
                 r"(?=[A-Za-z_])", re.I), r"\1"),
 )
-_PLACEHOLDER = re.compile(r"(\bLIMIT\s+)?\?", re.I)
+_PLACEHOLDER = re.compile(r"(\bLIMIT\s+)?\?|\b(NOT\s+)?IN\s*\(\s*\?(?:\s*,\s*\?)*\s*\)", re.I)
+_LISTED = (int, str, float)  # the values an IN list of placeholders is sent as one array of
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,31 @@ class Translated:
     limits: tuple[int, ...] = ()  # the parameters that are a LIMIT (a negative one: no limit)
     returns_id: bool = False  # `RETURNING id` was added: its rows are the ids, not the caller's
     writes: bool = False  # an INSERT, UPDATE or DELETE
+    # each `IN (?, ?, ...)` of placeholders only, sent as `= ANY(array)` (`NOT IN`: `<> ALL`):
+    # (its first parameter, how many); `plain`, the statement with every list as written
+    lists: tuple[tuple[int, int], ...] = ()
+    plain: str = ""
+
+    def bound(self, params: Sequence[Any] | dict[str, Any]) -> tuple[str, list[Any]]:
+        """The statement and its parameters: each IN list's values one array, so the text
+        is the same however long the list (psycopg prepares it once, its query parsed once;
+        a statement of its own a length cost the server a plan each time: 2.7 ms for a
+        recall's tags), unless its values are not all of one type (int, str or float,
+        NULLs aside): then `plain`."""
+        values = bind(self, params)
+        if not self.lists:
+            return self.sql, values
+        out: list[Any] = []
+        at = 0
+        for first, n in self.lists:
+            some = values[first:first + n]
+            kinds = {type(v) for v in some if v is not None}
+            if len(kinds) > 1 or not kinds <= set(_LISTED):
+                return self.plain, values
+            out += values[at:first]
+            out.append(some)
+            at = first + n
+        return self.sql, out + values[at:]
 
 
 def translate(text: str, id_tables: frozenset[str] = frozenset()) -> Translated:
@@ -112,9 +141,8 @@ def translate(text: str, id_tables: frozenset[str] = frozenset()) -> Translated:
         code = [pattern.sub(repl, c) for c in code]
     parts[0::2] = code
     limits: list[int] = []
-    counter = [0]
-    sql = "".join(_placeholders(p.replace("%", "%%"), counter, limits) if i % 2 == 0
-                  else p.replace("%", "%%") for i, p in enumerate(parts))
+    lists: list[tuple[int, int]] = []
+    sql, plain = (_assembled(parts, limits, lists if pack else None) for pack in (True, False))
     returning = any(_RETURNING.search(c) for c in code)
     target = _INSERT_INTO.match(code[first])
     returns_id = bool(target and target.group(1).lower() in id_tables and not returning)
@@ -122,8 +150,9 @@ def translate(text: str, id_tables: frozenset[str] = frozenset()) -> Translated:
         raise Untranslatable(f"INSERT OR IGNORE with RETURNING: {text.strip()[:80]!r}")
     clauses = ["ON CONFLICT DO NOTHING"] * bool(ignore) + ["RETURNING id"] * returns_id
     sep = "\n" if any(p.startswith("--") for p in parts[1::2]) else " "  # past a -- comment
-    sql = sep.join([sql.rstrip().rstrip(";").rstrip(), *clauses])
-    return Translated(sql, tuple(limits), returns_id, bool(_WRITES.match(code[first])))
+    sql, plain = (sep.join([x.rstrip().rstrip(";").rstrip(), *clauses]) for x in (sql, plain))
+    return Translated(sql, tuple(sorted(set(limits))), returns_id,
+                      bool(_WRITES.match(code[first])), tuple(lists), plain)
 
 
 def _refuse_sqlite_only(text: str, code: list[str]) -> None:
@@ -134,14 +163,32 @@ def _refuse_sqlite_only(text: str, code: list[str]) -> None:
                              "PostgreSQL")
 
 
-def _placeholders(code: str, counter: list[int], limits: list[int]) -> str:
+def _assembled(parts: list[str], limits: list[int], lists: list[tuple[int, int]] | None) -> str:
+    """The statement's code and quoted stretches joined again, its placeholders PostgreSQL's
+    (`_placeholders`) and `%` doubled."""
+    counter = [0]
+    return "".join(_placeholders(p.replace("%", "%%"), counter, limits, lists) if i % 2 == 0
+                   else p.replace("%", "%%") for i, p in enumerate(parts))
+
+
+def _placeholders(code: str, counter: list[int], limits: list[int],
+                  lists: list[tuple[int, int]] | None) -> str:
     """`?` into `%s` in one stretch of code, counting them in `counter` across stretches; the
-    positions of the LIMIT ones go into `limits`."""
+    positions of the LIMIT ones go into `limits`; with `lists`, each IN list of placeholders
+    only into `= ANY(%s)` (NOT IN: `<> ALL(%s)`), its first position and length into it."""
     def one(m: re.Match[str]) -> str:
-        if m.group(1):
-            limits.append(counter[0])
-        counter[0] += 1
-        return (m.group(1) or "") + "%s"
+        text = m.group(0)
+        if text == "?" or m.group(1):
+            if m.group(1):
+                limits.append(counter[0])
+            counter[0] += 1
+            return (m.group(1) or "") + "%s"
+        n = text.count("?")
+        counter[0] += n
+        if lists is None:
+            return text.replace("?", "%s")
+        lists.append((counter[0] - n, n))
+        return "<> ALL(%s)" if m.group(2) else "= ANY(%s)"
     return _PLACEHOLDER.sub(one, code)
 
 
@@ -188,9 +235,12 @@ class _Rows:
         self.classes: dict[tuple[str, ...], type[PgRow]] = {}
 
     def __call__(self, cursor: Any) -> Any:
-        if cursor.description is None:
+        res = cursor.pgresult
+        if not _has_rows(res):
             return tuple
-        names = tuple(c.name for c in cursor.description)
+        # the names from the result itself: cursor.description makes a Column object a
+        # column at each call (a tenth of recall's client time at 100k events)
+        names = tuple((res.fname(i) or b"").decode() for i in range(res.nfields))
         cls = self.classes.get(names)
         if cls is None:
             index = {n.lower(): i for i, n in reversed(list(enumerate(names)))}
@@ -198,6 +248,14 @@ class _Rows:
                                               "positions": index})
             self.classes[names] = cls
         return cls
+
+
+_ROW_STATES = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK)
+
+
+def _has_rows(res: Any) -> bool:
+    """Whether a result holds rows (as psycopg's cursor.description is not None)."""
+    return bool(res is not None and (res.nfields or res.status in _ROW_STATES))
 
 
 class _BoolAsInt(Loader):
@@ -226,7 +284,7 @@ class PgCursor:
 
     def __init__(self, cur: psycopg.Cursor[Any] | None, rowcount: int,
                  lastrowid: int | None) -> None:
-        self._cur = cur
+        self._cur = cur if cur is not None and _has_rows(cur.pgresult) else None
         self.rowcount = rowcount
         self.lastrowid = lastrowid
 
@@ -235,14 +293,13 @@ class PgCursor:
         return None if self._cur is None else self._cur.description
 
     def fetchone(self) -> Any:
-        return None if self.description is None or self._cur is None else self._cur.fetchone()
+        return None if self._cur is None else self._cur.fetchone()
 
     def fetchall(self) -> list[Any]:
-        return [] if self.description is None or self._cur is None else self._cur.fetchall()
+        return [] if self._cur is None else self._cur.fetchall()
 
     def fetchmany(self, size: int = 1) -> list[Any]:
-        return ([] if self.description is None or self._cur is None
-                else self._cur.fetchmany(size))
+        return [] if self._cur is None else self._cur.fetchmany(size)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
@@ -276,9 +333,9 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
         t = self.translate(sql)
-        values = bind(t, params)
+        text, values = t.bound(params)
         try:
-            cur = self.raw.execute(t.sql, values)
+            cur = self.raw.execute(text, values)
             if not t.returns_id:
                 return self._cursor(cur, t)
             ids = [int(r[0]) for r in cur.fetchall()]
@@ -290,14 +347,14 @@ class PgConnection:
 
     def _cursor(self, cur: psycopg.Cursor[Any], t: Translated) -> PgCursor:
         inserts = t.writes and t.sql.lstrip()[:6].upper() == "INSERT"
-        rowcount = -1 if cur.description is not None else cur.rowcount
+        rowcount = -1 if _has_rows(cur.pgresult) else cur.rowcount
         return PgCursor(cur, rowcount, self.last_rowid if inserts else None)
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> PgCursor:
         t = translate(sql)  # no RETURNING: sqlite3 gives executemany no lastrowid either
         try:
             with self.raw.cursor() as cur:
-                cur.executemany(t.sql, [bind(t, p) for p in seq])
+                cur.executemany(t.plain, [bind(t, p) for p in seq])
                 return PgCursor(None, cur.rowcount, None)
         except psycopg.Error as e:
             raise self._store.error(e) from e

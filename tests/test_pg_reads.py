@@ -1,0 +1,72 @@
+"""Reads made cheaper on PostgreSQL answer as they did (issue 42 item 7).
+
+An `IN (?, ?, ...)` list of placeholders goes to PostgreSQL as one array (`= ANY`, `<> ALL`:
+one statement text whatever the list's length, so psycopg prepares it), unless its values are
+not of one type; recall reads its episodes' spans in one statement (`rollups.spans_meta_unread`).
+Each answers as SQLite does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.store import Store
+from runtime.store import events as ev
+from runtime.store import rollups as rl
+from runtime.store.pg import PgStore, translate
+
+from .pgserver import pg_url  # noqa: F401  (the fixture)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "sqlite":
+        s: Any = Store.open(tmp_path / "coworker.db")
+    else:
+        s = PgStore.open(request.getfixturevalue("pg_url"), "reads")
+    try:
+        ev.append_many(s, [ev.Event(kind="note" if i % 3 else "message", body=f"line {i}",
+                                    actor="owner" if i % 2 else "dana") for i in range(1, 21)])
+        yield s
+    finally:
+        s.close()
+
+
+def test_an_in_list_is_one_array_parameter() -> None:
+    t = translate("SELECT a FROM x WHERE k = ? AND id IN (?, ?,?) AND y NOT IN (?) LIMIT ?")
+    assert t.sql == "SELECT a FROM x WHERE k = %s AND id = ANY(%s) AND y <> ALL(%s) LIMIT %s"
+    assert t.plain == ("SELECT a FROM x WHERE k = %s AND id IN (%s, %s,%s) AND y NOT IN (%s) "
+                       "LIMIT %s")
+    assert t.bound(["k", 1, 2, None, "y", -1]) == (t.sql, ["k", [1, 2, None], ["y"], None])
+    assert t.bound(["k", 1, "2", 3, "y", 5]) == (t.plain, ["k", 1, "2", 3, "y", 5])  # mixed
+    assert translate("SELECT 1 WHERE a IN (?, b)").sql == "SELECT 1 WHERE a IN (%s, b)"
+
+
+def test_in_lists_answer_as_sqlite(store: Any) -> None:
+    def ids(sql: str, params: tuple[Any, ...]) -> list[int]:
+        return [int(r[0]) for r in store.query(sql, params)]
+
+    assert ids("SELECT id FROM events WHERE id IN (?, ?, ?) ORDER BY id", (3, 1, 99)) == [1, 3]
+    assert ids("SELECT id FROM events WHERE id IN (?) ORDER BY id", (20,)) == [20]
+    assert ids("SELECT id FROM events WHERE id NOT IN (?, ?) AND id < ? ORDER BY id",
+               (1, 2, 5)) == [3, 4]
+    assert ids("SELECT id FROM events WHERE kind IN (?, ?) AND actor NOT IN (?) AND id IN "
+               "(?, ?, ?, ?) ORDER BY id", ("message", "none", "owner", 2, 3, 6, 9)) == [6]
+    # a NULL in the list matches nothing; in NOT IN, it makes every row unknown
+    assert ids("SELECT id FROM events WHERE id IN (?, ?) ORDER BY id", (None, 4)) == [4]
+    assert ids("SELECT id FROM events WHERE id NOT IN (?, ?)", (None, 4)) == []
+    assert ids("SELECT id FROM events WHERE id IN (?, ?)", (None, None)) == []
+
+
+def test_spans_are_read_as_each_span_alone(store: Any) -> None:
+    spans = [(3, 6), (5, 9), (30, 40), (1, 1), (18, 25), (7, 7)]
+    got = rl.spans_meta_unread(store, spans)
+    want = [ev.span_meta_unread(store, a, b) for a, b in spans]
+    assert [[(e, m[0]) for e, m in s] for s in got] == [[(e, m[0]) for e, m in s] for s in want]
+    assert [[e.id for e, _ in s] for s in got] == [[3, 4, 5, 6], [5, 6, 7, 8, 9], [], [1],
+                                                   [18, 19, 20], [7]]
+    assert rl.spans_meta_unread(store, []) == []
