@@ -21,6 +21,7 @@ import os
 import random
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ from runtime.loop import Loop
 from runtime.model import Model, cacheable_system
 from runtime.process import running_pid
 from runtime.settings import ModelSection
-from runtime.store import Store
+from runtime.store import Store, rituals
 from runtime.store import events as ev
 from runtime.store import inputs as inputs_store
 
@@ -518,3 +519,43 @@ def test_eight_tells_at_once_on_a_new_database_all_land(tmp_path: Path):
         assert errors == [], f"round {n}: {errors[0]}"
         with Store.open(home.db_path) as store:
             assert inputs_store.counts(store)["pending"] == 8
+
+
+@pytest.mark.timeout(120)
+def test_a_ritual_turn_killed_mid_way_is_one_run_when_taken_up(
+        home: Home, api: FakeMessagesAPI, tmp_path: Path) -> None:
+    """SIGKILL while a custom ritual's turn waits on the model: nothing finishes its run row;
+    the next loop takes the turn up again and finishes that same row, never a second one."""
+    write_config(home.root, api.url, model={"timeout_s": 60.0})
+    home.config_path.write_text(home.config_path.read_text() + (
+        '\n[[rituals.custom]]\nname = "standup"\ncron = "0 9 * * *"\n'
+        'prompt = "Write the standup."\n'))
+    with Store.open(home.db_path) as store:  # registered long ago: a window was missed
+        rituals.finish(store, rituals.start(store, "standup"), "registered", {})
+    with sqlite3.connect(home.db_path) as db:
+        db.execute("UPDATE ritual_runs SET started_at = '2026-01-01T00:00:00Z'")
+    api.enqueue(Scripted(200, text("late"), delay=60), text("Standup written."))
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    loop = LoopProcess(home, logdir)
+
+    def runs() -> list[str]:
+        with Store.open(home.db_path) as store:
+            return [r.status for r in reversed(rituals.recent(store))
+                    if r.ritual == "standup" and r.status != "registered"]
+
+    loop.start()
+    try:
+        while len(api.requests) < 1:
+            assert loop.alive(), loop.stderr_tail()
+            time.sleep(0.05)
+        loop.kill()
+        assert runs() == ["running"]
+        loop.start()
+        while runs() != ["ok"]:
+            assert loop.alive() and len(runs()) == 1, (runs(), loop.stderr_tail())
+            time.sleep(0.05)
+    finally:
+        if loop.alive():
+            loop.stop()
+    assert pending_inputs(home.db_path) == 0

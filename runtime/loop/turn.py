@@ -101,7 +101,7 @@ async def take(tc: TurnContext, perception: ctx.Perception, resume: turns.Attemp
     perception.rituals = [(n, p) for n, p in perception.rituals if n not in BUILTIN]
     ran = {perception.ritual_inputs[n] for n in builtins}
     turn_inputs = [i for i in perception.input_ids if i not in ran]
-    runs = [(n, ritual_runs.start(tc.store, n)) for n, _ in perception.rituals]
+    runs = [(n, ritual_runs.take_up(tc.store, n)) for n, _ in perception.rituals]
     outcome = await _outcome(tc, tick_id, perception, resume)
     for _name, run_id in runs:
         status = "skipped" if outcome.kind == Outcome.NO_MODEL else (

@@ -33,6 +33,17 @@ def start(store: Store, ritual: str) -> int:
         return new_id(cur)
 
 
+def take_up(store: Store, ritual: str) -> int:
+    """The run of `ritual` a turn records: the one a killed attempt of the turn left
+    `running` (no one finishes it otherwise, and the window is one run), else a new one."""
+    with store.transaction() as db:
+        row = db.execute("SELECT id, status FROM ritual_runs WHERE ritual = ? ORDER BY id DESC "
+                         "LIMIT 1", (ritual,)).fetchone()
+        if row is not None and row[1] == "running":
+            return int(row[0])
+        return start(store, ritual)
+
+
 def finish(store: Store, run_id: int, status: str, stats: dict[str, Any]) -> None:
     with store.transaction() as db:
         db.execute("UPDATE ritual_runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
