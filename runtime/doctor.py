@@ -324,8 +324,10 @@ def _pooling(store: Any, other: Any) -> Check:
 
     pids = health.pooled_pids(store, other)
     if health.pooled(pids):
-        return Check("pooling", False, f"one connection was answered by {len(set(pids))} server "
-                                       "processes: a pooler in transaction mode (PgBouncer "
+        seen = (f"a connection waited {health.POOL_WAIT_S:g} s for a server while another was "
+                "in a transaction" if health.WAITED in pids else
+                f"one connection was answered by {len(set(pids))} server processes")
+        return Check("pooling", False, f"{seen}: a pooler in transaction mode (PgBouncer "
                                        "pool_mode = transaction), which breaks the runner's "
                                        "advisory lock and LISTEN: " + health.POOLING_FIX)
     return Check("pooling", True, "one server process a connection (no pooler in transaction "

@@ -9,7 +9,9 @@ free), who runs the coworker, and pg_fts' kept tables against a recount (a tampe
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -216,6 +218,48 @@ def test_a_pooler_in_transaction_mode_fails_with_the_fix(pg_url: str) -> None:  
     assert line.detail.endswith("use session pooling (pool_mode = session) or connect to "
                                 "PostgreSQL directly")
     assert not health.pooled([7, 7, 7]) and health.pooled([7, 8, 7])
+
+
+class _PoolOfOne:
+    """Two clients of a pooler in transaction mode with one server connection: a statement of
+    either, and `snapshot`'s whole transaction, waits until the server is free."""
+
+    def __init__(self, url: str) -> None:
+        self.server = psycopg.connect(url, autocommit=True)
+        self.free = threading.Lock()
+
+    def client(self) -> Any:
+        pool = self
+
+        class Client:
+            def scalar(self, sql: str) -> Any:
+                with pool.free:
+                    row = pool.server.execute(sql.encode()).fetchone()
+                    return row[0] if row else None
+
+            @contextmanager
+            def snapshot(self) -> Iterator[None]:
+                with pool.free:
+                    yield
+
+            def scalar_in_snapshot(self, sql: str) -> Any:
+                return pool.server.execute(sql.encode()).fetchone()[0]
+        return Client()
+
+
+def test_a_pool_of_one_in_transaction_mode_fails_without_hanging(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setattr(health, "POOL_WAIT_S", 0.5)
+    pool = _PoolOfOne(pg_url)
+    store, other = pool.client(), pool.client()
+    other.scalar = other.scalar_in_snapshot  # inside its snapshot: the server is its own
+    try:
+        line = doctor._pooling(store, other)
+    finally:
+        pool.server.close()
+    assert not line.ok
+    assert line.detail.startswith("a connection waited 0.5 s for a server while another was in "
+                                  "a transaction: a pooler in transaction mode")
 
 
 # the full text's kept tables -------------------------------------------------------------------

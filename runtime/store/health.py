@@ -26,6 +26,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -189,6 +190,10 @@ def pgvector(store: Any) -> tuple[str | None, bool]:
     return (None if version is None else str(version)), bool(available)
 
 
+POOL_WAIT_S = 5.0  # how long `store` may wait for a server while `other` holds a transaction
+WAITED = -1  # in pooled_pids: `store` got no server while `other` held one
+
+
 def pooled_pids(store: Any, other: Any, rounds: int = 3) -> list[int]:
     """The server process that answers `store` in separate transactions, `rounds` times, with
     `other` (a second connection to the same server) inside a transaction between them. Each
@@ -196,18 +201,41 @@ def pooled_pids(store: Any, other: Any, rounds: int = 3) -> list[int]:
     pooler in session mode, one connection is one server process throughout. A pooler in
     transaction mode hands a server connection to whichever client starts a transaction:
     `other`, taking the one `store` just gave back (PgBouncer reuses the last released first),
-    leaves `store` another. More than one pid: transaction pooling (`pooled`)."""
+    leaves `store` another, or, in a pool of one, none: `store`'s statement waits until
+    `other` commits (never, were it asked on the same thread), so it is asked on a thread of
+    its own and a wait past POOL_WAIT_S is WAITED. More than one pid or WAITED: transaction
+    pooling (`pooled`)."""
     pids = [int(store.scalar("SELECT pg_backend_pid()"))]
     for _ in range(rounds - 1):
+        answer: list[Any] = []
+        asking = threading.Thread(target=_pid_into, args=(store, answer), name="doctor-pooling",
+                                  daemon=True)
         with other.snapshot():
             other.scalar("SELECT pg_backend_pid()")
-            pids.append(int(store.scalar("SELECT pg_backend_pid()")))
+            asking.start()
+            asking.join(POOL_WAIT_S)
+            waited = not answer
+        asking.join(POOL_WAIT_S)  # `other` committed: a waiting statement gets its server now
+        if answer and isinstance(answer[0], Exception):
+            raise answer[0]
+        if waited:
+            return [*pids, WAITED]
+        pids.append(answer[0])
     return pids
 
 
+def _pid_into(store: Any, answer: list[Any]) -> None:
+    """`store`'s server process into `answer`, or what it raised."""
+    try:
+        answer.append(int(store.scalar("SELECT pg_backend_pid()")))
+    except Exception as e:  # noqa: BLE001  (raised again on the caller's thread)
+        answer.append(e)
+
+
 def pooled(pids: Sequence[int]) -> bool:
-    """Whether one connection was answered by several server processes (`pooled_pids`): a
-    pooler in transaction mode, under which session advisory locks and LISTEN break."""
+    """Whether one connection was answered by several server processes, or waited for one
+    (`pooled_pids`): a pooler in transaction mode, under which session advisory locks and
+    LISTEN break."""
     return len(set(pids)) > 1
 
 
