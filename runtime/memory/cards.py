@@ -117,9 +117,13 @@ class Distinctive:
         self._rung_size: dict[int, int] = {}  # level -> its rollups, as first read
 
     def idf(self, stems: Sequence[str]) -> dict[str, float]:
-        df, docs = docfreq.doc_freqs(self.store, stems)
-        self.n_docs = max(1, docs)
-        return {s: math.log((self.n_docs + 1) / (df[s] + 1)) + 1.0 for s in stems}
+        out: dict[str, float] = {}
+        for i in range(0, len(stems), docfreq.MAX_STEMS):  # memory stays bounded
+            part = stems[i:i + docfreq.MAX_STEMS]
+            df, docs = docfreq.doc_freqs(self.store, part)
+            self.n_docs = max(1, docs)
+            out.update((s, math.log((self.n_docs + 1) / (df[s] + 1)) + 1.0) for s in part)
+        return out
 
     def cards(self, texts: Sequence[str], k: int = 8) -> list[str]:
         """The span's k most distinctive words (surface forms), best first."""
@@ -172,20 +176,21 @@ class Distinctive:
         A sentence scores the idf of its distinct content words over the square root of their
         count (informative, not merely long), plus a bonus for each `focus` card it holds."""
         focus_stems = {stem(f) for f in focus}
-        scored: list[tuple[float, int, int, str]] = []
+        found: list[tuple[int, str, list[str]]] = []
         seen: set[str] = set()
-        pos = 0
         for item_id, text in items:
             for s in sentences(_CITE.sub("", text)):
                 key = s.lower()
-                ws = {stem(w) for w in content_words(s)}
-                if not ws or key in seen:
-                    continue
-                seen.add(key)
-                idf = self.idf(sorted(ws))  # summed in one order: the same score every run
-                score = sum(idf.values()) / math.sqrt(len(ws)) + 2.0 * len(ws & focus_stems)
-                scored.append((score, pos, item_id, s))
-                pos += 1
+                ws = sorted({stem(w) for w in content_words(s)})  # summed in one order
+                if ws and key not in seen:
+                    seen.add(key)
+                    found.append((item_id, s, ws))
+        # one look-up for the whole span (a round trip a sentence was most of reflect's time
+        # on PostgreSQL)
+        idf = self.idf(sorted({w for _, _, ws in found for w in ws})) if found else {}
+        scored = [(sum(idf[w] for w in ws) / math.sqrt(len(ws))
+                   + 2.0 * len(focus_stems.intersection(ws)), pos, item_id, s)
+                  for pos, (item_id, s, ws) in enumerate(found)]
         best = sorted(scored, key=lambda t: (-t[0], t[1]))[:k]
         return [(item_id, s) for _, _, item_id, s in sorted(best, key=lambda t: t[1])]
 
