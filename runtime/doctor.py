@@ -282,8 +282,8 @@ def _pg_store(home: Home, url: str, settings: Settings | None) -> list[Check]:
         with health.checking_pg(url, cid) as store, health.checking_pg(url, cid) as other:
             return [Check("database", True, f"{where} answers (PostgreSQL "
                                             f"{store.raw.info.server_version // 10000})"),
-                    _pg_schema(store), _pgvector(store, settings), _pooling(store, other),
-                    _runner(store)]
+                    _pg_schema(store), _guards(store), _pgvector(store, settings),
+                    _pooling(store, other), _runner(store)]
     except NotYet:
         return [Check("database", True, f"{where} answers; no coworker {cid!r} there yet (its "
                                         "schema is made when the coworker first runs)")]
@@ -300,6 +300,22 @@ def _pg_schema(store: Any) -> Check:
         return Check("schema", True, f"{line}: migrated when the coworker next opens it to "
                                      "write (`coworker run`, `coworker tell`)", warn=True)
     return Check("schema", True, line)
+
+
+def _guards(store: Any) -> Check:
+    from .store import health
+
+    missing, disabled = health.guards(store)
+    if not missing and not disabled:
+        return Check("guards", True, f"the {len(health.expected_triggers())} triggers that keep "
+                                     "history append-only, rollups sealed and the full text "
+                                     "current are in place")
+    said = "; ".join(part for part in (
+        f"missing: {', '.join(missing)} (restore the schema from a backup: `coworker "
+        "restore-backup`)" if missing else "",
+        f"disabled: {', '.join(disabled)} (the schema's owner runs ALTER TABLE <table> ENABLE "
+        "TRIGGER <trigger> for each)" if disabled else "") if part)
+    return Check("guards", False, f"the database no longer enforces what it promises: {said}")
 
 
 def _pgvector(store: Any, settings: Settings | None) -> Check:

@@ -32,7 +32,7 @@ from .conftest import coworker, write_config
 from .pgserver import pg_url  # noqa: F401  (the fixture)
 
 CID = "doctorpg"
-STORE_LINES = ["database", "schema", "pgvector", "pooling", "runner"]
+STORE_LINES = ["database", "schema", "guards", "pgvector", "pooling", "runner"]
 
 
 @pytest.fixture(autouse=True)
@@ -96,12 +96,13 @@ def test_a_home_on_postgresql_passes_the_store_checks(pg_home: Home) -> None:
     _lived_in(pg_home)
     checks = doctor.run_checks(pg_home, probe_model=False)
     names = [c.name for c in checks]
-    assert names[names.index("database"):names.index("database") + 6] == [*STORE_LINES, "fts"]
+    assert names[names.index("database"):names.index("database") + 7] == [*STORE_LINES, "fts"]
     assert failed(checks) == [], doctor.render(checks)
     c = by_name(checks)
     assert c["database"].detail.startswith(pg_home.store_where())
     assert c["schema"].detail == "schema cw_doctorpg at version 20 (this code knows 20)"
     assert not c["schema"].warn
+    assert c["guards"].detail.startswith("the 37 triggers that keep history append-only")
     assert c["pgvector"].detail.startswith(("pgvector ", "not in this database; only the "
                                             "semantic channel needs it"))
     assert "no pooler in transaction mode" in c["pooling"].detail
@@ -190,6 +191,25 @@ def test_pgvector_is_named_when_the_semantic_channel_needs_it(
             assert not on.ok and how in on.detail
             assert on.detail.startswith("[semantic] enabled, but the semantic channel needs the "
                                         "pgvector extension, which this database lacks")
+
+
+# the guards the database keeps -----------------------------------------------------------------
+def test_a_disabled_or_dropped_guard_fails_with_its_name_and_the_fix(pg_home: Home) -> None:
+    _lived_in(pg_home)
+    with pg_home.open_store() as store:
+        store.execute("ALTER TABLE events DISABLE TRIGGER events_no_update")
+        store.execute("DROP TRIGGER rollups_sealed ON rollups")
+    line = by_name(doctor.run_checks(pg_home, probe_model=False))["guards"]
+    assert not line.ok
+    assert line.detail == (
+        "the database no longer enforces what it promises: missing: rollups.rollups_sealed "
+        "(restore the schema from a backup: `coworker restore-backup`); disabled: "
+        "events.events_no_update (the schema's owner runs ALTER TABLE <table> ENABLE TRIGGER "
+        "<trigger> for each)")
+    with pg_home.open_store() as store:
+        store.execute("ALTER TABLE events ENABLE TRIGGER events_no_update")
+    line = by_name(doctor.run_checks(pg_home, probe_model=False))["guards"]
+    assert not line.ok and "disabled" not in line.detail
 
 
 # a pooler in transaction mode ------------------------------------------------------------------

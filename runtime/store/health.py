@@ -224,6 +224,35 @@ def pooled_pids(store: Any, other: Any, rounds: int = 3) -> list[int]:
     return pids
 
 
+def expected_triggers() -> dict[str, str]:
+    """Each trigger a coworker's PostgreSQL schema holds (pg_schema's and pg_fts' DDL), by name,
+    with its table: the guards that keep history append-only, rollups sealed, approvals moving
+    forward, and the full text and its counts current."""
+    import re
+
+    from . import pg_fts, pg_schema
+
+    texts = [pg_schema._BASELINE, pg_schema._LADDER_AND_LEDGERS, pg_fts._ROLLUPS,
+             pg_fts._EVENT_TAGS, *(pg_fts._TABLE.replace("{table}", t)
+                                   for t in ("events", "events_archive"))]
+    made = re.compile(r"CREATE TRIGGER (\w+)\s.*?\sON (\w+)", re.S)
+    return {m[1]: m[2] for text in texts for m in made.finditer(text)}
+
+
+def guards(store: Any) -> tuple[list[str], list[str]]:
+    """(missing, disabled): the expected triggers the schema lacks, and those there but
+    disabled (ALTER TABLE ... DISABLE TRIGGER), as `table.trigger`."""
+    expected = expected_triggers()
+    found = {r[0]: str(r[1]) for r in store.query(
+        "SELECT t.tgname, t.tgenabled FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = "
+        "t.tgrelid JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = ? AND "
+        "NOT t.tgisinternal", (store.schema,))}
+    missing = sorted(f"{table}.{name}" for name, table in expected.items() if name not in found)
+    disabled = sorted(f"{table}.{name}" for name, table in expected.items()
+                      if found.get(name) == "D")
+    return missing, disabled
+
+
 def _pid_into(store: Any, answer: list[Any]) -> None:
     """`store`'s server process into `answer`, or what it raised."""
     try:
