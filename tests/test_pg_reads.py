@@ -70,3 +70,18 @@ def test_spans_are_read_as_each_span_alone(store: Any) -> None:
     assert [[e.id for e, _ in s] for s in got] == [[3, 4, 5, 6], [5, 6, 7, 8, 9], [], [1],
                                                    [18, 19, 20], [7]]
     assert rl.spans_meta_unread(store, []) == []
+
+
+def test_a_translation_kept_by_its_shape_is_the_statements_own() -> None:
+    """translate_cached keeps the work by the statement with its string literals marked: each
+    statement still reads as translate reads it, its own literals in place."""
+    from runtime.store.pg import Untranslatable, translate_cached
+
+    ids = frozenset({"events"})
+    for text in ("SELECT id FROM e WHERE tsv @@ '''a'':A'::tsquery AND x IN (?, ?) LIMIT ?",
+                 "SELECT id FROM e WHERE tsv @@ '''b'' & ''c'''::tsquery AND x IN (?, ?) LIMIT ?",
+                 "SELECT 'it''s 100%' || ? FROM x -- it's ? here\nWHERE b IS ? LIMIT -1",
+                 "INSERT INTO events(ts, body) VALUES ('x', ?);", "SELECT \"a'b\", 'c' FROM t"):
+        assert translate_cached(text, ids) == translate(text, ids), text
+    with pytest.raises(Untranslatable, match="'x' FROM t WHERE t MATCH"):
+        translate_cached("SELECT 'x' FROM t WHERE t MATCH ?")
