@@ -30,7 +30,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         s = PgStore.open(request.getfixturevalue("pg_url"), "reads")
     try:
         ev.append_many(s, [ev.Event(kind="note" if i % 3 else "message", body=f"line {i}",
-                                    actor="owner" if i % 2 else "dana") for i in range(1, 21)])
+                                    actor="owner" if i % 2 else "dana") for i in range(1, 21)]
+                       + [ev.Event(kind="note", body='a "b" \\c {d}, NULL', actor="owner")])
         yield s
     finally:
         s.close()
@@ -41,9 +42,12 @@ def test_an_in_list_is_one_array_parameter() -> None:
     assert t.sql == "SELECT a FROM x WHERE k = %s AND id = ANY(%s) AND y <> ALL(%s) LIMIT %s"
     assert t.plain == ("SELECT a FROM x WHERE k = %s AND id IN (%s, %s,%s) AND y NOT IN (%s) "
                        "LIMIT %s")
-    assert t.bound(["k", 1, 2, None, "y", -1]) == (t.sql, ["k", [1, 2, None], ["y"], None])
+    assert t.bound(["k", 1, 2, None, 'y"\\', -1]) == (t.sql, ["k", "{1,2,NULL}", '{"y\\"\\\\"}',
+                                                               None])
+    assert t.bound(["k", 1.5, 2.0, 3.0, "y", 2])[1][1] == [1.5, 2.0, 3.0]
     assert t.bound(["k", 1, "2", 3, "y", 5]) == (t.plain, ["k", 1, "2", 3, "y", 5])  # mixed
     assert translate("SELECT 1 WHERE a IN (?, b)").sql == "SELECT 1 WHERE a IN (%s, b)"
+    assert translate("SELECT ? IN (?, ?)").sql == "SELECT %s IN (%s, %s)"  # no type to infer
 
 
 def test_in_lists_answer_as_sqlite(store: Any) -> None:
@@ -60,10 +64,15 @@ def test_in_lists_answer_as_sqlite(store: Any) -> None:
     assert ids("SELECT id FROM events WHERE id IN (?, ?) ORDER BY id", (None, 4)) == [4]
     assert ids("SELECT id FROM events WHERE id NOT IN (?, ?)", (None, 4)) == []
     assert ids("SELECT id FROM events WHERE id IN (?, ?)", (None, None)) == []
+    assert ids("SELECT id FROM events WHERE body IN (?, ?) ORDER BY id",
+               ('a "b" \\c {d}, NULL', "line 2")) == [2, 21]
+    assert ids("SELECT id FROM events WHERE body NOT IN (?, ?, ?) AND id > ? ORDER BY id",
+               ("NULL", "line 20", "line 19", 18)) == [21]
+    assert ids("SELECT ? IN (?, ?)", (2, 1, 2)) == [1]
 
 
 def test_spans_are_read_as_each_span_alone(store: Any) -> None:
-    spans = [(3, 6), (5, 9), (30, 40), (1, 1), (18, 25), (7, 7)]
+    spans = [(3, 6), (5, 9), (30, 40), (1, 1), (18, 20), (7, 7)]
     got = rl.spans_meta_unread(store, spans)
     want = [ev.span_meta_unread(store, a, b) for a, b in spans]
     assert [[(e, m[0]) for e, m in s] for s in got] == [[(e, m[0]) for e, m in s] for s in want]

@@ -125,9 +125,21 @@ class Translated:
             if len(kinds) > 1 or not kinds <= set(_LISTED):
                 return self.plain, values
             out += values[at:first]
-            out.append(some)
+            out.append(_array(some, kinds))
             at = first + n
         return self.sql, out + values[at:]
+
+
+def _array(values: list[Any], kinds: set[type]) -> Any:
+    """An IN list's values as one parameter: ints and strings as the text of an array, which
+    the server reads as an array of the other side's type (psycopg's dumping of a list, a
+    regular expression an element, took 2.6 ms for 500 ids); floats as a list."""
+    if kinds <= {int}:
+        return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
+    if kinds <= {str}:
+        return "{" + ",".join("NULL" if v is None else '"' + v.replace("\\", "\\\\").replace(
+            '"', '\\"') + '"' for v in values) + "}"
+    return values
 
 
 def translate(text: str, id_tables: frozenset[str] = frozenset()) -> Translated:
@@ -216,8 +228,8 @@ def _placeholders(code: str, counter: list[int], limits: list[int],
             return (m.group(1) or "") + "%s"
         n = text.count("?")
         counter[0] += n
-        if lists is None:
-            return text.replace("?", "%s")
+        if lists is None or m.string[:m.start()].rstrip().endswith("?"):  # `? IN (?)`: its
+            return text.replace("?", "%s")  # array's type would be unknown
         lists.append((counter[0] - n, n))
         return "<> ALL(%s)" if m.group(2) else "= ANY(%s)"
     return _PLACEHOLDER.sub(one, code)
