@@ -94,3 +94,17 @@ def test_a_translation_kept_by_its_shape_is_the_statements_own() -> None:
         assert translate_cached(text, ids) == translate(text, ids), text
     with pytest.raises(Untranslatable, match="'x' FROM t WHERE t MATCH"):
         translate_cached("SELECT 'x' FROM t WHERE t MATCH ?")
+
+
+def test_counts_of_several_matches_are_each_ones_own(store: Any) -> None:
+    """fts.count_upto_many (search's plan: a count a group of its words) answers as
+    events.fts_count_upto of each, on both backends: one-word counts kept, the others
+    counted, a ceiling below the top counted too."""
+    from runtime.store import fts
+
+    matches = ['"line"', '"dana"', '"line" NOT "dana"', '"zzz"', '"line" AND "owner"', '"note"']
+    for top, cap in ((21, -1), (21, 5), (12, -1), (12, 3)):
+        want = [ev.fts_count_upto(store, m, top, cap) for m in matches]
+        assert fts.count_upto_many(store, matches, top, cap) == want
+    assert fts.count_upto_many(store, matches, 21, -1) == [20, 10, 10, 0, 10, 15]
+    assert fts.count_upto_many(store, matches, 12, -1) == [12, 6, 6, 0, 6, 8]

@@ -48,7 +48,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..errors import UsageError
-from ..store import Event, Store
+from ..store import Event, Store, fts
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
@@ -252,8 +252,8 @@ def _plan(store: Store, phrases: list[str], asked: int = 0) -> Plan:
     RARE_BUDGET + 1 (no ranking), so a common word costs no more than that."""
     groups = _groups(phrases)
     tops = (ev.fts_top_id(store, "events_fts"), ev.fts_top_id(store, "rollups_fts"))
-    rare = [_rare_mask([ev.fts_count_upto(store, _wrap(index, _or([g])), top, RARE_BUDGET + 1,
-                                          index) for g in groups])
+    rare = [_rare_mask(fts.count_upto_many(store, [_wrap(index, _or([g])) for g in groups], top,
+                                           RARE_BUDGET + 1, index))
             for (index, _), top in zip(INDEXES, tops, strict=True)]
     return Plan(groups, tops, (rare[0], rare[1]), asked)
 
@@ -420,8 +420,9 @@ class _Page:
             e = events[i]
             out[(0, i)] = _Ranked((0, i), _event_hit(e, self.stale, snips.get(i),
                                                      scores[(0, i)]), e.body)
+        rollups = rl.get_many(self.store, [i for kind, i in keys if kind == 1])
         for kind, i in keys:
-            r = rl.get(self.store, i) if kind == 1 else None
+            r = rollups.get(i) if kind == 1 else None
             if r is not None:
                 out[(1, i)] = _Ranked((1, i), _rollup_hit(r, scores[(1, i)]), "")
         return out

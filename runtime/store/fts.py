@@ -108,6 +108,19 @@ def match_count(store: Store, match: str) -> int:
                             (match,)) or 0)
 
 
+def count_upto_many(store: Store, matches: Sequence[str], top: int, cap: int,
+                    index: str = "events_fts") -> list[int]:
+    """`events.fts_count_upto` of each of `matches`; on PostgreSQL the kept counts of the
+    one-word ones in one statement (search counts each group of its words: a round trip
+    each)."""
+    if not _pg(store):
+        from . import events
+
+        return [events.fts_count_upto(store, m, top, cap, index) for m in matches]
+    return pg_fts.counts_upto(store, [pg_fts.compile_match(store, m, index) for m in matches],
+                              top, cap, index)
+
+
 def rollup_rows(store: Store) -> int:
     """How many rows rollups_fts holds: one a rollup."""
     return int(store.scalar("SELECT count(*) FROM rollups") or 0)
