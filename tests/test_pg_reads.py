@@ -2,7 +2,7 @@
 
 An `IN (?, ?, ...)` list of placeholders goes to PostgreSQL as one array (`= ANY`, `<> ALL`:
 one statement text whatever the list's length, so psycopg prepares it), unless its values are
-not of one type; recall reads its episodes' spans in one statement (`rollups.spans_meta_unread`).
+not of one type; recall reads its episodes' spans in one statement (`events.spans_meta_unread`).
 Each answers as SQLite does.
 """
 
@@ -16,7 +16,6 @@ import pytest
 
 from runtime.store import Store
 from runtime.store import events as ev
-from runtime.store import rollups as rl
 from runtime.store.pg import PgStore, translate
 
 from .pgserver import pg_url  # noqa: F401  (the fixture)
@@ -73,12 +72,12 @@ def test_in_lists_answer_as_sqlite(store: Any) -> None:
 
 def test_spans_are_read_as_each_span_alone(store: Any) -> None:
     spans = [(3, 6), (5, 9), (30, 40), (1, 1), (18, 20), (7, 7)]
-    got = rl.spans_meta_unread(store, spans)
+    got = ev.spans_meta_unread(store, spans)
     want = [ev.span_meta_unread(store, a, b) for a, b in spans]
     assert [[(e, m[0]) for e, m in s] for s in got] == [[(e, m[0]) for e, m in s] for s in want]
     assert [[e.id for e, _ in s] for s in got] == [[3, 4, 5, 6], [5, 6, 7, 8, 9], [], [1],
                                                    [18, 19, 20], [7]]
-    assert rl.spans_meta_unread(store, []) == []
+    assert ev.spans_meta_unread(store, []) == []
 
 
 def test_a_translation_kept_by_its_shape_is_the_statements_own() -> None:

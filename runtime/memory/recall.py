@@ -424,7 +424,7 @@ def _spans(store: Store, episodes: list[tuple[rl.Rollup, float]], cands: _Cands,
     best = -episodes[0][1]  # bm25 is negative; larger magnitude is better
     linked = [(r, s) for r, s in episodes  # unlinked: no span to read (ADR-0008)
               if r.first_event is not None and r.last_event is not None]
-    spans = rl.spans_meta_unread(store, [(int(r.first_event or 0), int(r.last_event or 0))
+    spans = ev.spans_meta_unread(store, [(int(r.first_event or 0), int(r.last_event or 0))
                                          for r, _ in linked])
     for (r, s), span in zip(linked, spans, strict=True):
         ep_score[r.id] = (-s) / best if best > 0 else 0.0

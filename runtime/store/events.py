@@ -578,6 +578,28 @@ def _meta_unread(rows: Sequence[Any]) -> list[tuple[Event, Any]]:
                    tick_id=r[7], source=r[8]), (r[6], getattr(r, "said", None))) for r in rows]
 
 
+# each span's events, one span after another (a span's events are read by their own scan of the
+# primary key: spans may overlap, each gets all of its own)
+_SPANS = (f"SELECT h.*, r.n FROM unnest(?::bigint[], ?::bigint[]) WITH ORDINALITY AS r(a, b, n) "
+          f"CROSS JOIN LATERAL (SELECT {COLUMNS}, source FROM history "
+          "WHERE id BETWEEN r.a AND r.b) AS h ORDER BY r.n, h.id")
+
+
+def spans_meta_unread(store: Store, spans: Sequence[tuple[int, int]]
+                      ) -> list[list[tuple[Event, Any]]]:
+    """`span_meta_unread` of each (first, last) of `spans` (the events of rollups'
+    spans), in their order. On PostgreSQL one statement for them all: a round trip a span was
+    most of recall's statements' time there (12 spans a recall, 0.7 ms each at 100k events;
+    together 1.3 ms)."""
+    if getattr(store, "dialect", "sqlite") != "postgres" or len(spans) < 2:
+        return [span_meta_unread(store, first, last) for first, last in spans]
+    out: list[list[tuple[Event, Any]]] = [[] for _ in spans]
+    rows = store.query(_SPANS, ([int(a) for a, _ in spans], [int(b) for _, b in spans]))
+    for r, got in zip(rows, _meta_unread(rows), strict=True):
+        out[int(r[9]) - 1].append(got)
+    return out
+
+
 def meta_read(e: Event, unread: tuple[Any, set[str] | None]) -> Event:
     """An event of `span_meta_unread` with its meta read."""
     return replace(e, meta=read_meta(unread[0], e.id, unread[1]))

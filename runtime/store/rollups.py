@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import events as ev
 from . import pg_fts
 from .db import Store, new_id
 from .events import now_iso
@@ -137,28 +136,6 @@ def episode_covering(store: Store, event_id: int) -> int | None:
                        "last_event >= ? AND first_event IS NOT NULL ORDER BY last_event "
                        "LIMIT 1", (event_id,))
     return int(rows[0][0]) if rows and int(rows[0][1]) <= event_id else None
-
-
-# each span's events, one span after another (a span's events are read by their own scan of the
-# primary key: spans may overlap, each gets all of its own)
-_SPANS = (f"SELECT h.*, r.n FROM unnest(?::bigint[], ?::bigint[]) WITH ORDINALITY AS r(a, b, n) "
-          f"CROSS JOIN LATERAL (SELECT {ev.COLUMNS}, source FROM history "
-          "WHERE id BETWEEN r.a AND r.b) AS h ORDER BY r.n, h.id")
-
-
-def spans_meta_unread(store: Store, spans: Sequence[tuple[int, int]]
-                      ) -> list[list[tuple[ev.Event, Any]]]:
-    """`events.span_meta_unread` of each (first, last) of `spans` (the events of rollups'
-    spans), in their order. On PostgreSQL one statement for them all: a round trip a span was
-    most of recall's statements' time there (12 spans a recall, 0.7 ms each at 100k events;
-    together 1.3 ms)."""
-    if getattr(store, "dialect", "sqlite") != "postgres" or len(spans) < 2:
-        return [ev.span_meta_unread(store, first, last) for first, last in spans]
-    out: list[list[tuple[ev.Event, Any]]] = [[] for _ in spans]
-    rows = store.query(_SPANS, ([int(a) for a, _ in spans], [int(b) for _, b in spans]))
-    for r, got in zip(rows, ev._meta_unread(rows), strict=True):
-        out[int(r[9]) - 1].append(got)
-    return out
 
 
 def episodes_cover_up_to(store: Store) -> int:
