@@ -521,6 +521,7 @@ def test_eight_tells_at_once_on_a_new_database_all_land(tmp_path: Path):
             assert inputs_store.counts(store)["pending"] == 8
 
 
+@pytest.mark.slow  # two real loop processes
 @pytest.mark.timeout(120)
 def test_a_ritual_turn_killed_mid_way_is_one_run_when_taken_up(
         home: Home, api: FakeMessagesAPI, tmp_path: Path) -> None:
