@@ -101,10 +101,12 @@ secret = "GH_HOOK"
         api.enqueue(text("Dana owns the parser fix."))
         asked = coworker("ask", "--timeout", "60", "who owns the parser fix?")
         assert asked.returncode == 0 and asked.stdout.strip() == "Dana owns the parser fix."
-        _until(lambda: _Sink.got and (home.root / "notified.txt").exists())
+        notified = home.root / "notified.txt"
+        # `cat >>` makes the file before it writes: wait for the words, not the file
+        _until(lambda: _Sink.got and notified.exists()
+               and "Dana owns the parser fix." in notified.read_text())
         [(key, body)] = _Sink.got
         assert key and body["text"] == "Dana owns the parser fix."
-        assert "Dana owns the parser fix." in (home.root / "notified.txt").read_text()
 
         payload = json.dumps({"action": "completed",
                               "workflow_run": {"conclusion": "failure"}}).encode()
