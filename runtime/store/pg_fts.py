@@ -977,7 +977,10 @@ def matching(c: Compiled, index: str = "events_fts") -> str:
 
 
 def count(store: Any, c: Compiled, index: str = "events_fts") -> int:
-    """How many rows match `c`."""
+    """How many rows match `c`: its kept count when it has one (see count_upto; a common
+    word's 8,600 rollups of 75,000 at a million events: 12 to 50 ms counted, 1 ms kept)."""
+    if _kept(c, index) is not None:
+        return count_upto(store, c, _NO_CEILING, -1, index)
     return int(store.scalar(f"SELECT count(*) FROM ({matching(c, index)}) AS c") or 0)
 
 
