@@ -23,7 +23,7 @@ from runtime import doctor
 from runtime.home import Home
 from runtime.home import private_umask as private_umask_
 from runtime.settings import Settings
-from runtime.store import Event, archive, health, pg_runner, tags
+from runtime.store import Event, archive, health, pg_runner, pg_schema, tags
 from runtime.store import events as ev
 from runtime.store import rollups as rl
 from runtime.store.pg import PgStore
@@ -100,7 +100,8 @@ def test_a_home_on_postgresql_passes_the_store_checks(pg_home: Home) -> None:
     assert failed(checks) == [], doctor.render(checks)
     c = by_name(checks)
     assert c["database"].detail.startswith(pg_home.store_where())
-    assert c["schema"].detail == "schema cw_doctorpg at version 20 (this code knows 20)"
+    v = pg_schema.VERSION
+    assert c["schema"].detail == f"schema cw_doctorpg at version {v} (this code knows {v})"
     assert not c["schema"].warn
     assert c["guards"].detail.startswith("the 37 triggers that keep history append-only")
     assert c["pgvector"].detail.startswith(("pgvector ", "not in this database; only the "
@@ -144,7 +145,7 @@ def test_a_schema_newer_than_this_code_is_one_line(pg_home: Home) -> None:
     assert c["database"].ok
     assert not c["schema"].ok
     assert c["schema"].detail == ("the database's schema is version 99, newer than this coworker "
-                                  "knows (20): upgrade coworker on this host")
+                                  f"knows ({pg_schema.VERSION}): upgrade coworker on this host")
     assert "\n" not in c["schema"].detail
     assert not c["fts"].ok and c["fts"].detail == doctor.DB_NOT_CHECKED
 

@@ -148,11 +148,11 @@ def test_the_kept_counts_are_the_rows_own(stores: tuple[Any, Any]) -> None:
     _, pg = stores
     assert tuple(pg.query("SELECT doc, toks FROM fts_rollup_stats WHERE term = ''")[0]) == tuple(
         pg.query("SELECT count(*), sum(ntok) FROM fts_rollups")[0])
-    assert {(r[0], r[1]): r[2] for r in pg.query(
-        "SELECT term, mask, doc FROM fts_rollup_stats WHERE doc > 0 AND term <> ''")} == {
-        (r[0], r[1]): r[2] for r in pg.query(
-            "SELECT u.lexeme, fts_mask(u.weights), count(*) FROM fts_rollups, "
-            "unnest(tsv) AS u GROUP BY 1, 2")}
+    assert {(r[0], r[1], r[2]): r[3] for r in pg.query(
+        "SELECT term, mask, level, doc FROM fts_rollup_stats WHERE doc > 0 AND term <> ''")} == {
+        (r[0], r[1], r[2]): r[3] for r in pg.query(
+            "SELECT u.lexeme, fts_mask(u.weights), r.level, count(*) FROM fts_rollups AS f "
+            "JOIN rollups AS r USING (id), unnest(f.tsv) AS u GROUP BY 1, 2, 3")}
 
 
 def test_column_filters_read_as_fts5_reads_them() -> None:
@@ -292,3 +292,48 @@ def test_the_walk_and_recall_answer_alike(histories: tuple[Any, Any]) -> None:
         assert (ra.evidence, ra.skipped) == (pytest.approx(rb.evidence, rel=1e-9)
                                              if rb.evidence is not None else None, rb.skipped)
     assert entered and refused  # both outcomes were seen
+
+
+# version 20's ladder counts: by term and class only, the rows without their rung
+_VERSION_20 = """
+ALTER TABLE fts_rollup_stats DROP CONSTRAINT fts_rollup_stats_pkey;
+ALTER TABLE fts_rollup_stats DROP COLUMN level;
+TRUNCATE fts_rollup_stats;
+INSERT INTO fts_rollup_stats (term, mask, doc, toks)
+SELECT '', 0, count(*), sum(ntok) FROM fts_rollups UNION ALL
+SELECT u.lexeme, fts_mask(u.weights), count(*), 0 FROM fts_rollups, unnest(tsv) AS u GROUP BY 1, 2;
+ALTER TABLE fts_rollup_stats ADD PRIMARY KEY (term, mask);
+ALTER TABLE fts_rollups DROP COLUMN level;
+DELETE FROM _migrations WHERE version = 21;
+"""
+
+
+def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
+                                                            pg_url: str) -> None:  # noqa: F811
+    """Migration 21 on a schema of version 20 holding a ladder: each row gets its rung, the
+    counts are made again by rung, the rung's kept counts then agree with SQLite's, and the
+    recount doctor makes finds every kept table in step; new rollups are counted by rung."""
+    from runtime.store import health, pg_schema
+    from runtime.store.pg import PgStore
+
+    for lite, pg in _both(tmp_path, pg_url, _seal):
+        with pg.transaction() as db:
+            db.execute(_VERSION_20)
+        assert pg.schema_version() == 20
+        with PgStore.open(pg_url, "alpha") as again:
+            assert again.schema_version() == pg_schema.VERSION == 21
+            assert {v.table: v.state for v in health.pg_fts_verdicts(again)} == dict.fromkeys(
+                ("fts_event_tags", "fts_rollups", "fts_stats", "fts_rollup_stats"), "ok")
+            top = ev.fts_top_id(lite, "rollups_fts")
+            for w in ("database", "chapter", "zeppelin", "absent"):
+                for level in (1, 2):
+                    expr = f'level : "{level}" AND {{title body terms vocab tags}} : ("{w}")'
+                    assert (ev.fts_count_upto(lite, expr, top, -1, "rollups_fts")
+                            == ev.fts_count_upto(again, expr, top, -1, "rollups_fts")), expr
+            rl.seal(again, level=2, first_event=None, last_event=None, source_range=None,
+                    first_ts=None, last_ts=None, title="Chapter two", body="zeppelin again",
+                    terms="zeppelin", method="test", child_ids=[5, 6])
+            assert [tuple(r) for r in again.query(
+                "SELECT mask, doc FROM fts_rollup_stats WHERE term = 'zeppelin' AND level = 2 "
+                "ORDER BY mask")] == [(8, 1), (9, 1)]  # chapter one's title; two's terms, body
+            assert health.pg_fts_verdicts(again)[-1].state == "ok"

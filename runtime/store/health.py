@@ -36,6 +36,7 @@ from typing import Any
 from ..errors import StoreError
 from . import migrations
 from .db import Store
+from .pg_fts import ROLLUP_STATS_RECOUNT
 
 DatabaseFailure = sqlite3.DatabaseError  # what the engine raises when a database fails
 FTS_INDEXES = ("events_fts", "rollups_fts")
@@ -276,7 +277,7 @@ _EVENT_TAGS = ("SELECT item_id AS id, fts_vector(fts_tokens(t)) AS tsv, fts_coun
 _ROLLUPS = (
     "SELECT r.id, b.base, b.n AS base_ntok, "
     "coalesce(fts_vector(fts_tokens(g.t)), ''::tsvector) || b.base AS tsv, "
-    "b.n + coalesce(fts_count(g.t), 0) AS ntok FROM rollups AS r "
+    "b.n + coalesce(fts_count(g.t), 0) AS ntok, r.level FROM rollups AS r "
     "CROSS JOIN LATERAL (SELECT fts_rollup_base(r.title, r.body, r.terms, r.level, r.vocab) "
     "AS base, coalesce(fts_count(r.title), 0) + coalesce(fts_count(r.body), 0) "
     "+ coalesce(fts_count(r.terms), 0) + fts_count(CAST(r.level AS TEXT)) "
@@ -289,9 +290,6 @@ _EVENT_ROWS = ("SELECT r.tsv || coalesce(g.tsv, ''::tsvector) AS v, r.ntok + coa
 # (ts_stat counts each term's rows in C: half the time of unnest and GROUP BY)
 _STATS = ("SELECT '' AS term, count(*) AS doc, coalesce(sum(ntok), 0) AS toks FROM ({rows}) AS i "
           "UNION ALL SELECT word, ndoc, 0 FROM ts_stat('SELECT v FROM ({quoted}) AS i')")
-_ROLLUP_STATS = ("SELECT '' AS term, 0 AS mask, count(*) AS doc, coalesce(sum(ntok), 0) AS toks "
-                 "FROM fts_rollups UNION ALL SELECT u.lexeme, fts_mask(u.weights), count(*), 0 "
-                 "FROM fts_rollups, unnest(tsv) AS u GROUP BY 1, 2")
 
 
 @dataclass(frozen=True)
@@ -310,13 +308,14 @@ def _kept(rollups: str = "fts_rollups") -> tuple[_Kept, ...]:
     rows = _EVENT_ROWS.replace("{tags}", _EVENT_TAGS)
     return (
         _Kept("fts_event_tags", ("id",), ("tsv", "ntok"), _EVENT_TAGS, "tagged event"),
-        _Kept("fts_rollups", ("id",), ("base", "base_ntok", "tsv", "ntok"), _ROLLUPS, "rollup"),
+        _Kept("fts_rollups", ("id",), ("base", "base_ntok", "tsv", "ntok", "level"), _ROLLUPS,
+              "rollup"),
         _Kept("fts_stats", ("term",), ("doc", "toks"),
               _STATS.replace("{rows}", rows).replace("{quoted}", rows.replace("'", "''")),
               "term", counts=True),
-        _Kept("fts_rollup_stats", ("term", "mask"), ("doc", "toks"),
-              _ROLLUP_STATS.replace("fts_rollups", f"({_ROLLUPS}) AS f"), "term and class",
-              counts=True),
+        _Kept("fts_rollup_stats", ("term", "mask", "level"), ("doc", "toks"),
+              ROLLUP_STATS_RECOUNT.replace("{rows}", f"({_ROLLUPS}) AS f"),
+              "term, class and rung", counts=True),
     )
 
 
@@ -396,7 +395,7 @@ def pg_fts_rebuild(store: Any) -> list[str]:
             columns = ", ".join(k.key + k.values)
             recount = k.recount
             if k.table == "fts_rollup_stats":  # from the rows just rebuilt
-                recount = _ROLLUP_STATS
+                recount = ROLLUP_STATS_RECOUNT.replace("{rows}", "fts_rollups AS f")
             db.execute(f"TRUNCATE {k.table}")  # a new file: the memory's stamps move (fts.py)
             db.execute(f"INSERT INTO {k.table} ({columns}) SELECT {columns} FROM ({recount}) AS x")
     return [k.table for k in kept]

@@ -735,6 +735,14 @@ def m020_create_clients(db: sqlite3.Connection) -> None:
 
 
 
+def m021_count_rung_terms_by_level(db: sqlite3.Connection) -> None:
+    # Issue 42: on PostgreSQL the ladder's kept term counts are kept by rung as well, so
+    # recall counts a word's episodes of one rung without reading each one. SQLite's FTS5
+    # counts them from its own doclists: nothing changes here. One schema version for both
+    # backends (a host refuses a newer one, on either).
+    del db
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -756,6 +764,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m018_create_deliveries,
     m019_create_hook_deliveries,
     m020_create_clients,
+    m021_count_rung_terms_by_level,
 ]
 
 

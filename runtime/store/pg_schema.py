@@ -518,9 +518,15 @@ def _baseline(conn: psycopg.Connection) -> None:
         importlib.import_module(f"{__package__}.pg_fts").create(conn)
 
 
+def _count_rung_terms_by_level(conn: psycopg.Connection) -> None:
+    """SQLite's m021: the ladder's kept term counts by rung too (pg_fts.count_by_level)."""
+    importlib.import_module(f"{__package__}.pg_fts").count_by_level(conn)
+
+
 # version -> migration; the baseline stands for SQLite's m001..m020 at once.
 MIGRATIONS: dict[int, Callable[[psycopg.Connection], None]] = {
     BASELINE: _baseline,
+    21: _count_rung_terms_by_level,
 }
 VERSION = max(MIGRATIONS)
 
