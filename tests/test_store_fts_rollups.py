@@ -6,7 +6,7 @@ and `terms : "w"` (rung_bm25, cards).
 
 One SQLite store and one PostgreSQL store are given the same rollups through rollups.seal (two
 levels, children adopted, a vocabulary, words only in the card terms, only in the vocabulary,
-in several columns at once) and the same tags through tags.add.
+in several columns at once, only in the card terms) and the same tags through tags.add.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _EPISODES = [
      "cafe zurich muller", "café zürich müller naïve résumé questions"),
     ("Runner", "Running the runner: it runs once more, the database was locked.",
      "runner locked", "running runner runs database locked once"),
-    ("Nothing much", "A quiet day with nothing relevant at all.", "quiet", ""),
+    ("Nothing much", "A quiet day with nothing relevant at all.", "quiet termsonly", ""),
     ("Apology", "Apology accepted; the apologies were sincere.", "apology sincere",
      "apology apologies sincere accepted vocabularyonly"),
     ("Machine learning", "Machine learning models learn; learning machines.",
@@ -47,7 +47,7 @@ _TAGS = {1: ["deploy", "database"], 3: ["owner-review"], 6: ["quiet", "holiday"]
 _WORDS = [["database"], ["migration"], ["zeppelin", "harbour"], ["report"], ["owner"],
           ["cafe"], ["zurich", "muller"], ["running"], ["runs"], ["nothing"], ["apology"],
           ["vocabularyonly"], ["deploy"], ["holiday"], ["review"], ["machine", "learning"],
-          ["absent"], ["the"], ["schema"], ["chapter"]]
+          ["absent"], ["the"], ["schema"], ["chapter"], ["termsonly"]]
 
 
 def _seal(store: Any) -> None:
@@ -250,7 +250,7 @@ def test_optimize_indexes_vacuums_the_full_texts_tables_on_postgresql(
         "SELECT relname FROM pg_stat_user_tables WHERE schemaname = ? AND "
         "last_vacuum IS NOT NULL AND last_analyze IS NOT NULL", (pg.schema,))} == {
         "events", "events_archive", "rollups", "tags", "fts_stats", "fts_rollups",
-        "fts_rollup_stats"}
+        "fts_rollup_words", "fts_rollup_stats"}
     assert [(r.id, s) for r, s in rl.fts_search(pg, '"database"', 10)] == before
     assert [r.id for r, _ in rl.fts_search(lite, '"database"', 10)] == [i for i, _ in before]
 
@@ -294,7 +294,8 @@ def test_the_walk_and_recall_answer_alike(histories: tuple[Any, Any]) -> None:
     assert entered and refused  # both outcomes were seen
 
 
-# version 20's ladder counts: by term and class only, the rows without their rung
+# version 20's ladder counts: by term and class only, the rows without their rung, and no
+# table of search's words
 _VERSION_20 = """
 ALTER TABLE fts_rollup_stats DROP CONSTRAINT fts_rollup_stats_pkey;
 ALTER TABLE fts_rollup_stats DROP COLUMN level;
@@ -304,6 +305,7 @@ SELECT '', 0, count(*), sum(ntok) FROM fts_rollups UNION ALL
 SELECT u.lexeme, fts_mask(u.weights), count(*), 0 FROM fts_rollups, unnest(tsv) AS u GROUP BY 1, 2;
 ALTER TABLE fts_rollup_stats ADD PRIMARY KEY (term, mask);
 ALTER TABLE fts_rollups DROP COLUMN level;
+DROP TABLE fts_rollup_words;
 DELETE FROM _migrations WHERE version = 21;
 """
 
@@ -311,8 +313,9 @@ DELETE FROM _migrations WHERE version = 21;
 def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
                                                             pg_url: str) -> None:  # noqa: F811
     """Migration 21 on a schema of version 20 holding a ladder: each row gets its rung, the
-    counts are made again by rung, the rung's kept counts then agree with SQLite's, and the
-    recount doctor makes finds every kept table in step; new rollups are counted by rung."""
+    counts are made again by rung, search's words get their table, the rung's kept counts
+    then agree with SQLite's, and the recount doctor makes finds every kept table in step;
+    new rollups are counted by rung."""
     from runtime.store import health, pg_schema
     from runtime.store.pg import PgStore
 
@@ -323,7 +326,8 @@ def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
         with PgStore.open(pg_url, "alpha") as again:
             assert again.schema_version() == pg_schema.VERSION == 21
             assert {v.table: v.state for v in health.pg_fts_verdicts(again)} == dict.fromkeys(
-                ("fts_event_tags", "fts_rollups", "fts_stats", "fts_rollup_stats"), "ok")
+                ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_stats",
+                 "fts_rollup_stats"), "ok")
             top = ev.fts_top_id(lite, "rollups_fts")
             for w in ("database", "chapter", "zeppelin", "absent"):
                 for level in (1, 2):
@@ -337,3 +341,15 @@ def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
                 "SELECT mask, doc FROM fts_rollup_stats WHERE term = 'zeppelin' AND level = 2 "
                 "ORDER BY mask")] == [(8, 1), (9, 1)]  # chapter one's title; two's terms, body
             assert health.pg_fts_verdicts(again)[-1].state == "ok"
+
+
+def test_searchs_filter_reads_its_own_vector() -> None:
+    """Search's filter ({title body terms tags}) is read through fts_rollup_words' weightless
+    vector; any other filter through the whole vector with weights."""
+    where = pg_fts._rollup_where
+    assert where("(('deploy':AD) & !('db':AD))") == (
+        "id IN (SELECT id FROM fts_rollup_words WHERE ad @@ "
+        "'((''deploy'') & !(''db''))'::tsquery)")
+    for other in ("('a':A)", "(('a':AD) & ('b':ACD))", "('1':B)", "(('1':B) & ('a':ACD))",
+                  "('a')"):
+        assert where(other).startswith("tsv @@ "), other

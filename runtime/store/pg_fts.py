@@ -313,12 +313,14 @@ CREATE TRIGGER {table}_fts_change AFTER UPDATE ON {table}
 # document frequency is a sum, and so is how many episodes of one rung hold a word (recall's
 # `level : "1" AND {...} : "word"`: counted through GIN, 15 to 25 ms for a common word at a
 # million events, whose episodes' rows are each read); the empty term holds the rows and their
-# tokens (every column's: FTS5's row length).
+# tokens (every column's: FTS5's row length). Search's filter's words are also read through a
+# vector of their own, without weights or places (`_CLASS_VECTORS`, `_rollup_where`).
 _ROLLUPS = r"""
 CREATE TABLE fts_rollups (id bigint PRIMARY KEY, base tsvector NOT NULL,
                           base_ntok integer NOT NULL, tsv tsvector NOT NULL,
                           ntok integer NOT NULL, level smallint NOT NULL DEFAULT 0);
 CREATE INDEX fts_rollups_tsv ON fts_rollups USING GIN (tsv) WITH (fastupdate = off);
+{class_vectors}
 CREATE TABLE fts_rollup_stats (term text COLLATE "C", mask smallint, doc bigint NOT NULL,
                                toks bigint NOT NULL DEFAULT 0,
                                level smallint NOT NULL DEFAULT 0,
@@ -383,6 +385,9 @@ END $$;
 _ROLLUP_STATS_KEEP = r"""
 CREATE OR REPLACE FUNCTION fts_rollup_stats_keep() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$ BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM fts_rollup_words WHERE id IN (SELECT id FROM old_rows);
+    END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
         UPDATE fts_rollup_stats SET doc = doc - (SELECT count(*) FROM old_rows),
                                     toks = toks - (SELECT coalesce(sum(ntok), 0) FROM old_rows)
@@ -401,6 +406,9 @@ SET search_path FROM CURRENT AS $$ BEGIN
             SELECT u.lexeme, fts_mask(u.weights), new_rows.level, count(*)
               FROM new_rows, unnest(new_rows.tsv) AS u GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (term, mask, level) DO UPDATE SET doc = v.doc + excluded.doc;
+        INSERT INTO fts_rollup_words AS w (id, ad)
+            SELECT f.id, strip(ts_filter(f.tsv, '{a,d}')) FROM new_rows AS f
+        ON CONFLICT (id) DO UPDATE SET ad = excluded.ad;
     END IF;
     RETURN NULL;
 END $$;
@@ -421,6 +429,25 @@ CREATE TRIGGER fts_rollups_change AFTER UPDATE ON fts_rollups
     FOR EACH STATEMENT EXECUTE FUNCTION fts_rollup_stats_keep();
 """
 _ROLLUPS += _ROLLUP_KEEP + _ROLLUP_STATS_KEEP + _ROLLUP_TRIGGERS
+# The terms of search's filter ({title body terms tags}: classes A and D), each rollup's in a
+# narrow table of their own, without weights or places, under GIN (`fts_rollup_words`, kept
+# beside fts_rollups by fts_rollup_stats_keep). GIN keeps no weights, so a tsquery restricted
+# to some makes it recheck every row holding the word in any column: "fail" is in 67,848 of
+# 75,727 rollups at a million events (nearly all in their vocabulary), in the titles, bodies
+# and terms of 869; matching those took 101 ms, through their own vector 2.7 ms. (As a column
+# of fts_rollups it made its rows half as large again and recall's reads along it slower;
+# recall's filter, read newest first a hundred rows at a time, was slower through a table of
+# its own than along fts_rollups, so it has none.)
+_CLASS_VECTORS = r"""
+CREATE TABLE IF NOT EXISTS fts_rollup_words (id bigint PRIMARY KEY, ad tsvector NOT NULL);
+"""
+_CLASS_INDEX = r"""
+CREATE INDEX IF NOT EXISTS fts_rollup_words_ad ON fts_rollup_words USING GIN (ad)
+    WITH (fastupdate = off);
+"""
+# a rollup's row of fts_rollup_words, from its row of fts_rollups (`{rows}`, aliased f)
+ROLLUP_WORDS = "SELECT f.id, strip(ts_filter(f.tsv, '{a,d}')) AS ad FROM {rows}"
+_ROLLUPS = _ROLLUPS.replace("{class_vectors}", _CLASS_VECTORS + _CLASS_INDEX)
 # fts_rollup_stats as a recount of the rows `{rows}` (fts_rollups, or a recount of them) gives
 ROLLUP_STATS_RECOUNT = (
     "SELECT '' AS term, 0 AS mask, 0 AS level, count(*) AS doc, coalesce(sum(ntok), 0) AS toks "
@@ -441,10 +468,14 @@ def count_by_level(conn: Any) -> None:
     conn.execute((_ROLLUP_KEEP + _ROLLUP_STATS_KEEP).encode())
     # each row's rung, the table written anew (an UPDATE of every row would leave it twice
     # its size, and its later reads slower); no trigger fires, the indexes are built again
-    conn.execute("CREATE FUNCTION pg_temp.rung(bigint) RETURNS smallint LANGUAGE sql STABLE "
+    conn.execute("CREATE OR REPLACE FUNCTION pg_temp.rung(bigint) RETURNS smallint LANGUAGE sql STABLE "
                  "RETURN (SELECT level FROM rollups WHERE id = $1)")
     conn.execute("ALTER TABLE fts_rollups ALTER COLUMN level TYPE smallint "
                  "USING coalesce(pg_temp.rung(id), 0)")
+    conn.execute(_CLASS_VECTORS.encode())  # search's filter's words, a table of their own
+    conn.execute("INSERT INTO fts_rollup_words (id, ad) "
+                 + ROLLUP_WORDS.replace("{rows}", "fts_rollups AS f") + " ON CONFLICT DO NOTHING")
+    conn.execute(_CLASS_INDEX.encode())  # after the rows: one build
     conn.execute("TRUNCATE fts_rollup_stats")
     conn.execute("INSERT INTO fts_rollup_stats (term, mask, level, doc, toks) "
                  + ROLLUP_STATS_RECOUNT.replace("{rows}", "fts_rollups AS f"))
@@ -759,8 +790,8 @@ _INDEXES = {
                          + _MATCHES.replace("id <= ?", f"id <= {(1 << 63) - 1}") + ") AS h)",
                          "SELECT greatest((SELECT max(id) FROM events), "
                          "(SELECT max(id) FROM events_archive))", branches=_BRANCHES),
-    "rollups_fts": _Index("SELECT id, tsv, ntok FROM fts_rollups WHERE tsv @@ {q} AND id <= ?",
-                          1, "(SELECT count(*) FROM fts_rollups WHERE tsv @@ {q})",
+    "rollups_fts": _Index("SELECT id, tsv, ntok FROM fts_rollups WHERE {where} AND id <= ?",
+                          1, "(SELECT count(*) FROM fts_rollups WHERE {where})",
                           "SELECT max(id) FROM fts_rollups", True)}
 
 
@@ -770,8 +801,29 @@ def _index(name: str) -> _Index:
     return _INDEXES[name]
 
 
+_LEXEME = re.compile(r"'(?:[^']|'')*'(?::([A-D]+))?")  # a quoted lexeme and its weights
+_MARKS = re.compile(r"':[A-D]+")  # a lexeme's weights (its text holds no quote of its own)
+
+
+def _rollup_where(query: str) -> str:
+    """How a rollup matches `query`: through fts_rollup_words where every word has search's
+    filter (classes A and D), else through the whole vector with its weights. The same rows
+    either way."""
+    if {m[1] for m in _LEXEME.finditer(query)} == {"AD"}:
+        words = _lit(_MARKS.sub("'", query))
+        return f"id IN (SELECT id FROM fts_rollup_words WHERE ad @@ {words})"
+    return f"tsv @@ {_lit(query)}"
+
+
+def _fill(template: str, query: str) -> str:
+    """`template` with its tsquery `{q}` (the events) or its condition `{where}` (rollups)."""
+    if "{where}" in template:
+        template = template.replace("{where}", _rollup_where(query))
+    return template.replace("{q}", _lit(query))
+
+
 def _matches(query: str, index: str = "events_fts") -> str:
-    return _index(index).matches.replace("{q}", _lit(query))
+    return _fill(_index(index).matches, query)
 
 
 def _newest(query: str, index: str, limit: int, above: int = 0) -> str:
@@ -781,7 +833,7 @@ def _newest(query: str, index: str, limit: int, above: int = 0) -> str:
     united are first read whole through GIN and sorted (30 ms)."""
     parts = _index(index).branches or (_index(index).matches,)
     return " UNION ALL ".join(
-        f"(SELECT * FROM ({b.replace('{q}', _lit(query))}) AS b WHERE id > {int(above)} "
+        f"(SELECT * FROM ({_fill(b, query)}) AS b WHERE id > {int(above)} "
         f"ORDER BY id DESC LIMIT {int(limit)})" for b in parts)
 
 
@@ -845,7 +897,7 @@ def _phrases(c: Compiled) -> tuple[str, list[Any]]:
             params += [list(p), p[0]]
         elif p:
             q = "(" + " & ".join(_quote(t) for t in p) + ")"
-            rows.append(f"({n}, ?::text[], ({_HITS.replace('{q}', _lit(q))})::float8)")
+            rows.append(f"({n}, ?::text[], ({_fill(_HITS, q)})::float8)")
             params.append(list(p))
         else:
             rows.append(f"({n}, ?::text[], 0::float8)")
@@ -922,7 +974,7 @@ def _rollup_phrases(c: Compiled) -> tuple[str, list[Any]]:
                         "WHERE term = ? AND mask = ANY(?::smallint[])), 0)::float8)")
             params += [list(p), _cuts(cl), p[0], _masks(cl)]
         elif p and cl:
-            hits = _INDEXES["rollups_fts"].hits.replace("{q}", _lit(_leaf(p, cl) or ""))
+            hits = _fill(_INDEXES["rollups_fts"].hits, _leaf(p, cl) or "")
             rows.append(f"({n}, ?::text[], ?::int[], ({hits})::float8)")
             params += [list(p), _cuts(cl)]
         else:
