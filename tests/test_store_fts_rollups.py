@@ -353,3 +353,17 @@ def test_searchs_filter_reads_its_own_vector() -> None:
     for other in ("('a':A)", "(('a':AD) & ('b':ACD))", "('1':B)", "(('1':B) & ('a':ACD))",
                   "('a')"):
         assert where(other).startswith("tsv @@ "), other
+
+
+def test_only_a_rungs_one_word_match_is_read_from_the_rung_counts() -> None:
+    """`_on_level` takes `level : "N" AND {...} : "word"` and nothing else: no empty level
+    phrase, no number FTS5 would not read as the level column's (², 01), no OR or NOT."""
+    def c(q: str, phrases: tuple[tuple[str, ...], ...], classes: tuple[str, ...]) -> Any:
+        return pg_fts.Compiled(q, phrases, classes)
+
+    assert pg_fts._on_level(c("(('1':B) & ('a':ACD))", (("1",), ("a",)), ("B", "ACD"))) == (
+        1, ("a",), "ACD")
+    for phrases in ((("²",), ("a",)), (("01",), ("a",)), ((), ("a",)), (("1",), ("a", "b"))):
+        assert pg_fts._on_level(c("(x & y)", phrases, ("B", "ACD"))) is None, phrases
+    assert pg_fts._on_level(c("(('1':B) & !('a':ACD))", (("1",), ("a",)), ("B", "ACD"))) is None
+    assert pg_fts._on_level(c("(('1':A) & ('a':ACD))", (("1",), ("a",)), ("A", "ACD"))) is None

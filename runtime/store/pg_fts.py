@@ -1036,8 +1036,10 @@ def _on_level(c: Compiled) -> tuple[int, tuple[str, ...], str] | None:
     number); else None."""
     if len(c.phrases) != 2 or "|" in (c.query or "|!") or "!" in (c.query or ""):
         return None
-    (level, *more), cl = c.phrases[0], c.classes[0]
-    if more or cl != "B" or not level.isdigit() or str(int(level)) != level:
+    if len(c.phrases[0]) != 1 or c.classes[0] != "B":
+        return None
+    level = c.phrases[0][0]
+    if not (level.isascii() and level.isdigit()) or str(int(level)) != level:
         return None
     if len(c.phrases[1]) != 1 or "B" in c.classes[1] or not c.classes[1]:
         return None
