@@ -737,8 +737,9 @@ def m020_create_clients(db: sqlite3.Connection) -> None:
 
 def m021_count_rung_terms_by_level(db: sqlite3.Connection) -> None:
     # Issue 42: on PostgreSQL the ladder's kept term counts are kept by rung as well, so
-    # recall counts a word's episodes of one rung without reading each one. SQLite's FTS5
-    # counts them from its own doclists: nothing changes here. One schema version for both
+    # recall counts a word's episodes of one rung without reading each one, and search's
+    # filter has its words in a table of their own. SQLite's FTS5 counts from its own
+    # doclists and filters columns itself: nothing changes here. One schema version for both
     # backends (a host refuses a newer one, on either).
     del db
 

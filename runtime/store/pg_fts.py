@@ -406,8 +406,7 @@ SET search_path FROM CURRENT AS $$ BEGIN
             SELECT u.lexeme, fts_mask(u.weights), new_rows.level, count(*)
               FROM new_rows, unnest(new_rows.tsv) AS u GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (term, mask, level) DO UPDATE SET doc = v.doc + excluded.doc;
-        INSERT INTO fts_rollup_words AS w (id, ad)
-            SELECT f.id, strip(ts_filter(f.tsv, '{a,d}')) FROM new_rows AS f
+        INSERT INTO fts_rollup_words AS w (id, ad) {words_of_new_rows}
         ON CONFLICT (id) DO UPDATE SET ad = excluded.ad;
     END IF;
     RETURN NULL;
@@ -428,7 +427,6 @@ CREATE TRIGGER fts_rollups_change AFTER UPDATE ON fts_rollups
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION fts_rollup_stats_keep();
 """
-_ROLLUPS += _ROLLUP_KEEP + _ROLLUP_STATS_KEEP + _ROLLUP_TRIGGERS
 # The terms of search's filter ({title body terms tags}: classes A and D), each rollup's in a
 # narrow table of their own, without weights or places, under GIN (`fts_rollup_words`, kept
 # beside fts_rollups by fts_rollup_stats_keep). GIN keeps no weights, so a tsquery restricted
@@ -447,7 +445,10 @@ CREATE INDEX IF NOT EXISTS fts_rollup_words_ad ON fts_rollup_words USING GIN (ad
 """
 # a rollup's row of fts_rollup_words, from its row of fts_rollups (`{rows}`, aliased f)
 ROLLUP_WORDS = "SELECT f.id, strip(ts_filter(f.tsv, '{a,d}')) AS ad FROM {rows}"
-_ROLLUPS = _ROLLUPS.replace("{class_vectors}", _CLASS_VECTORS + _CLASS_INDEX)
+_ROLLUP_STATS_KEEP = _ROLLUP_STATS_KEEP.replace(
+    "{words_of_new_rows}", ROLLUP_WORDS.replace("{rows}", "new_rows AS f"))
+_ROLLUPS = (_ROLLUPS + _ROLLUP_KEEP + _ROLLUP_STATS_KEEP + _ROLLUP_TRIGGERS).replace(
+    "{class_vectors}", _CLASS_VECTORS + _CLASS_INDEX)
 # fts_rollup_stats as a recount of the rows `{rows}` (fts_rollups, or a recount of them) gives
 ROLLUP_STATS_RECOUNT = (
     "SELECT '' AS term, 0 AS mask, 0 AS level, count(*) AS doc, coalesce(sum(ntok), 0) AS toks "
@@ -456,9 +457,10 @@ ROLLUP_STATS_RECOUNT = (
 
 
 def count_by_level(conn: Any) -> None:
-    """Migration 21: the ladder's kept counts by rung as well (see _ROLLUPS): each rollup's
-    row gets its level, the functions that keep them are replaced, the counts recounted. On a
-    new schema (the baseline made them so) it changes nothing."""
+    """Migration 21: the ladder's kept counts by rung as well (see _ROLLUPS), and search's
+    words in a table of their own (_CLASS_VECTORS): each rollup's row gets its level, the
+    functions that keep them are replaced, the words table is filled, the counts recounted.
+    On a new schema (the baseline made them so) it changes nothing."""
     conn.execute("ALTER TABLE fts_rollups ADD COLUMN IF NOT EXISTS level smallint NOT NULL "
                  "DEFAULT 0")
     conn.execute("ALTER TABLE fts_rollup_stats ADD COLUMN IF NOT EXISTS level smallint NOT NULL "
@@ -1034,7 +1036,7 @@ def _on_level(c: Compiled) -> tuple[int, tuple[str, ...], str] | None:
     """(level, the other phrase's tokens, its classes) when `c` is a rung's MATCH of one word
     (`level : "N" AND {...} : "word"`: two phrases, AND, the first the level column's one
     number); else None."""
-    if len(c.phrases) != 2 or "|" in (c.query or "|!") or "!" in (c.query or ""):
+    if len(c.phrases) != 2 or "|" in (c.query or "") or "!" in (c.query or ""):
         return None
     if len(c.phrases[0]) != 1 or c.classes[0] != "B":
         return None

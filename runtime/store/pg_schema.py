@@ -519,7 +519,8 @@ def _baseline(conn: psycopg.Connection) -> None:
 
 
 def _count_rung_terms_by_level(conn: psycopg.Connection) -> None:
-    """SQLite's m021: the ladder's kept term counts by rung too (pg_fts.count_by_level)."""
+    """SQLite's m021: the ladder's kept term counts by rung too, and search's words in a table
+    of their own (pg_fts.count_by_level)."""
     importlib.import_module(f"{__package__}.pg_fts").count_by_level(conn)
 
 
