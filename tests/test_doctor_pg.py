@@ -293,10 +293,11 @@ def test_a_tampered_count_is_found_and_the_rebuild_repairs_it(pg_home: Home) -> 
         store.execute("UPDATE fts_rollups SET ntok = ntok + 1")
         store.execute("UPDATE fts_rollup_stats SET doc = doc + 2 WHERE term = 'parser'")
         store.execute("DELETE FROM fts_rollup_words WHERE id = (SELECT max(id) FROM rollups)")
+        store.execute("DELETE FROM fts_rollup_terms WHERE id = (SELECT min(id) FROM rollups)")
         verdicts = {v.table: v for v in health.fts_verdicts(store)}
     assert {t: v.state for t, v in verdicts.items()} == dict.fromkeys(
-        ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_stats", "fts_rollup_stats"),
-        "out_of_sync")
+        ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_rollup_terms", "fts_stats",
+         "fts_rollup_stats"), "out_of_sync")
     assert "'parser' in 21 row(s), counted 20" in verdicts["fts_stats"].detail
     assert "the totals: 21 row(s)" in verdicts["fts_stats"].detail
     assert "tagged event 3 missing" in verdicts["fts_event_tags"].detail

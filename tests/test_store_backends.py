@@ -414,7 +414,8 @@ def test_two_hosts_opening_a_new_coworker_at_once_create_it_once(
         assert not failed
         rows = opened[0].query("SELECT version, name FROM _migrations")
         assert [tuple(r) for r in rows] == [(pg_schema.BASELINE, "_baseline"),
-                                            (21, "_count_rung_terms_by_level")]
+                                            (21, "_count_rung_terms_by_level"),
+                                            (22, "_index_rung_terms")]
         assert ev.append(opened[1], _note("one")) == 1
     finally:
         for s in opened:

@@ -113,7 +113,7 @@ def test_bounded_scans_over_the_ladder_agree(stores: tuple[Any, Any]) -> None:
     for m in _matches():
         for expr in (f"{{title body terms tags}} : ({m})", f"terms : ({m})", m,
                      f'level : "1" AND {{title body terms vocab tags}} : ({m})'):
-            for ceiling, limit in ((top, -1), (top - 3, 2)):
+            for ceiling, limit in ((top, -1), (top - 3, 2), (top, 3)):
                 _same_scores(ev.fts_scored(lite, expr, ceiling, limit, index="rollups_fts"),
                              ev.fts_scored(pg, expr, ceiling, limit, index="rollups_fts"), expr)
                 assert (ev.fts_ids(lite, expr, ceiling, limit, "rollups_fts")
@@ -250,7 +250,7 @@ def test_optimize_indexes_vacuums_the_full_texts_tables_on_postgresql(
         "SELECT relname FROM pg_stat_user_tables WHERE schemaname = ? AND "
         "last_vacuum IS NOT NULL AND last_analyze IS NOT NULL", (pg.schema,))} == {
         "events", "events_archive", "rollups", "tags", "fts_stats", "fts_rollups",
-        "fts_rollup_words", "fts_rollup_stats"}
+        "fts_rollup_words", "fts_rollup_terms", "fts_rollup_stats"}
     assert [(r.id, s) for r, s in rl.fts_search(pg, '"database"', 10)] == before
     assert [r.id for r, _ in rl.fts_search(lite, '"database"', 10)] == [i for i, _ in before]
 
@@ -306,16 +306,17 @@ SELECT u.lexeme, fts_mask(u.weights), count(*), 0 FROM fts_rollups, unnest(tsv) 
 ALTER TABLE fts_rollup_stats ADD PRIMARY KEY (term, mask);
 ALTER TABLE fts_rollups DROP COLUMN level;
 DROP TABLE fts_rollup_words;
-DELETE FROM _migrations WHERE version = 21;
+DROP TABLE fts_rollup_terms;
+DELETE FROM _migrations WHERE version >= 21;
 """
 
 
 def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
                                                             pg_url: str) -> None:  # noqa: F811
-    """Migration 21 on a schema of version 20 holding a ladder: each row gets its rung, the
-    counts are made again by rung, search's words get their table, the rung's kept counts
-    then agree with SQLite's, and the recount doctor makes finds every kept table in step;
-    new rollups are counted by rung."""
+    """Migrations 21 and 22 on a schema of version 20 holding a ladder: each row gets its
+    rung, the counts are made again by rung, search's words and each rung's terms get their
+    tables, the rung's kept counts and newest episodes then agree with SQLite's, and the
+    recount doctor makes finds every kept table in step; new rollups are counted by rung."""
     from runtime.store import health, pg_schema
     from runtime.store.pg import PgStore
 
@@ -324,16 +325,19 @@ def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
             db.execute(_VERSION_20)
         assert pg.schema_version() == 20
         with PgStore.open(pg_url, "alpha") as again:
-            assert again.schema_version() == pg_schema.VERSION == 21
+            assert again.schema_version() == pg_schema.VERSION == 22
             assert {v.table: v.state for v in health.pg_fts_verdicts(again)} == dict.fromkeys(
-                ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_stats",
-                 "fts_rollup_stats"), "ok")
+                ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_rollup_terms",
+                 "fts_stats", "fts_rollup_stats"), "ok")
+            assert again.scalar("SELECT count(*) FROM fts_rollup_terms") > 0
             top = ev.fts_top_id(lite, "rollups_fts")
             for w in ("database", "chapter", "zeppelin", "absent"):
                 for level in (1, 2):
                     expr = f'level : "{level}" AND {{title body terms vocab tags}} : ("{w}")'
                     assert (ev.fts_count_upto(lite, expr, top, -1, "rollups_fts")
                             == ev.fts_count_upto(again, expr, top, -1, "rollups_fts")), expr
+                    assert (ev.fts_ids(lite, expr, top, 3, "rollups_fts")
+                            == ev.fts_ids(again, expr, top, 3, "rollups_fts")), expr
             rl.seal(again, level=2, first_event=None, last_event=None, source_range=None,
                     first_ts=None, last_ts=None, title="Chapter two", body="zeppelin again",
                     terms="zeppelin", method="test", child_ids=[5, 6])
@@ -353,6 +357,35 @@ def test_searchs_filter_reads_its_own_vector() -> None:
     for other in ("('a':A)", "(('a':AD) & ('b':ACD))", "('1':B)", "(('1':B) & ('a':ACD))",
                   "('a')"):
         assert where(other).startswith("tsv @@ "), other
+
+
+def test_a_rungs_newest_episodes_are_read_from_its_terms(stores: tuple[Any, Any]) -> None:
+    """Recall's MATCH on a rung, newest first and cut (`level : "N" AND {title body terms vocab
+    tags} : (...)`), is read from fts_rollup_terms: the same ids as FTS5's for every operator,
+    a phrase of two words, a tag, a word absent, at each ceiling, cut and floor; any other
+    filter, or a NOT of the rung itself, is not."""
+    lite, pg = stores
+    top = ev.fts_top_id(lite, "rollups_fts")
+    inner = [*_matches(), '"database" OR "deploy"', '"owner review"', '"quiet" AND "holiday"',
+             '("report" OR "zeppelin") NOT ("owner" OR "master")', '"absent" OR "report"']
+    taken = 0
+    for m in inner:
+        for level in (1, 2):
+            expr = f'level : "{level}" AND {{title body terms vocab tags}} : ({m})'
+            c = pg_fts.compile_match(pg, expr, "rollups_fts")
+            taken += pg_fts._newest_on_rung(c, top, 5, 0) is not None
+            for ceiling, limit, above in ((top, 100, 0), (top, 2, 0), (top - 2, 3, 1),
+                                          (top, 100, 4)):
+                want = [i for i in ev.fts_ids(lite, expr, ceiling, -1, "rollups_fts")
+                        if i > above][:limit]
+                assert pg_fts.ids(pg, c, ceiling, limit, above, "rollups_fts") == want, (
+                    expr, ceiling, limit, above)
+    assert taken == 2 * (len(inner) - 1)  # all but '""', which matches nothing
+    for other in ('level : "1" AND {title body terms tags} : ("database")',
+                  'level : "1" NOT {title body terms vocab tags} : ("database")',
+                  '{title body terms vocab tags} : ("database")'):
+        assert pg_fts._newest_on_rung(pg_fts.compile_match(pg, other, "rollups_fts"),
+                                      top, 5, 0) is None, other
 
 
 def test_only_a_rungs_one_word_match_is_read_from_the_rung_counts() -> None:

@@ -88,7 +88,8 @@ def test_the_rebuild_leaves_search_as_it_was_on_both(store: Any) -> None:
     before = [(e.id, round(s, 9)) for e, s, _ in ev.fts_search(store, "harbour OR zebra", 10)]
     done = health.fts_rebuild(store)
     assert done == (["events_fts", "rollups_fts"] if store.dialect == "sqlite" else
-                    ["fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_stats",
+                    ["fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_rollup_terms",
+                     "fts_stats",
                      "fts_rollup_stats"])
     assert {v.state for v in health.fts_verdicts(store)} == {"ok"}
     assert [(e.id, round(s, 9)) for e, s, _ in ev.fts_search(store, "harbour OR zebra", 10)] \

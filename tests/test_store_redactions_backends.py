@@ -27,6 +27,7 @@ from runtime.store import (
     approvals,
     archive,
     decisions,
+    pg_fts,
     pins,
     promotions,
     side_effects,
@@ -129,6 +130,8 @@ def _counts_are_the_rows_own(store: Any) -> None:
         (r[0], r[1]): r[2] for r in store.query(
             "SELECT u.lexeme, fts_mask(u.weights), count(*) FROM fts_rollups, "
             "unnest(tsv) AS u GROUP BY 1, 2")}
+    assert sorted(map(tuple, store.query("SELECT term, level, id FROM fts_rollup_terms"))) == sorted(
+        map(tuple, store.query(pg_fts.ROLLUP_TERMS.replace("{rows}", "fts_rollups AS f"))))
 
 
 @pytest.mark.parametrize("where", ["hot", "archive"])

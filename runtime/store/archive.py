@@ -19,7 +19,7 @@ from .db import Store
 from .events import now_iso
 
 PG_VACUUMED = ("events", "events_archive", "rollups", "tags", "fts_stats", "fts_rollups",
-               "fts_rollup_words", "fts_rollup_stats")  # optimize_indexes on PostgreSQL
+               "fts_rollup_words", "fts_rollup_terms", "fts_rollup_stats")  # optimize_indexes on PostgreSQL
 BATCH = 5000  # events moved per statement pair (memory: a few hundred KB, whatever the history)
 
 

@@ -12,10 +12,10 @@ changes nothing.
 On PostgreSQL (issue 42) the same questions have other answers: the store opens (the server
 is reached; the coworker's schema is there, at this code's version or older), the full text's
 kept tables (pg_fts: `fts_stats`, `fts_event_tags`, `fts_rollups`, `fts_rollup_words`,
-`fts_rollup_stats`, which triggers keep in step with events, tags and rollups) equal a recount from the rows
-(`pg_fts_verdicts`), and `pg_fts_rebuild` recomputes them under the write lock (`fts_rebuild`,
-which `coworker store rebuild-fts` calls, rebuilds either backend's full text: the only
-functions here that write). Beside them what only
+`fts_rollup_terms`, `fts_rollup_stats`, which triggers keep in step with events, tags and
+rollups) equal a recount from the rows (`pg_fts_verdicts`), and `pg_fts_rebuild` recomputes
+them under the write lock (`fts_rebuild`, which `coworker store rebuild-fts` calls, rebuilds
+either backend's full text: the only functions here that write). Beside them what only
 PostgreSQL has: the pgvector extension (`pgvector`), a connection pooler in transaction mode,
 which breaks the runner's session advisory lock and LISTEN (`pooled_pids`, `pooled`), and the
 schema's version (`schema_version`).
@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import StoreError
 from . import migrations
 from .db import Store
-from .pg_fts import ROLLUP_STATS_RECOUNT, ROLLUP_WORDS
+from .pg_fts import ROLLUP_STATS_RECOUNT, ROLLUP_TERMS, ROLLUP_WORDS
 
 DatabaseFailure = sqlite3.DatabaseError  # what the engine raises when a database fails
 FTS_INDEXES = ("events_fts", "rollups_fts")
@@ -312,6 +312,9 @@ def _kept(rollups: str = "fts_rollups") -> tuple[_Kept, ...]:
               "rollup"),
         _Kept("fts_rollup_words", ("id",), ("ad",),
               ROLLUP_WORDS.replace("{rows}", f"({_ROLLUPS}) AS f"), "rollup's words"),
+        # (a term of a rollup is one row: its level the value compared)
+        _Kept("fts_rollup_terms", ("term", "id"), ("level",),
+              ROLLUP_TERMS.replace("{rows}", f"({_ROLLUPS}) AS f"), "term of a rollup"),
         _Kept("fts_stats", ("term",), ("doc", "toks"),
               _STATS.replace("{rows}", rows).replace("{quoted}", rows.replace("'", "''")),
               "term", counts=True),
@@ -400,6 +403,8 @@ def pg_fts_rebuild(store: Any) -> list[str]:
                 recount = ROLLUP_STATS_RECOUNT.replace("{rows}", "fts_rollups AS f")
             if k.table == "fts_rollup_words":
                 recount = ROLLUP_WORDS.replace("{rows}", "fts_rollups AS f")
+            if k.table == "fts_rollup_terms":
+                recount = ROLLUP_TERMS.replace("{rows}", "fts_rollups AS f")
             db.execute(f"TRUNCATE {k.table}")  # a new file: the memory's stamps move (fts.py)
             db.execute(f"INSERT INTO {k.table} ({columns}) SELECT {columns} FROM ({recount}) AS x")
     return [k.table for k in kept]

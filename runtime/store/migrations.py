@@ -744,6 +744,13 @@ def m021_count_rung_terms_by_level(db: sqlite3.Connection) -> None:
     del db
 
 
+def m022_index_rung_terms(db: sqlite3.Connection) -> None:
+    # Issue 42: on PostgreSQL each rung's terms get a table of their own, so recall reads a
+    # word's newest episodes of a rung in order, where GIN keeps none. FTS5's doclists are
+    # read in rowid order already: nothing changes here.
+    del db
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -766,6 +773,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m019_create_hook_deliveries,
     m020_create_clients,
     m021_count_rung_terms_by_level,
+    m022_index_rung_terms,
 ]
 
 

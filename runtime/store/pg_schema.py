@@ -524,10 +524,17 @@ def _count_rung_terms_by_level(conn: psycopg.Connection) -> None:
     importlib.import_module(f"{__package__}.pg_fts").count_by_level(conn)
 
 
+def _index_rung_terms(conn: psycopg.Connection) -> None:
+    """SQLite's m022: each rung's terms in a table of their own, newest first under a B-tree
+    (pg_fts.rung_terms)."""
+    importlib.import_module(f"{__package__}.pg_fts").rung_terms(conn)
+
+
 # version -> migration; the baseline stands for SQLite's m001..m020 at once.
 MIGRATIONS: dict[int, Callable[[psycopg.Connection], None]] = {
     BASELINE: _baseline,
     21: _count_rung_terms_by_level,
+    22: _index_rung_terms,
 }
 VERSION = max(MIGRATIONS)
 

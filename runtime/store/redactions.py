@@ -175,7 +175,8 @@ def secure_delete(store: Store, on: bool) -> bool:
 # The tables a redaction writes on PostgreSQL (and the full text's, which its triggers write).
 PG_COMPACTED = ("events", "events_archive", "rollups", "tags", "vectors", "decisions",
                 "redactions", "fts_stats", "fts_event_tags", "fts_rollups", "fts_rollup_words",
-                "fts_rollup_stats", "promotions", "pins", "side_effects", "approvals", "inputs", "telemetry")
+                "fts_rollup_terms", "fts_rollup_stats", "promotions", "pins", "side_effects",
+                "approvals", "inputs", "telemetry")
 
 
 def compact(store: Store) -> bool:
