@@ -573,9 +573,12 @@ def span_meta_unread(store: Store, first: int, last: int) -> list[tuple[Event, A
 
 def _meta_unread(rows: Sequence[Any]) -> list[tuple[Event, Any]]:
     """Rows of COLUMNS then source (by position) as events with their meta left unread (the
-    raw meta and what the row's store has said)."""
-    return [(Event(id=r[0], ts=r[1], kind=r[2], actor=r[3], author_kind=r[4], body=r[5],
-                   tick_id=r[7], source=r[8]), (r[6], getattr(r, "said", None))) for r in rows]
+    raw meta and what the rows' store has said, one for them all). Each row is unpacked, not
+    indexed: a PostgreSQL row's index is a Python call (0.7 ms of a recall's 140 events)."""
+    said = getattr(rows[0], "said", None) if rows else None
+    return [(Event(id=i, ts=ts, kind=kind, actor=actor, author_kind=ak, body=body, tick_id=tick,
+                   source=source), (meta, said))
+            for i, ts, kind, actor, ak, body, meta, tick, source, *_ in rows]
 
 
 # each span's events, one span after another (a span's events are read by their own scan of the
