@@ -693,7 +693,7 @@ def import_file(store: Store, path: Path, *, skip_bad: bool = False,
     parsed = parse(path, tz, datetime.now(UTC), report.batch,
                    report.skipped if skip_bad else None)
     # closed however the writing ends, so a parser process never outlives a failed import
-    with closing(parsed), store.transaction():
+    with closing(parsed), store.transaction(), ev.bulk_counts(store):
         batches = _Batches(store, path.name, report)
         for batch in parsed:
             batches.write(batch)

@@ -14,6 +14,7 @@ without the password, and the translator's rewrites."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import traceback
@@ -415,7 +416,8 @@ def test_two_hosts_opening_a_new_coworker_at_once_create_it_once(
         rows = opened[0].query("SELECT version, name FROM _migrations")
         assert [tuple(r) for r in rows] == [(pg_schema.BASELINE, "_baseline"),
                                             (21, "_count_rung_terms_by_level"),
-                                            (22, "_index_rung_terms")]
+                                            (22, "_index_rung_terms"),
+                                            (23, "_defer_bulk_counts")]
         assert ev.append(opened[1], _note("one")) == 1
     finally:
         for s in opened:
@@ -489,3 +491,36 @@ def test_sqlites_json_functions_answer_alike(store: Any) -> None:
     ev.append(store, _note("x", meta={"tool_use_id": "tu_1"}))
     assert ev.by_tool_use(store, "note", "tu_1").body == "x"
     assert ev.by_tool_use(store, "note", "tu_2") is None
+
+
+def test_an_import_adds_up_its_term_counts_once_and_they_are_the_rows_own(
+        store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import in several batches on PostgreSQL keeps its events' term counts aside and adds
+    them once before its commit (ev.bulk_counts): afterwards they are what a recount of the
+    rows gives, as after appends; an import refused mid-file adds nothing; appends after it
+    count as before."""
+    from runtime import importer
+    from runtime.store import health
+
+    monkeypatch.setattr(importer, "BATCH", 40)
+    ev.append(store, _note("the parser report was late"))  # a term already counted
+    lines = [json.dumps({"ts": f"2026-11-{1 + i % 28:02d}T10:00:00Z", "kind": "message",
+                         "actor": "dana", "body": f"parser report {i} about word{i % 7}"})
+             for i in range(130)]
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(lines) + "\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines[:90]) + '\n{"kind": "message"}\n')
+    with pytest.raises(importer.BadLine):
+        importer.import_file(store, bad)
+    assert store.scalar("SELECT count(*) FROM events") == 1
+    report = importer.import_file(store, good)
+    assert report.imported == 130 and report.first_id is not None
+    ev.append(store, _note("after the import: parser"))
+    if store.dialect == "postgres":
+        assert {v.table: v.state for v in health.pg_fts_verdicts(store)}["fts_stats"] == "ok"
+        assert store.scalar("SELECT doc FROM fts_stats WHERE term = 'parser'") == 132
+        assert store.scalar("SELECT current_setting('coworker.deferred_counts', true)") in (
+            None, "", "off")
+    assert {e.id for e, _, _ in ev.fts_search(store, '"word3"', 50)} == {
+        report.first_id + i for i in range(130) if i % 7 == 3}

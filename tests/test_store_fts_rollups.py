@@ -296,6 +296,10 @@ def test_the_walk_and_recall_answer_alike(histories: tuple[Any, Any]) -> None:
 
 # version 20's ladder counts: by term and class only, the rows without their rung, and no
 # table of search's words
+# version 22's trigger keeping the events' counts (no bulk load could defer it): its body
+# stands in here (the test reads which one the migrated schema has)
+_STATS_IN_20 = """CREATE OR REPLACE FUNCTION fts_stats_in() RETURNS trigger LANGUAGE plpgsql
+AS $$ BEGIN RETURN NULL; END $$"""
 _VERSION_20 = """
 ALTER TABLE fts_rollup_stats DROP CONSTRAINT fts_rollup_stats_pkey;
 ALTER TABLE fts_rollup_stats DROP COLUMN level;
@@ -313,19 +317,24 @@ DELETE FROM _migrations WHERE version >= 21;
 
 def test_an_older_schema_gets_its_rungs_counted_when_opened(tmp_path: Path,
                                                             pg_url: str) -> None:  # noqa: F811
-    """Migrations 21 and 22 on a schema of version 20 holding a ladder: each row gets its
+    """Migrations 21 to 23 on a schema of version 20 holding a ladder: each row gets its
     rung, the counts are made again by rung, search's words and each rung's terms get their
-    tables, the rung's kept counts and newest episodes then agree with SQLite's, and the
-    recount doctor makes finds every kept table in step; new rollups are counted by rung."""
+    tables, the events' counts trigger can be deferred by a bulk load, the rung's kept counts
+    and newest episodes then agree with SQLite's, and the recount doctor makes finds every kept
+    table in step; new rollups are counted by rung."""
     from runtime.store import health, pg_schema
     from runtime.store.pg import PgStore
 
     for lite, pg in _both(tmp_path, pg_url, _seal):
         with pg.transaction() as db:
             db.execute(_VERSION_20)
+            pg.raw.execute(_STATS_IN_20)
         assert pg.schema_version() == 20
         with PgStore.open(pg_url, "alpha") as again:
-            assert again.schema_version() == pg_schema.VERSION == 22
+            assert again.schema_version() == pg_schema.VERSION == 23
+            assert "deferred_counts" in again.scalar(  # migration 23's trigger function
+                "SELECT prosrc FROM pg_proc WHERE proname = 'fts_stats_in' AND pronamespace = "
+                "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())")
             assert {v.table: v.state for v in health.pg_fts_verdicts(again)} == dict.fromkeys(
                 ("fts_event_tags", "fts_rollups", "fts_rollup_words", "fts_rollup_terms",
                  "fts_stats", "fts_rollup_stats"), "ok")

@@ -15,6 +15,7 @@ as {"unreadable_meta": its first 200 characters} instead of raising.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import logging
@@ -349,6 +350,15 @@ def insert_rows(store: Store, rows: Sequence[tuple]) -> tuple[int, int] | None:
 
 
 PG_CLEAN_ROWS = 256  # a batch this large merges the GIN index's pending list after it
+
+
+def bulk_counts(store: Store) -> contextlib.AbstractContextManager[None]:
+    """For a bulk append inside the caller's transaction: on PostgreSQL the appended events'
+    term counts added up once at its end, not once a batch (pg_fts.deferred_counts: an
+    import of a million events, 81.6 -> 55.5 s); SQLite's FTS5 keeps its own."""
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        return pg_fts.deferred_counts(store)
+    return contextlib.nullcontext()
 
 
 _COPY_INTO = "events(ts, kind, actor, author_kind, body, meta, tick_id, tsv, ntok)"

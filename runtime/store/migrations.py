@@ -751,6 +751,13 @@ def m022_index_rung_terms(db: sqlite3.Connection) -> None:
     del db
 
 
+def m023_defer_bulk_counts(db: sqlite3.Connection) -> None:
+    # Issue 42: on PostgreSQL a bulk import adds its events' term counts up once, before its
+    # commit, where each batch updated every term's row again. FTS5 keeps its own counts:
+    # nothing changes here.
+    del db
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_events,
     m002_create_ladder,
@@ -774,6 +781,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m020_create_clients,
     m021_count_rung_terms_by_level,
     m022_index_rung_terms,
+    m023_defer_bulk_counts,
 ]
 
 

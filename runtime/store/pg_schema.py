@@ -530,11 +530,17 @@ def _index_rung_terms(conn: psycopg.Connection) -> None:
     importlib.import_module(f"{__package__}.pg_fts").rung_terms(conn)
 
 
+def _defer_bulk_counts(conn: psycopg.Connection) -> None:
+    """SQLite's m023: the events' term counts a bulk load may add up once (pg_fts.defer_counts)."""
+    importlib.import_module(f"{__package__}.pg_fts").defer_counts(conn)
+
+
 # version -> migration; the baseline stands for SQLite's m001..m020 at once.
 MIGRATIONS: dict[int, Callable[[psycopg.Connection], None]] = {
     BASELINE: _baseline,
     21: _count_rung_terms_by_level,
     22: _index_rung_terms,
+    23: _defer_bulk_counts,
 }
 VERSION = max(MIGRATIONS)
 
