@@ -839,9 +839,14 @@ _BRANCHES = ("SELECT id, tsv, ntok FROM events AS e WHERE tsv @@ {q} AND id <= ?
 _MATCHES = " UNION ALL ".join(_BRANCHES)
 
 
+def _text(value: str) -> str:
+    """A string as an SQL literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def _lit(query: str) -> str:
     """A tsquery's text as an SQL literal."""
-    return "'" + query.replace("'", "''") + "'::tsquery"
+    return _text(query) + "::tsquery"
 
 
 @dataclass(frozen=True)
@@ -1107,11 +1112,6 @@ def _level(c: Compiled, i: int) -> int | None:
     if not (level.isascii() and level.isdigit()) or str(int(level)) != level:
         return None
     return int(level)
-
-
-def _text(value: str) -> str:
-    """A string as an SQL literal."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _holds(c: Compiled, node: Any, level: int, held: str) -> str | None:
