@@ -2,8 +2,9 @@
 
 An `IN (?, ?, ...)` list of placeholders goes to PostgreSQL as one array (`= ANY`, `<> ALL`:
 one statement text whatever the list's length, so psycopg prepares it), unless its values are
-not of one type; recall reads its episodes' spans in one statement (`events.spans_meta_unread`).
-Each answers as SQLite does.
+not of one type; recall reads its episodes' spans in one statement (`events.spans_meta_unread`),
+and its marks (stamps, ceilings) once, in one snapshot (`marks.one_moment`). Each answers as
+SQLite does.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from runtime.store import Store
+from runtime.memory.recall import recall
+from runtime.store import Store, fts, marks
 from runtime.store import events as ev
+from runtime.store import rollups as rl
 from runtime.store.pg import PgStore, translate
 
 from .pgserver import pg_url  # noqa: F401  (the fixture)
@@ -107,3 +110,56 @@ def test_counts_of_several_matches_are_each_ones_own(store: Any) -> None:
         assert fts.count_upto_many(store, matches, top, cap) == want
     assert fts.count_upto_many(store, matches, 21, -1) == [20, 10, 10, 0, 10, 15]
     assert fts.count_upto_many(store, matches, 12, -1) == [12, 6, 6, 0, 6, 8]
+
+
+def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements the store sends to PostgreSQL from now on (psycopg's own execute)."""
+    import psycopg
+
+    sent: list[str] = []
+    send = psycopg.Connection.execute
+
+    def spy(self: Any, query: Any, *a: Any, **k: Any) -> Any:
+        sent.append(query.decode() if isinstance(query, bytes) else str(query))
+        return send(self, query, *a, **k)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", spy)
+    return sent
+
+
+def _marks_now(store: Any) -> tuple[Any, ...]:
+    return (fts.rollups_stamp(store), fts.history_stamp(store), ev.fts_top_id(store),
+            ev.fts_top_id(store, "rollups_fts"), rl.episodes_cover_up_to(store))
+
+
+def test_a_recalls_marks_are_read_once_and_say_what_they_said(
+        store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    rl.seal(store, level=1, first_event=1, last_event=12, source_range="1-12", first_ts=None,
+            last_ts=None, title="lines", body="line one to twelve", terms="line", method="t")
+    before = _marks_now(store)
+    assert before[2:] == (21, 1, 12) and before[0][0] == 1
+    sent = _sent(monkeypatch)
+    with marks.one_moment(store):
+        assert _marks_now(store) == before and _marks_now(store) == before
+    if isinstance(store, PgStore):  # the eight marks in one statement, in one snapshot
+        assert [s for s in sent if "max(" in s.lower()] == [f"SELECT {', '.join(marks.MARKS)}"]
+        assert sent[0].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ") and sent[-1] == "COMMIT"
+    sent.clear()
+    recall(store, "which line was twelve")
+    if isinstance(store, PgStore):
+        assert sum("pg_relation_filenode" in s for s in sent) == 1, sent
+
+
+def test_inside_one_moment_postgresql_reads_one_snapshot(pg_url: str) -> None:  # noqa: F811
+    store, other = PgStore.open(pg_url, "moment"), PgStore.open(pg_url, "moment")
+    try:
+        ev.append_many(store, [ev.Event(kind="note", body=f"line {i}") for i in range(3)])
+        with marks.one_moment(store):
+            assert ev.fts_top_id(store) == 3
+            ev.append_many(other, [ev.Event(kind="note", body="a later line")])
+            assert ev.fts_top_id(store) == 3
+            assert store.scalar("SELECT count(*) FROM events") == 3  # the rows agree with it
+        assert ev.fts_top_id(store) == 4 and store.scalar("SELECT count(*) FROM events") == 4
+    finally:
+        store.close()
+        other.close()

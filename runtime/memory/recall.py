@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from ..store import Event, Store
+from ..store import Event, Store, marks
 from ..store import decisions as dec
 from ..store import events as ev
 from ..store import rollups as rl
@@ -487,17 +487,20 @@ def recall(store: Store, text: str, *, before_id: int | None = None, k: int = 10
     """The k best earlier events for `text` (ids below `before_id` only, when given); the
     block's times in `tz` (default UTC). When the text names one person who said a line among
     the candidates and the best hit is theirs, their lines among the best `THEIRS_POOL` come
-    first after the top `WORDS_FIRST` (`_theirs_first`, ADR-0030)."""
+    first after the top `WORDS_FIRST` (`_theirs_first`, ADR-0030). On PostgreSQL its reads
+    see one moment of the history, and its stamps and ceilings are read in one round trip
+    (`marks.one_moment`)."""
     t0 = time.perf_counter()
-    scorer = scorer or Distinctive(store)
-    text, cut = cap_query(text)
-    terms = extract_terms(text, max_terms, scorer.idf)
-    result = Recall(terms, query_truncated=cut, tz=tz)
-    match = ev.fts_query(terms)
-    if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
-        result.skipped = Skip.NO_TERMS
-    if match is not None and not result.skipped:
-        _rank(store, result, text, match, scorer, before_id, k)
+    with marks.one_moment(store):
+        scorer = scorer or Distinctive(store)
+        text, cut = cap_query(text)
+        terms = extract_terms(text, max_terms, scorer.idf)
+        result = Recall(terms, query_truncated=cut, tz=tz)
+        match = ev.fts_query(terms)
+        if not informative(terms):  # decide before retrieving: "Thanks!" needs no memory
+            result.skipped = Skip.NO_TERMS
+        if match is not None and not result.skipped:
+            _rank(store, result, text, match, scorer, before_id, k)
     result.ms = (time.perf_counter() - t0) * 1000
     return result
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..secrecy import redact
-from . import pg_fts, pg_terms
+from . import marks, pg_fts, pg_terms
 from .db import Store, insert_values, new_id
 
 COLUMNS = "id, ts, kind, actor, author_kind, body, meta, tick_id"
@@ -731,7 +731,7 @@ def fts_top_id(store: Store, index: str = "events_fts") -> int:
     """The highest rowid in an FTS index (the ceiling a paged search freezes)."""
     table = _index(index)
     if _pg(store, index):
-        return pg_fts.top_id(store, index)
+        return marks.read(store, [marks.top(index)])[0]
     return int(store.scalar(f"SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1") or 0)
 
 

@@ -21,7 +21,7 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from . import pg_fts
+from . import marks, pg_fts
 from .db import Store
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"  # events_fts' and rollups_fts' tokenizer
@@ -51,12 +51,10 @@ class Tokenizer:
 
 def _files(store: Store, *tables: str) -> tuple[int, ...]:
     """What changes when the store is made again in place: SQLite, the file's inode (a backup
-    restored in place is another file); PostgreSQL, each of `tables`' file on the server (its
-    relfilenode: new when the table is made again, emptied by TRUNCATE or rewritten by VACUUM
-    FULL; never by a row written or a plain VACUUM)."""
+    restored in place is another file); PostgreSQL, each of `tables`' file on the server
+    (`marks.file_of`)."""
     if _pg(store):
-        return tuple(int(r[0] or 0) for r in store.query(
-            " UNION ALL ".join("SELECT pg_relation_filenode(?)" for _ in tables), tables))
+        return marks.read(store, [marks.file_of(t) for t in tables])
     try:
         return (os.stat(store.path).st_ino,)
     except OSError:
@@ -71,14 +69,12 @@ def _tops(store: Store, *tables: str) -> tuple[int, ...]:
 
 
 def _stamp(store: Store, tops: tuple[str, ...], files: tuple[str, ...]) -> tuple[int, ...]:
-    """`_tops` of `tops`, then `_files` of `files`; on PostgreSQL in one round trip (reflect
-    asks for a stamp a sentence it scores: the round trips were most of its time there)."""
+    """`_tops` of `tops`, then `_files` of `files`; on PostgreSQL in one round trip, or none
+    inside `marks.one_moment` after the first (reflect asks for a stamp a sentence it scores:
+    the round trips were most of its time there)."""
     if not _pg(store):
         return (*_tops(store, *tops), *_files(store, *files))
-    row = store.query("SELECT " + ", ".join(
-        [f"(SELECT coalesce(max(id), 0) FROM {t})" for t in tops]
-        + ["pg_relation_filenode(?)"] * len(files)), files)[0]
-    return tuple(int(x or 0) for x in row)
+    return marks.read(store, [*map(marks.newest, tops), *map(marks.file_of, files)])
 
 
 def history_stamp(store: Store) -> tuple[int, ...]:

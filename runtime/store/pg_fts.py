@@ -1244,9 +1244,9 @@ def count(store: Any, c: Compiled, index: str = "events_fts") -> int:
     return int(store.scalar(f"SELECT count(*) FROM ({matching(c, index)}) AS c") or 0)
 
 
-def top_id(store: Any, index: str = "events_fts") -> int:
-    """The highest id the index holds (hot or archived)."""
-    return int(store.scalar(_index(index).top) or 0)
+def top_sql(index: str = "events_fts") -> str:
+    """The statement of the highest id the index holds (hot or archived): `marks.top`."""
+    return _index(index).top
 
 
 def doc_freqs(store: Any, stems: Sequence[str]) -> dict[str, int]:

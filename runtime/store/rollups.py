@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import pg_fts
+from . import marks, pg_fts
 from .db import Store, new_id
 from .events import now_iso
 
@@ -140,8 +140,9 @@ def episode_covering(store: Store, event_id: int) -> int | None:
 
 def episodes_cover_up_to(store: Store) -> int:
     """The highest event id under a level-1 rollup (0 when none): sealing resumes after it."""
-    return int(store.scalar(
-        "SELECT COALESCE(MAX(last_event), 0) FROM rollups WHERE level = 1") or 0)
+    if getattr(store, "dialect", "sqlite") == "postgres":
+        return marks.read(store, [marks.EPISODES_COVER])[0]
+    return int(store.scalar("SELECT " + marks.EPISODES_COVER) or 0)
 
 
 def seal(store: Store, *, level: int, first_event: int | None, last_event: int | None,
