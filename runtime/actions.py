@@ -4,8 +4,10 @@ Owns what each action does and who may do it: one API under the CLI and the MCP 
 action is written once and its authority is checked in one place. Every `Actions` is made for
 one door (`Door`): the owner's terminal (`Door.CLI`) may do everything; another agent over MCP
 (`Door.MCP`) may only read (walk, search, recall, pins) and `tell` as an agent, never as the
-owner (docs/safety.md, the doors table; ADR-0013). An owner's action asked through another
-door is refused with `NotOwnersDoor` before anything is read or written.
+owner (docs/safety.md, the doors table; ADR-0013); a Hermes agent's memory provider
+(`Door.HERMES`) may read and record its conversation (`record_hermes`), and never tell. An
+owner's action asked through another door is refused with `NotOwnersDoor` before anything is
+read or written.
 
 Owner's actions: tell, retry, redact, pin, unpin, strike, unstrike, supersede, restore (what it
 would change first: `restore_plan`), tag, the review of promotions (approve, reject) and the
@@ -56,6 +58,8 @@ class Door(StrEnum):
     MCP = "mcp"    # another agent over MCP: reads, and tells as an agent
     PAGE = "page"  # the owner's page in a browser (signed in with the owner's token, a CSRF
     #                token on every change): the owner's own words and authority, as the CLI
+    HERMES = "hermes"  # a Hermes agent's memory provider (`coworker serve`'s /hermes/, its own
+    #                    token): reads, and records its conversation, never as the owner
 
 
 OWNERS_DOORS = frozenset({Door.CLI, Door.PAGE})
@@ -281,6 +285,18 @@ class Actions:
             result["query_truncated"] = True
         return result
 
+    def record_hermes(self, session: str, platform: str, messages: Sequence[Any]) -> Any:
+        """A Hermes conversation's messages as events of actor `hermes`, each once
+        (`store.hermes_turns`): never an input, never the owner's words. Only the Hermes door
+        records; `tell` stays the owner's (and, as an agent, MCP's)."""
+        from .store import hermes_turns
+
+        if self.door is not Door.HERMES:
+            raise Refused(f"only the Hermes provider's door records a Hermes conversation, not "
+                          f"the {self.door} door")
+        with self._store() as store:
+            return hermes_turns.record(store, session, platform, messages)
+
     def status(self) -> dict[str, Any]:
         """What `coworker status` shows: the process (from its pidfile and run.json), the
         event and input counts, what was set aside, the last failure, the week's walks and
@@ -410,10 +426,7 @@ class Actions:
             raise UsageError(f"the message is {size:,} bytes, over the {limit >> 20} MiB "
                              "limit of one message: split it, or bring past history in with "
                              "`coworker import`")
-        if self.door in OWNERS_DOORS:
-            event = Event.owner_message(message, "tell")
-        else:
-            event = Event.agent_message(message, self.client)
+        event = self._told(message)
         try:
             with self._store(busy_timeout_ms=TELL_BUSY_MS) as store:
                 event_id = inputs_store.add_message(store, event)
@@ -439,6 +452,15 @@ class Actions:
                      event_id, f"woke pid {pid}" if pid is not None else
                      f"woke the loop on {runs_on}" if runs_on else "no coworker running")
         return Told(event_id, pid, runs_on=None if pid is not None else runs_on)
+
+    def _told(self, message: str) -> Event:
+        """The event a tell through this door records: the owner's message through the owner's
+        doors, an agent's through MCP; the Hermes door never tells."""
+        if self.door is Door.HERMES:
+            raise Refused("the Hermes provider's door reads and records; it never tells")
+        if self.door in OWNERS_DOORS:
+            return Event.owner_message(message, "tell")
+        return Event.agent_message(message, self.client)
 
     def runs_elsewhere(self) -> str | None:
         """On a shared database: "HOST (pid N, since T)" of the loop that holds this coworker

@@ -1299,7 +1299,7 @@ def serve_command() -> None:
 
 def _listening(where: str) -> None:
     out.print(f"coworker serve: listening on {where} (your page at {where}/, POST /tell, "
-              "POST /hooks/NAME, MCP at /mcp); Ctrl-C stops it")
+              "POST /hooks/NAME, MCP at /mcp, the Hermes door at /hermes/); Ctrl-C stops it")
     sys.stdout.flush()  # a supervisor or a script waits for this line
 
 
@@ -1421,6 +1421,59 @@ def clients_revoke(name: str) -> None:
     with _store(_home()) as store:
         client = cs.revoke(store, name)
     out.print(f"client {client.name} revoked: its token is refused from now on")
+
+
+# --- Hermes: coworker as its memory provider (runtime/hermes_setup.py, runtime/serve/hermes.py) ---
+
+@cli.group()
+def hermes() -> None:
+    """A Hermes agent (hermes-agent) remembering through this coworker: its memory provider.
+    Guide: docs/hermes.md.
+
+    \b
+    Example:
+      coworker hermes install
+    """
+
+
+@hermes.command(name="install")
+@click.option("--hermes-home", type=click.Path(path_type=Path), default=None,
+              help="Hermes' home folder (default: $HERMES_HOME, else ~/.hermes).")
+@click.option("--url", default=None, help="Where Hermes reaches `coworker serve` (default: "
+              "this home's [serve] address).")
+@click.option("--owner-id", "owner_ids", multiple=True, metavar="ID",
+              help="A gateway user id of yours (Telegram, Discord, Slack...): its sessions get "
+                   "your memory too. Repeat for several. The CLI's sessions always do.")
+@click.option("--rotate", is_flag=True, help="A new Hermes token (the old one is refused "
+              "from now on).")
+def hermes_install(hermes_home: Path | None, url: str | None, owner_ids: tuple[str, ...],
+                   rotate: bool) -> None:
+    """Install coworker as Hermes' memory provider: the provider into HERMES_HOME/plugins/
+    coworker/ with its URL and its own token (it reads your memory and records Hermes'
+    conversation; it never tells the coworker anything as you), then print the one line of
+    Hermes configuration that selects it. `coworker serve` (or [serve] enabled) must run for
+    Hermes to reach it. Run it again after an upgrade. Exit 0; 2 for a bad URL or a folder
+    that holds another plugin.
+
+    \b
+    Examples:
+      coworker hermes install
+      coworker hermes install --hermes-home ~/.hermes --owner-id 123456789
+    """
+    from . import hermes_setup
+    from .serve.server import where
+
+    home = _home()
+    done = hermes_setup.install(home, hermes_home, url or where(home.settings()),
+                                list(owner_ids), rotate)
+    out.print(f"installed the coworker memory provider in {done.folder} (it reaches "
+              f"{done.url}; {'a new' if done.token_is_new else 'its'} Hermes token is in its "
+              "config.json and in state/secrets.toml)", markup=False, highlight=False)
+    out.print("select it in Hermes with this line (config.yaml: memory.provider: coworker):",
+              markup=False, highlight=False)
+    click.echo(f"  {hermes_setup.SELECT}")
+    err.print("Hermes reaches it only while `coworker serve` runs; `coworker doctor` checks it "
+              "with Hermes' own loader. Guide: docs/hermes.md", markup=False, highlight=False)
 
 
 @cli.group(name="store")

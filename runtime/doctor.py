@@ -117,7 +117,14 @@ def run_checks(home: Home, *, probe_model: bool = True) -> list[Check]:
     checks += _guarded_all("database", lambda: _store_checks(home, settings))
     checks += [_guarded(name, fn) for name, fn in rest]
     return (checks + _guarded_all("mcp", lambda: _mcp(settings))  # one check a server
-            + _guarded_all("notify", lambda: _notify(settings)))  # one a [[notify]] target
+            + _guarded_all("notify", lambda: _notify(settings))  # one a [[notify]] target
+            + _guarded_all("hermes", lambda: _hermes(home, settings)))  # when installed
+
+
+def _hermes(home: Home, settings: Settings | None) -> list[Check]:
+    from . import hermes_setup
+
+    return hermes_setup.checks(home, settings.serve.hermes_token if settings else None)
 
 
 def render(checks: list[Check]) -> str:

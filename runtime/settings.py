@@ -929,7 +929,8 @@ _MCP_EXAMPLE = [
 
 
 _PLAIN_LISTS = {("serve", "allowed_hosts")}  # a list of strings, written out (no example)
-_IN_SECRETS = {("serve", "token")}  # keys kept in state/secrets.toml, never in config.toml
+# keys kept in state/secrets.toml, never in config.toml
+_IN_SECRETS = {("serve", "token"), ("serve", "hermes_token")}
 _LISTS = {
     "notify": [
         "# Where replies reach you (at least once, each with an idempotency key). kind webhook:",

@@ -57,6 +57,10 @@ class ServeSection(_Section):
         "(a reverse proxy's name)")
     token: str | None = Field(None, description="the owner's bearer token: kept in "
                               "state/secrets.toml by `coworker init`, never here")
+    hermes_token: str | None = Field(None, description="the Hermes memory provider's bearer "
+                                     "token (read and record, never tell): kept in "
+                                     "state/secrets.toml by `coworker hermes install`, never "
+                                     "here")
 
     @model_validator(mode="after")
     def _remote_is_chosen(self) -> ServeSection:

@@ -395,7 +395,7 @@ SLOW_FILES = {"tests/test_crash.py", "tests/test_faults.py", "tests/bench/test_b
               "tests/test_cli.py", "tests/test_reflect_memory.py", "tests/test_eval_paraphrase.py",
               "tests/test_gate_clauses.py", "tests/test_serve.py", "tests/test_page_browser.py",
               "tests/test_notify.py", "tests/test_talk.py", "tests/test_talk_e2e.py",
-              "tests/test_two_hosts.py", "tests/test_backup_pg.py"}
+              "tests/test_two_hosts.py", "tests/test_backup_pg.py", "tests/test_hermes_real.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m leaves the slow ones out, so all are seen

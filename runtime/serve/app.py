@@ -98,6 +98,7 @@ class Current:
 
     def _register(self, settings: Settings) -> None:
         register_secret(settings.serve.token)
+        register_secret(settings.serve.hermes_token)
         for hook in settings.hooks:
             try:
                 self.secret(hook)
@@ -359,7 +360,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     if status == 404:
         return _error(404, f"no such path {request.url.path[:100]!r}: POST /tell, "
-                           "POST /hooks/NAME, the page at / or MCP at /mcp")
+                           "POST /hooks/NAME, POST /hermes/..., the page at / or MCP at /mcp")
     if status == 405:
         allow = (getattr(exc, "headers", None) or {}).get("Allow", "POST")
         return _error(405, f"{request.method} is not taken here: {allow}", {"Allow": allow})
@@ -403,7 +404,7 @@ def _team_path(path: str) -> bool:
 def make_app(home: Home, settings: Settings, limits: Limits | None = None,
              wake: Callable[[Home], int | None] = process.wake) -> ASGIApp:
     """The app for one home: the doors, the page and the team's MCP, behind the guard."""
-    from . import page, team
+    from . import hermes, page, team
 
     current = Current(home, settings)
     limits = limits or Limits.default()
@@ -411,6 +412,7 @@ def make_app(home: Home, settings: Settings, limits: Limits | None = None,
     doors = Starlette(
         routes=[Route("/tell", routes.tell, methods=["POST"]),
                 Route("/hooks/{name}", routes.hook, methods=["POST"]),
+                *hermes.routes(routes),
                 *page.routes(home, current, limits, wake)],
         exception_handlers={HTTPException: _http_error, TooLarge: _too_large_error,
                             ClientDisconnect: _gone, Exception: _crash})

@@ -145,7 +145,7 @@ class ServerThread:
         t = cls(server(home, settings, limits), sock)
         t.thread.start()
         log.info("serve: listening on %s (the page at /, POST /tell, POST /hooks/NAME, MCP at "
-                 "/mcp)", where(settings))
+                 "/mcp, the Hermes door at /hermes/)", where(settings))
         return t
 
     def _run(self) -> None:

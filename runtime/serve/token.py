@@ -1,4 +1,5 @@
-"""The owner's bearer token for `coworker serve`: `[serve] token` in state/secrets.toml.
+"""The bearer tokens of `coworker serve` in state/secrets.toml: the owner's, `[serve] token`,
+and the Hermes memory provider's, `[serve] hermes_token` (`key`).
 
 Owns making one (`secrets.token_urlsafe`, 256 bits), reading it, and writing it into the
 secrets file without disturbing anything else the file holds (the `[secrets]` table, a model
@@ -23,49 +24,53 @@ from ..errors import ConfigError, UsageError
 TOKEN_BYTES = 32
 _HEADER = re.compile(r"^[ \t]*\[[ \t]*serve[ \t]*\][ \t]*(#.*)?$", re.M)
 _TABLE = re.compile(r"^[ \t]*\[", re.M)
-_TOKEN_LINE = re.compile(r"^[ \t]*token[ \t]*=.*$", re.M)
+OWNER, HERMES = "token", "hermes_token"  # the keys of [serve] a token is kept under
+
+
+def _line(key: str) -> re.Pattern[str]:
+    return re.compile(r"^[ \t]*" + re.escape(key) + r"[ \t]*=.*$", re.M)
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
-def read(path: Path) -> str | None:
-    """`[serve] token` of the secrets file at `path`, or None (no file, no token)."""
+def read(path: Path, key: str = OWNER) -> str | None:
+    """`[serve] <key>` of the secrets file at `path`, or None (no file, no token)."""
     text = _text(path)
     if text is None:
         return None
     serve = _parse(text).get("serve")
-    token = serve.get("token") if isinstance(serve, dict) else None
+    token = serve.get(key) if isinstance(serve, dict) else None
     return token if isinstance(token, str) and token else None
 
 
-def ensure(path: Path) -> tuple[str, bool]:
+def ensure(path: Path, key: str = OWNER) -> tuple[str, bool]:
     """The token in `path`, or a new one written there; and whether it was written."""
-    token = read(path)
+    token = read(path, key)
     if token is not None:
         return token, False
-    return rotate(path), True
+    return rotate(path, key), True
 
 
-def rotate(path: Path) -> str:
-    """Write a new token into `path` (created 0600 when absent); return it."""
+def rotate(path: Path, key: str = OWNER) -> str:
+    """Write a new token into `path`'s `[serve] <key>` (created 0600 when absent); return it."""
     token = new_token()
     old = _text(path) or ""
     _parse(old)  # a file that does not parse is the owner's to fix: never overwritten
-    new = with_token(old, token)
+    new = with_token(old, token, key)
     got = _parse(new).get("serve", {})
-    if not isinstance(got, dict) or got.get("token") != token:
+    if not isinstance(got, dict) or got.get(key) != token:
         raise UsageError(f"{path}: could not place the token (is [serve] written some other "
-                         f"way?); add the table by hand:\n[serve]\ntoken = \"...\"")
+                         f"way?); add the table by hand:\n[serve]\n{key} = \"...\"")
     _replace(path, new)
     return token
 
 
-def with_token(text: str, token: str) -> str:
-    """`text` (a secrets file) with `[serve] token = "token"`: the table's token line
+def with_token(text: str, token: str, key: str = OWNER) -> str:
+    """`text` (a secrets file) with `[serve] <key> = "token"`: the table's line of that key
     replaced, or the line added under `[serve]`, or the table appended."""
-    line = f'token = "{token}"'
+    line = f'{key} = "{token}"'
     header = _HEADER.search(text)
     if header is None:
         sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n")
@@ -74,7 +79,7 @@ def with_token(text: str, token: str) -> str:
     start = header.end()
     nxt = _TABLE.search(text, start + 1)
     end = nxt.start() if nxt else len(text)
-    found = _TOKEN_LINE.search(text, start, end)
+    found = _line(key).search(text, start, end)
     if found is not None:
         return text[:found.start()] + line + text[found.end():]
     return f"{text[:start]}\n{line}{text[start:]}"

@@ -57,7 +57,8 @@ KNOWN_KINDS = (
     "config_reload",
     "config_error", "step_cap", "spending_cap", "backup_restored", "action_queued",
     "action_approved", "action_rejected", "action_expired", "action_result", "watch_baseline",
-    "watch_change", "vouch", "unvouch", "replies_read")
+    "watch_change", "vouch", "unvouch", "replies_read",
+    "hermes_user", "hermes_assistant", "hermes_tool", "hermes_memory")  # the Hermes provider's
 # The owner's events whose body is text the owner wrote (`Event.owners_words`); the owner's
 # other events record an action and may quote what someone else wrote.
 OWNERS_TEXT_KINDS = frozenset({"message", "pin", "memory_supersede"})
