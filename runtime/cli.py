@@ -1442,8 +1442,10 @@ def hermes() -> None:
 @click.option("--url", default=None, help="Where Hermes reaches `coworker serve` (default: "
               "this home's [serve] address).")
 @click.option("--owner-id", "owner_ids", multiple=True, metavar="ID",
-              help="A gateway user id of yours (Telegram, Discord, Slack...): its sessions get "
-                   "your memory too. Repeat for several. The CLI's sessions always do.")
+              help="PLATFORM:ID, a gateway user id of yours as Hermes names the platform "
+                   "(telegram:123456789): its private chats get your memory too, never a group. "
+                   "Repeat for several; a reinstall keeps them unless given. The CLI's sessions "
+                   "always do.")
 @click.option("--rotate", is_flag=True, help="A new Hermes token (the old one is refused "
               "from now on).")
 def hermes_install(hermes_home: Path | None, url: str | None, owner_ids: tuple[str, ...],
@@ -1458,7 +1460,7 @@ def hermes_install(hermes_home: Path | None, url: str | None, owner_ids: tuple[s
     \b
     Examples:
       coworker hermes install
-      coworker hermes install --hermes-home ~/.hermes --owner-id 123456789
+      coworker hermes install --hermes-home ~/.hermes --owner-id telegram:123456789
     """
     from . import hermes_setup
     from .serve.server import where

@@ -17,8 +17,10 @@ starts Hermes and never writes Hermes' config.yaml (the owner selects the provid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ FILES = ("__init__.py", "README.md", "plugin.yaml")
 FIRST_LINE = '"""coworker as a Hermes memory provider'  # how our __init__.py begins
 LOADER_S = 60  # Hermes' loader, run in its own Python (it imports much of Hermes)
 SELECT = "hermes config set memory.provider coworker"
+OWNER_ID = re.compile(r"[a-z][a-z0-9_-]{0,31}:\S{1,200}")  # PLATFORM:ID
 
 
 def hermes_home(given: Path | None = None) -> Path:
@@ -67,6 +70,10 @@ def install(home: Home, where: Path | None, url: str, owner_ids: list[str],
     URL is not http(s) or the folder holds something else."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--url {url!r} is not an http:// or https:// URL of `coworker serve`")
+    for given in owner_ids:
+        if OWNER_ID.fullmatch(given) is None:
+            raise UsageError(f"--owner-id {given!r} is not PLATFORM:ID (e.g. telegram:123456789, "
+                             "the platform as Hermes names it)")
     folder = plugin_dir(hermes_home(where))
     init = folder / "__init__.py"
     if init.exists() and not init.read_bytes().startswith(FIRST_LINE.encode()):
@@ -76,6 +83,7 @@ def install(home: Home, where: Path | None, url: str, owner_ids: list[str],
         token, new = token_file.rotate(home.secrets_path, token_file.HERMES), True
     else:
         token, new = token_file.ensure(home.secrets_path, token_file.HERMES)
+    owner_ids = owner_ids or _kept_owner_ids(folder)  # a reinstall keeps them
     folder.mkdir(parents=True, exist_ok=True)
     for name in FILES:
         _write(folder / name, packaged(name), 0o644)
@@ -101,14 +109,30 @@ def installed_folder(home: Home) -> Path | None:
         else None
 
 
+def _kept_owner_ids(folder: Path) -> list[str]:
+    try:
+        got = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("owner_ids")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(i) for i in got] if isinstance(got, list) else []
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
-    """`data` into `path` through a temporary file of `mode` renamed over it."""
+    """`data` into `path` through a new temporary file of `mode` (never one that was there,
+    never through a link) renamed over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with open(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 # --- doctor -----------------------------------------------------------------------------------

@@ -92,8 +92,8 @@ class Hermes:
             return self.routes.refused(request, 401, "wrong token for the Hermes door")
         try:
             body = json.loads(await read_body(request) or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "the body is not JSON: send a JSON object")
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            return _error(400, "the body is not JSON (or nested too deep): send a JSON object")
         if not isinstance(body, dict):
             return _error(400, "send a JSON object")
         try:
@@ -139,8 +139,8 @@ def _messages(body: dict[str, Any]) -> list[hermes_turns.Message]:
                          '{"role", "text"} objects')
     out = []
     for m in raw:
-        if not isinstance(m, dict) or m.get("role") not in hermes_turns.ROLES \
-                or not isinstance(m.get("text"), str):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) \
+                or m["role"] not in hermes_turns.ROLES or not isinstance(m.get("text"), str):
             raise UsageError('each message is {"role": "user" | "assistant" | "tool" | '
                              '"memory", "text": "..."}')
         if m["text"].strip():

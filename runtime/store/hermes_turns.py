@@ -8,7 +8,8 @@ platform and the role. Never an input of the loop (no row in
 `inputs`: nothing wakes for it) and never the owner's words, whoever typed them into Hermes:
 the gate reads them as another agent's (docs/safety.md).
 
-Each message has a key: its session, role and text (`key`). The keys are kept in `import_keys`
+Each message has a key: its conversation (the `session` the provider sends: the session a
+compression continued from), role and text (`key`). The keys are kept in `import_keys`
 (source `hermes`), written in the same transaction as their events, and a message whose key is
 there already is not written again: `sync_turn`, a later `on_pre_compress` and
 `on_session_end` may each send the same message, and it is one event. The same words said twice
