@@ -1,13 +1,15 @@
 """Reading the small files a user may have replaced by something else: config.toml, the
-secrets file, the pidfile, run.json.
+secrets file, the pidfile, run.json; and replacing a small private file whole.
 
 Only a regular file is read. It is opened without blocking (a FIFO would otherwise wait for a
-writer for ever, and `/dev/zero` never ends), checked with fstat, and read up to a size. This
-module never writes and knows nothing of what the bytes mean.
+writer for ever, and `/dev/zero` never ends), checked with fstat, and read up to a size. A file
+is replaced through a new temporary file beside it (`replace_file`). This module knows nothing
+of what the bytes mean.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -46,3 +48,24 @@ def is_regular_or_absent(path: Path) -> bool:
         return stat.S_ISREG(path.stat().st_mode)
     except FileNotFoundError:
         return True
+
+
+def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write `data` to a new file of `mode` beside `path` (never one that was there, never
+    through a link), flushed to disk, then rename it over `path`: a reader sees the old file or
+    the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # whatever the umask took away
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

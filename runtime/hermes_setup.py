@@ -5,8 +5,7 @@ README and Hermes' `plugin.yaml`) copied into `<HERMES_HOME>/plugins/coworker/` 
 `config.json` (0600: the server's URL, the Hermes token, the owner's user ids) written beside
 it (the folder is remembered in state/hermes.json for doctor), and the Hermes token kept in
 state/secrets.toml as `[serve] hermes_token` (made on the first install, kept after, new with
-`rotate`). A folder of that name that holds another plugin is
-never overwritten.
+`rotate`). A folder of that name that holds another plugin is never overwritten.
 
 Also owns doctor's `hermes` lines: said only when the provider is installed (or a Hermes
 token is set). Hermes and coworker cannot share one Python environment (Hermes pins
@@ -17,7 +16,6 @@ starts Hermes and never writes Hermes' config.yaml (the owner selects the provid
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .files import replace_file
 from .home import Home
 from .serve import token as token_file
 
@@ -61,7 +60,6 @@ class Installed:
     folder: Path
     url: str
     token_is_new: bool
-    owner_ids: list[str]
 
 
 def install(home: Home, where: Path | None, url: str, owner_ids: list[str],
@@ -86,12 +84,12 @@ def install(home: Home, where: Path | None, url: str, owner_ids: list[str],
     owner_ids = owner_ids or _kept_owner_ids(folder)  # a reinstall keeps them
     folder.mkdir(parents=True, exist_ok=True)
     for name in FILES:
-        _write(folder / name, packaged(name), 0o644)
+        replace_file(folder / name, packaged(name), 0o644)
     config = {"url": url.rstrip("/"), "token": token, "owner_ids": owner_ids,
               "coworker": home.settings().coworker.name}
-    _write(folder / "config.json", (json.dumps(config, indent=2) + "\n").encode(), 0o600)
-    _write(placed(home), (json.dumps({"folder": str(folder)}) + "\n").encode(), 0o600)
-    return Installed(folder, url.rstrip("/"), new, owner_ids)
+    replace_file(folder / "config.json", (json.dumps(config, indent=2) + "\n").encode())
+    replace_file(placed(home), (json.dumps({"folder": str(folder)}) + "\n").encode())
+    return Installed(folder, url.rstrip("/"), new)
 
 
 def placed(home: Home) -> Path:
@@ -115,24 +113,6 @@ def _kept_owner_ids(folder: Path) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [str(i) for i in got] if isinstance(got, list) else []
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    """`data` into `path` through a new temporary file of `mode` (never one that was there,
-    never through a link) renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        with open(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 # --- doctor -----------------------------------------------------------------------------------

@@ -416,3 +416,18 @@ def test_a_server_that_answers_garbage_or_goes_away_never_breaks_a_hermes_turn(
                        {"role": "assistant", "content": "and this"}])
     p.shutdown()
     assert [e.body for e in hermes_events(home)] == ["lost for now", "and this"]
+
+
+def test_install_never_writes_the_token_through_a_planted_link(
+        offline_home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "hh" / "plugins" / "coworker"
+    folder.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    victim.chmod(0o644)
+    monkeypatch.setattr(os, "getpid", lambda: 4242)  # the temporary file's name, known
+    (folder / ".config.json.4242.tmp").symlink_to(victim)
+    hermes_setup.install(offline_home, tmp_path / "hh", "http://127.0.0.1:8765", [])
+    assert victim.read_text() == "untouched\n"
+    assert stat.S_IMODE((folder / "config.json").stat().st_mode) == 0o600
+    assert not (folder / ".config.json.4242.tmp").exists()

@@ -12,14 +12,13 @@ secret.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import secrets
 import tomllib
 from pathlib import Path
 
 from ..errors import ConfigError, UsageError
+from ..files import replace_file
 
 TOKEN_BYTES = 32
 _HEADER = re.compile(r"^[ \t]*\[[ \t]*serve[ \t]*\][ \t]*(#.*)?$", re.M)
@@ -105,17 +104,4 @@ def _parse(text: str) -> dict:
 
 def _replace(path: Path, text: str) -> None:
     """Write `text` to a new 0600 file beside `path`, then rename it over `path`."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with open(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    replace_file(path, text.encode("utf-8"), 0o600)
