@@ -52,8 +52,9 @@ _READ: ContextVar[dict[int, dict[str, int]] | None] = ContextVar("marks_read", d
 
 
 def read(store: Any, marks: Sequence[str]) -> tuple[int, ...]:
-    """Each of `marks` (SQL expressions) on PostgreSQL, 0 for a NULL: inside `one_moment`
-    from its one reading of MARKS, else in one statement of their own."""
+    """Each of `marks` (SQL expressions), 0 for a NULL: inside `one_moment` on PostgreSQL from
+    its one reading of MARKS, else in one statement of their own (SQLite's too, for the marks
+    both dialects write alike: `newest`, `EPISODES_COVER`)."""
     kept = _READ.get()
     if kept is None or not set(marks) <= set(MARKS):
         return _select(store, marks)

@@ -140,9 +140,7 @@ def episode_covering(store: Store, event_id: int) -> int | None:
 
 def episodes_cover_up_to(store: Store) -> int:
     """The highest event id under a level-1 rollup (0 when none): sealing resumes after it."""
-    if getattr(store, "dialect", "sqlite") == "postgres":
-        return marks.read(store, [marks.EPISODES_COVER])[0]
-    return int(store.scalar("SELECT " + marks.EPISODES_COVER) or 0)
+    return marks.read(store, [marks.EPISODES_COVER])[0]
 
 
 def seal(store: Store, *, level: int, first_event: int | None, last_event: int | None,
